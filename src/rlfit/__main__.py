@@ -1,0 +1,3 @@
+from rlfit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The library entry points: `rlfit.train(...)` for notebooks and scripts (the CLI calls the same)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rlfit.config import DEFAULT_ENV, Config, resolve
+from rlfit.jax_setup import configure_jax
+from rlfit.plan import Plan, make_plan
+from rlfit.rundir import RunDir, check_new_run_dir, create_run_dir, default_run_path, write_json
+from rlfit.runner import Runner, RunResult
+from rlfit.sinks import Sinks
+from rlfit.sinks.console import ConsoleSink
+from rlfit.sinks.jsonl import JsonlSink
+from rlfit.sinks.tensorboard import TensorBoardSink
+from rlfit.trainer import Trainer
+
+
+def train(
+    env: str = DEFAULT_ENV,
+    preset: str = "default",
+    config_file: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    *,
+    run_dir: str | Path | None = None,
+    quiet: bool = True,
+    live: bool | None = None,
+) -> RunResult:
+    """Trains `env` and returns the final state, counters and summary.
+
+    `overrides` are `section.key=value` strings applied last (like `--set`). The run directory
+    defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
+
+    >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
+    >>> result.summary["final_eval_reward"], result.state.params
+    """
+    config = resolve(env, preset, config_file, overrides)
+    plan = make_plan(config)
+    return train_config(config, plan, run_dir, quiet=quiet, live=live)
+
+
+def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
+                 live: bool | None = None) -> RunResult:
+    """Trains a resolved config with a plan (validated input; writes the run directory)."""
+    configure_jax(plan.precision)
+    path = Path(run_dir) if run_dir else default_run_path(config.env.name)
+    check_new_run_dir(path)
+    trainer = Trainer.build(config, plan)
+    directory = create_run_dir(path, config)
+    write_json(directory.plan, plan.to_dict())
+    console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
+                                             live=live)
+    sinks = Sinks([JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard)] + ([console] if console else []))
+    try:
+        result = Runner(trainer, directory, sinks, console=console).run()
+    finally:
+        sinks.close()
+    if console is not None:
+        console.message(summary_line(result))
+    return result
+
+
+def summary_line(result: RunResult) -> str:
+    s = result.summary
+    reward = "n/a" if s["final_eval_reward"] is None else f"{s['final_eval_reward']:.1f}"
+    return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
+            f"({s['sps_mean']:,.0f} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
+
+
+__all__ = ["RunDir", "RunResult", "train", "train_config"]

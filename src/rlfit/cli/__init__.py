@@ -1,0 +1,44 @@
+"""The `rlfit` command line. Each subcommand lives in its own module with `register(subparsers)`.
+
+Exit codes: 0 done; 2 bad input (one line on stderr); 3 training became non-finite;
+130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rlfit.errors import UserError
+
+COMMANDS = ("train", "info")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong and where to look), exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="rlfit", description="Train robot control policies with PPO, sized to your hardware.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    subparsers.required = True
+    for name in COMMANDS:
+        importlib.import_module(f"rlfit.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except UserError as error:
+        print(f"rlfit: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("rlfit: interrupted", file=sys.stderr)
+        return 130

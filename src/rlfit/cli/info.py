@@ -1,0 +1,30 @@
+"""`rlfit envs` and `rlfit keys`: what can be trained and configured."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    envs = subparsers.add_parser("envs", help="list the environments rlfit can train")
+    envs.set_defaults(handler=list_envs)
+    keys = subparsers.add_parser("keys", help="list every config key with its meaning and default")
+    keys.set_defaults(handler=list_keys)
+
+
+def list_envs(args: argparse.Namespace) -> int:
+    from rlfit.envs.loading import playground_names
+
+    for name in playground_names():
+        print(name)
+    return 0
+
+
+def list_keys(args: argparse.Namespace) -> int:
+    from rlfit.config import Config, field_docs
+
+    defaults = Config().to_dict()
+    for dotted, doc in field_docs().items():
+        section, key = dotted.split(".")
+        print(f"{dotted:30s} {defaults[section][key]!s:28s} {doc}")
+    return 0

@@ -1,0 +1,45 @@
+"""`rlfit train ENV`: train a policy."""
+
+from __future__ import annotations
+
+import argparse
+
+from rlfit.config import DEFAULT_ENV, PRESETS
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """The config layers every command that builds a config accepts."""
+    parser.add_argument("--preset", default="default", help=f"one of {', '.join(PRESETS)} (default: default)")
+    parser.add_argument("--config", metavar="FILE", help="YAML file with sections env, ppo, network, run")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                        help="override one key, e.g. --set ppo.learning_rate=3e-4 (repeatable)")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("train", help="train a policy", description="Train a PPO policy on ENV.")
+    parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
+                        help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
+    add_config_arguments(parser)
+    parser.add_argument("--num-envs", metavar="N", help="parallel environments (overrides ppo.num_envs)")
+    parser.add_argument("--timesteps", metavar="N", help="total env steps (overrides run.num_timesteps)")
+    parser.add_argument("--seed", metavar="S", help="random seed (overrides run.seed)")
+    parser.add_argument("--run-dir", metavar="DIR", help="where to write the run (default: runs/<env>-<time>)")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    parser.set_defaults(handler=run)
+
+
+def flag_overrides(args: argparse.Namespace) -> list[str]:
+    """The shortcut flags as `--set` items, applied after the explicit ones."""
+    items = list(args.overrides)
+    for flag, key in (("num_envs", "ppo.num_envs"), ("timesteps", "run.num_timesteps"), ("seed", "run.seed")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            items.append(f"{key}={value}")
+    return items
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlfit.api import train
+
+    train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir, quiet=args.quiet)
+    return 0

@@ -1,0 +1,94 @@
+"""Every rule a config must satisfy before anything compiles, with the nearest valid values in the message."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rlfit.errors import UserError
+
+if TYPE_CHECKING:
+    from rlfit.config import Config
+
+IMPLS = ("auto", "jax", "warp")
+PRECISIONS = ("fp32", "bf16")
+ACTIVATIONS = ("swish", "relu", "tanh", "elu", "gelu")
+
+_POSITIVE_INTS = (
+    "env.episode_length", "env.action_repeat", "ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches",
+    "ppo.unroll_length", "ppo.num_updates_per_batch", "run.num_timesteps", "run.num_eval_envs",
+    "run.save_interval", "run.keep_checkpoints",
+)
+_NON_NEGATIVE = ("run.eval_every", "ppo.entropy_cost", "ppo.max_grad_norm", "run.seed")
+_POSITIVE_FLOATS = ("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling")
+_UNIT_INTERVAL = ("ppo.discounting", "ppo.gae_lambda")
+_CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS}
+
+
+def check_config(config: Config) -> None:
+    """Raises UserError for the first rule `config` breaks."""
+    for name in _POSITIVE_INTS:
+        if _get(config, name) <= 0:
+            raise UserError(f"{name} must be a positive integer, got {_get(config, name)}")
+    for name in _NON_NEGATIVE:
+        if _get(config, name) < 0:
+            raise UserError(f"{name} must be zero or more, got {_get(config, name)}")
+    for name in _POSITIVE_FLOATS:
+        if not _get(config, name) > 0:
+            raise UserError(f"{name} must be greater than 0, got {_get(config, name)}")
+    for name in _UNIT_INTERVAL:
+        if not 0 < _get(config, name) <= 1:
+            raise UserError(f"{name} must be in (0, 1], got {_get(config, name)}")
+    for name, choices in _CHOICES.items():
+        if _get(config, name) not in choices:
+            raise UserError(f"{name} must be one of {', '.join(choices)}, got '{_get(config, name)}'")
+    for name in ("network.policy_hidden", "network.value_hidden"):
+        sizes = _get(config, name)
+        if not sizes or any(size <= 0 for size in sizes):
+            raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
+    if not config.env.name:
+        raise UserError("env.name is empty; give a Playground environment name or module:factory")
+    check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)
+
+
+def check_batch_divisibility(num_envs: int, batch_size: int, num_minibatches: int) -> None:
+    """Rule: every iteration collects `batch_size * num_minibatches` sequences, a whole number per env."""
+    sequences = batch_size * num_minibatches
+    if sequences % num_envs == 0:
+        return
+    fixes = [f"num_minibatches={m}" for m in _nearest_multiples(num_minibatches, num_envs // math.gcd(batch_size, num_envs))]
+    fixes += [f"batch_size={b}" for b in _nearest_multiples(batch_size, num_envs // math.gcd(num_minibatches, num_envs))]
+    fixes += [f"num_envs={n}" for n in _nearest_divisors(num_envs, sequences)]
+    raise UserError(
+        f"ppo.batch_size * ppo.num_minibatches ({batch_size} * {num_minibatches} = {sequences}) must be divisible by "
+        f"ppo.num_envs ({num_envs}); nearest valid: {', '.join(fixes)}"
+    )
+
+
+def check_device_split(num_envs: int, num_devices: int) -> None:
+    """Rule: environments are split evenly over the devices used."""
+    if num_envs % num_devices:
+        lower = num_envs - num_envs % num_devices
+        options = [n for n in (lower, lower + num_devices) if n > 0]
+        raise UserError(f"ppo.num_envs ({num_envs}) must be divisible by the number of devices ({num_devices}); "
+                        f"nearest valid: {', '.join(f'num_envs={n}' for n in options)}")
+
+
+def _nearest_multiples(value: int, step: int) -> list[int]:
+    """The multiples of `step` just below and just above `value` (below only if positive)."""
+    below = (value // step) * step
+    above = below + step
+    return [m for m in (below, above) if m > 0 and m != value][:2]
+
+
+def _nearest_divisors(value: int, total: int) -> list[int]:
+    """The divisors of `total` just below and just above `value`."""
+    divisors = [d for d in range(1, total + 1) if total % d == 0] if total <= 10_000_000 else []
+    below = [d for d in divisors if d < value]
+    above = [d for d in divisors if d > value]
+    return ([below[-1]] if below else []) + ([above[0]] if above else [])
+
+
+def _get(config: Config, dotted: str):
+    section, key = dotted.split(".")
+    return getattr(getattr(config, section), key)

@@ -1,0 +1,87 @@
+"""Find and build an environment: a Playground registry name or a user's `module:factory`.
+
+The environment contract is Playground's `MjxEnv`: `reset(key) -> State`, `step(State, action) -> State`,
+`action_size: int`, `observation_size: int | dict[str, tuple]`, where `State` has `obs`, `reward`, `done`
+(1.0 at a terminal state), `metrics`, `info`. Actions are in [-1, 1].
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import jax
+
+from rlfit.config import EnvConfig
+from rlfit.errors import UserError, did_you_mean
+
+REQUIRED_ATTRIBUTES = ("reset", "step", "action_size", "observation_size")
+
+
+def choose_impl(requested: str, backend: str | None = None) -> str:
+    """'auto' -> 'jax' on CPU (warp is far slower there), 'warp' on GPU when warp is installed."""
+    if requested != "auto":
+        return requested
+    backend = backend or jax.default_backend()
+    if backend == "cpu":
+        return "jax"
+    try:
+        import warp  # noqa: F401
+    except ImportError:
+        return "jax"
+    return "warp"
+
+
+def playground_names() -> tuple[str, ...]:
+    """Every environment name in Playground's registry."""
+    from mujoco_playground import registry
+
+    return tuple(registry.ALL_ENVS)
+
+
+def load_env(config: EnvConfig, backend: str | None = None) -> Any:
+    """Builds the environment `config.name` names; raises UserError when it cannot."""
+    if ":" in config.name:
+        return _load_factory(config)
+    return _load_playground(config, choose_impl(config.impl, backend))
+
+
+def _load_playground(config: EnvConfig, impl: str) -> Any:
+    from mujoco_playground import registry
+
+    names = playground_names()
+    if config.name not in names:
+        raise UserError(f"unknown environment '{config.name}'{did_you_mean(config.name, names)}; "
+                        "`rlfit envs` lists them, or pass module:factory for your own")
+    from rlfit.envs.assets import prepare_assets
+
+    prepare_assets(config)
+    overrides = {"impl": impl, **dict(config.overrides)}
+    try:
+        return registry.load(config.name, config_overrides=overrides)
+    except KeyError as error:
+        raise UserError(f"env.overrides names a key {error} that {config.name}'s config does not have") from None
+
+
+def _load_factory(config: EnvConfig) -> Any:
+    module_name, _, factory_name = config.name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise UserError(f"cannot import module '{module_name}' for environment '{config.name}': {error}; "
+                        "check the name and that it is on PYTHONPATH") from None
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise UserError(f"module '{module_name}' has no callable '{factory_name}' (environment '{config.name}')")
+    env = factory(**dict(config.overrides))
+    missing = [name for name in REQUIRED_ATTRIBUTES if not hasattr(env, name)]
+    if missing:
+        raise UserError(f"environment '{config.name}' lacks {', '.join(missing)}; it must follow Playground's "
+                        "MjxEnv API (reset, step, action_size, observation_size)")
+    return env
+
+
+def env_label(name: str) -> str:
+    """A file-name-safe label for an environment name (module:factory -> module-factory)."""
+    return name.replace(":", "-").replace(os.sep, "-").replace(".", "-")

@@ -1,0 +1,135 @@
+"""Policy and value networks (MLPs) and the tanh-squashed Gaussian action distribution.
+
+Shapes: observations [..., obs_dim]; policy output [..., 2 * action_dim] (mean, raw scale); value [...].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from rlfit.config import NetworkConfig
+
+MIN_STD = 1e-3
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "swish": nn.swish, "relu": nn.relu, "tanh": nn.tanh, "elu": nn.elu, "gelu": nn.gelu,
+}
+COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
+
+
+class MLP(nn.Module):
+    """Dense layers with `activation` between them; parameters fp32, compute in `dtype`."""
+
+    layer_sizes: Sequence[int]
+    activation: str = "swish"
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x.astype(self.dtype)
+        for index, size in enumerate(self.layer_sizes):
+            x = nn.Dense(size, dtype=self.dtype, param_dtype=jnp.float32,
+                         kernel_init=nn.initializers.lecun_uniform(), name=f"dense_{index}")(x)
+            if index < len(self.layer_sizes) - 1:
+                x = ACTIVATIONS[self.activation](x)
+        return x.astype(jnp.float32)
+
+
+class AgentParams(NamedTuple):
+    """Trainable parameters."""
+
+    policy: Any
+    value: Any
+
+
+class Agent(NamedTuple):
+    """Pure functions of (params, normalized observation)."""
+
+    policy_logits: Callable[[Any, Any], jax.Array]
+    """(policy params, obs [..]) -> [..., 2 * action_dim]."""
+    value: Callable[[Any, Any], jax.Array]
+    """(value params, obs [..]) -> [...]."""
+    init: Callable[[jax.Array], AgentParams]
+    """key -> fresh parameters."""
+    action_size: int
+
+
+def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
+    """The array a network sees: `obs` itself, or `obs[key]` (else `obs[fallback]`) for dict observations."""
+    if not isinstance(obs, dict):
+        return obs
+    if key in obs:
+        return obs[key]
+    return obs[fallback] if fallback in obs else obs[sorted(obs)[0]]
+
+
+def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precision: str = "fp32") -> Agent:
+    """Builds the agent for observations shaped like `obs_example` (one unbatched observation)."""
+    dtype = COMPUTE_DTYPES[precision]
+    policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
+    value_net = MLP(tuple(config.value_hidden) + (1,), config.activation, dtype)
+
+    def policy_obs(obs):
+        return select_obs(obs, config.policy_obs_key)
+
+    def value_obs(obs):
+        return select_obs(obs, config.value_obs_key, config.policy_obs_key)
+
+    def init(key: jax.Array) -> AgentParams:
+        policy_key, value_key = jax.random.split(key)
+        return AgentParams(policy_net.init(policy_key, policy_obs(obs_example)),
+                           value_net.init(value_key, value_obs(obs_example)))
+
+    return Agent(
+        policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
+        value=lambda params, obs: value_net.apply(params, value_obs(obs))[..., 0],
+        init=init,
+        action_size=action_size,
+    )
+
+
+class TanhGaussian(NamedTuple):
+    """A diagonal Gaussian over raw actions; the environment receives tanh(raw) in [-1, 1]."""
+
+    mean: jax.Array
+    std: jax.Array
+
+    @classmethod
+    def from_logits(cls, logits: jax.Array) -> TanhGaussian:
+        mean, raw_scale = jnp.split(logits, 2, axis=-1)
+        return cls(mean, jax.nn.softplus(raw_scale) + MIN_STD)
+
+    def sample_raw(self, key: jax.Array) -> jax.Array:
+        return self.mean + self.std * jax.random.normal(key, self.mean.shape)
+
+    def log_prob(self, raw_action: jax.Array) -> jax.Array:
+        """Log-density of tanh(raw_action), summed over action dims: [...]."""
+        z = (raw_action - self.mean) / self.std
+        gaussian = -0.5 * z**2 - jnp.log(self.std) - 0.5 * jnp.log(2 * jnp.pi)
+        return jnp.sum(gaussian - tanh_log_det_jacobian(raw_action), axis=-1)
+
+    def entropy(self, key: jax.Array) -> jax.Array:
+        """Entropy of the squashed distribution, one reparameterized sample per row: [...].
+
+        H[tanh(u)] = H[u] + E[log |d tanh(u) / du|]; the second term penalizes saturating the tanh,
+        which the Gaussian entropy alone would reward.
+        """
+        gaussian = jnp.sum(0.5 + 0.5 * jnp.log(2 * jnp.pi) + jnp.log(self.std), axis=-1)
+        return gaussian + jnp.sum(tanh_log_det_jacobian(self.sample_raw(key)), axis=-1)
+
+    def mode(self) -> jax.Array:
+        """The deterministic action tanh(mean)."""
+        return jnp.tanh(self.mean)
+
+
+def tanh_log_det_jacobian(raw_action: jax.Array) -> jax.Array:
+    """log(1 - tanh(u)^2), computed stably, elementwise."""
+    return 2.0 * (jnp.log(2.0) - raw_action - jax.nn.softplus(-2.0 * raw_action))
+
+
+def squash(raw_action: jax.Array) -> jax.Array:
+    return jnp.tanh(raw_action)

@@ -1,0 +1,85 @@
+"""The run plan: everything derived from a frozen config and the device (sizes, iterations, precision, reasons).
+
+The config says what the user asked for; the plan says what will run. The hardware planner
+(`rlfit.planning`) can choose the sizes; by default they are the config's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from rlfit.config import Config
+
+
+class BatchSizes(NamedTuple):
+    """The sizes that shape the compiled training iteration."""
+
+    num_envs: int
+    batch_size: int
+    num_minibatches: int
+    unroll_length: int
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Policy steps collected per iteration: batch_size * num_minibatches * unroll_length."""
+        return self.batch_size * self.num_minibatches * self.unroll_length
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What will run."""
+
+    sizes: BatchSizes
+    env_steps_per_iteration: int
+    """Simulator steps per iteration (policy steps * action_repeat)."""
+    num_iterations: int
+    """ceil(num_timesteps / env_steps_per_iteration)."""
+    backend: str
+    device: str
+    impl: str
+    precision: str
+    reasons: tuple[str, ...] = ()
+    predicted_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["sizes"] = self.sizes._asdict()
+        out["reasons"] = list(self.reasons)
+        return out
+
+    def with_sizes(self, sizes: BatchSizes, num_timesteps: int, action_repeat: int, reason: str) -> Plan:
+        """The same plan with other batch sizes (e.g. after an out-of-memory back-off)."""
+        per_iteration = sizes.steps_per_iteration * action_repeat
+        return dataclasses.replace(self, sizes=sizes, env_steps_per_iteration=per_iteration,
+                                   num_iterations=math.ceil(num_timesteps / per_iteration),
+                                   reasons=self.reasons + (reason,))
+
+
+def config_sizes(config: Config) -> BatchSizes:
+    p = config.ppo
+    return BatchSizes(p.num_envs, p.batch_size, p.num_minibatches, p.unroll_length)
+
+
+def make_plan(config: Config, sizes: BatchSizes | None = None, reasons: tuple[str, ...] = ()) -> Plan:
+    """The plan for `config` on the default JAX device, with `sizes` (default: the config's)."""
+    import jax
+
+    from rlfit.envs.loading import choose_impl
+
+    sizes = sizes or config_sizes(config)
+    device = jax.devices()[0]
+    per_iteration = sizes.steps_per_iteration * config.env.action_repeat
+    return Plan(
+        sizes=sizes,
+        env_steps_per_iteration=per_iteration,
+        num_iterations=math.ceil(config.run.num_timesteps / per_iteration),
+        backend=jax.default_backend(),
+        device=f"{device.platform}:{getattr(device, 'device_kind', device.platform)}",
+        impl=choose_impl(config.env.impl),
+        precision=config.run.precision,
+        reasons=reasons or ("sizes from the config",),
+    )

@@ -1,0 +1,41 @@
+"""Deterministic evaluation: the mean action on separate environments, one episode each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.envs.vec_env import VecEnv
+from rlfit.networks import Agent, TanhGaussian
+from rlfit.normalizer import RunningStats, normalize
+
+
+class EvalMetrics(NamedTuple):
+    episode_reward: jax.Array
+    """[] mean return over the evaluation environments."""
+    episode_reward_std: jax.Array
+    episode_length: jax.Array
+
+
+def make_evaluator(env: VecEnv, agent: Agent) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
+    """(policy params, stats, key) -> EvalMetrics over `env.num_envs` episodes of up to `episode_length` steps."""
+
+    def evaluate(policy_params: Any, stats: RunningStats, key: jax.Array) -> EvalMetrics:
+        def step(carry, _):
+            state, alive, total, length = carry
+            logits = agent.policy_logits(policy_params, normalize(stats, state.inner.obs))
+            state, out = env.step(state, TanhGaussian.from_logits(logits).mode())
+            total = total + out.reward * alive
+            length = length + alive
+            alive = alive * (1.0 - jnp.maximum(out.termination, out.truncation))
+            return (state, alive, total, length), None
+
+        ones, zeros = jnp.ones(env.num_envs), jnp.zeros(env.num_envs)
+        carry = (env.reset(key), ones, zeros, zeros)
+        (_, _, total, length), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
+        return EvalMetrics(jnp.mean(total), jnp.std(total), jnp.mean(length))
+
+    return evaluate

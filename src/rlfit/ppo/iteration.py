@@ -1,0 +1,129 @@
+"""One PPO training iteration (collect, normalize, GAE, epochs of minibatch updates) as a pure function.
+
+`make_train_iteration` returns `TrainState -> (TrainState, IterationMetrics)`, compiled once by the runner
+with the state donated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rlfit.config import PPOConfig
+from rlfit.envs.vec_env import EnvState, VecEnv
+from rlfit.networks import Agent, AgentParams
+from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
+from rlfit.plan import BatchSizes
+from rlfit.ppo.gae import compute_gae
+from rlfit.ppo.losses import LossBatch, LossTerms, ppo_loss
+from rlfit.ppo.rollout import collect
+
+
+class TrainState(NamedTuple):
+    """Everything that changes during training (host counters live in the runner)."""
+
+    params: AgentParams
+    opt_state: Any
+    normalizer: RunningStats
+    env_state: EnvState
+    key: jax.Array
+    """[2] uint32 PRNG key for the next iteration."""
+
+
+class IterationMetrics(NamedTuple):
+    """Scalars from one iteration (losses averaged over all minibatch updates)."""
+
+    loss: LossTerms
+    grad_norm: jax.Array
+    episodes_finished: jax.Array
+    """Number of training episodes that ended during the iteration."""
+    episode_return_sum: jax.Array
+    episode_length_sum: jax.Array
+    all_finite: jax.Array
+    """False if any loss term or parameter is NaN or infinite."""
+
+
+def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
+    """Adam, with global-norm clipping first when `max_grad_norm` > 0."""
+    adam = optax.adam(ppo.learning_rate)
+    return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), adam) if ppo.max_grad_norm > 0 else adam
+
+
+def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransformation, seed: int) -> TrainState:
+    """Fresh parameters, optimizer state, statistics and environments from `seed`."""
+    key = jax.random.PRNGKey(seed)
+    key, params_key, env_key = jax.random.split(key, 3)
+    params = agent.init(params_key)
+    env_state = env.reset(env_key)
+    one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+    state = TrainState(params, optimizer.init(params), init_stats(one_obs), env_state, key)
+    # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+
+
+def make_train_iteration(
+    env: VecEnv,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    ppo: PPOConfig,
+    sizes: BatchSizes,
+) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
+    """The training iteration for these sizes; see the module docstring."""
+    num_sequences = sizes.batch_size * sizes.num_minibatches
+    num_unrolls = num_sequences // sizes.num_envs
+
+    def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
+        return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key)
+
+    def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
+        params, opt_state = carry
+        batch, key = inputs
+        grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), (terms, optax.global_norm(grads))
+
+    def epoch(carry, key: jax.Array, data: LossBatch):
+        shuffle_key, entropy_key = jax.random.split(key)
+        order = jax.random.permutation(shuffle_key, num_sequences)
+        # [T, B, ...] -> shuffle sequences -> [M, T, batch_size, ...]
+        minibatches = jax.tree.map(
+            lambda x: jnp.swapaxes(
+                jnp.take(x, order, axis=1).reshape((x.shape[0], sizes.num_minibatches, sizes.batch_size) + x.shape[2:]),
+                0, 1),
+            data)
+        entropy_keys = jax.random.split(entropy_key, sizes.num_minibatches)
+        return jax.lax.scan(minibatch_update, carry, (minibatches, entropy_keys))
+
+    def train_iteration(state: TrainState) -> tuple[TrainState, IterationMetrics]:
+        key, collect_key, epochs_key = jax.random.split(state.key, 3)
+        env_state, data = collect(env, agent, state.params.policy, state.normalizer, state.env_state,
+                                  collect_key, sizes.unroll_length, num_unrolls)
+        stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
+        obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
+        values = agent.value(state.params.value, obs)
+        next_values = agent.value(state.params.value, next_obs)
+        advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
+                                          data.truncation, ppo.discounting, ppo.gae_lambda)
+        batch = LossBatch(obs, data.raw_action, data.log_prob, advantages, returns)
+        (params, opt_state), (terms, grad_norms) = jax.lax.scan(
+            lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state),
+            jax.random.split(epochs_key, ppo.num_updates_per_batch))
+        mean_terms = jax.tree.map(jnp.mean, terms)
+        finite = jnp.logical_and(
+            jnp.all(jnp.array([jnp.isfinite(t) for t in mean_terms])),
+            jnp.all(jnp.array([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)])))
+        metrics = IterationMetrics(
+            loss=mean_terms,
+            grad_norm=jnp.mean(grad_norms),
+            episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
+            episode_return_sum=jnp.sum(data.finished_return),
+            episode_length_sum=jnp.sum(data.finished_length),
+            all_finite=finite,
+        )
+        return TrainState(params, opt_state, stats, env_state, key), metrics
+
+    return train_iteration

@@ -1,0 +1,76 @@
+"""The PPO loss: clipped surrogate, value regression, entropy bonus."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.networks import Agent, AgentParams, TanhGaussian
+
+
+class LossBatch(NamedTuple):
+    """One minibatch; every array is [T, b] (b = batch_size sequences), observations [T, b, ...]."""
+
+    obs: Any
+    """Normalized observations."""
+    raw_action: jax.Array
+    """[T, b, A] pre-tanh actions that were taken."""
+    old_log_prob: jax.Array
+    """Log-probabilities of those actions under the policy that collected them."""
+    advantages: jax.Array
+    returns: jax.Array
+    """Value targets (advantages + old values)."""
+
+
+class LossTerms(NamedTuple):
+    """Scalar parts of the loss, for logging."""
+
+    total: jax.Array
+    policy: jax.Array
+    value: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_fraction: jax.Array
+
+
+def ppo_loss(
+    params: AgentParams,
+    batch: LossBatch,
+    agent: Agent,
+    clipping_epsilon: float,
+    entropy_cost: float,
+    normalize_advantage: bool = True,
+    entropy_key: jax.Array | None = None,
+) -> tuple[jax.Array, LossTerms]:
+    """Brax-compatible PPO loss:
+
+        ratio   = exp(log pi(a|s) - old_log_prob)
+        policy  = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
+        value   = 0.25 * mean((returns - V(s))^2)          (Brax's scale: 0.5 * 0.5)
+        entropy = -entropy_cost * mean(H[pi(.|s)])   (one sample with `entropy_key`, see TanhGaussian.entropy)
+        total   = policy + value + entropy
+    """
+    advantages = batch.advantages
+    if normalize_advantage:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    dist = TanhGaussian.from_logits(agent.policy_logits(params.policy, batch.obs))
+    log_ratio = dist.log_prob(batch.raw_action) - batch.old_log_prob
+    ratio = jnp.exp(log_ratio)
+    clipped = jnp.clip(ratio, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon)
+    policy_loss = -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
+    value_error = batch.returns - agent.value(params.value, batch.obs)
+    value_loss = 0.25 * jnp.mean(value_error**2)
+    key = jax.random.PRNGKey(0) if entropy_key is None else entropy_key
+    entropy_loss = -entropy_cost * jnp.mean(dist.entropy(key))
+    total = policy_loss + value_loss + entropy_loss
+    terms = LossTerms(
+        total=total,
+        policy=policy_loss,
+        value=value_loss,
+        entropy=entropy_loss,
+        approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
+        clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clipping_epsilon).astype(jnp.float32)),
+    )
+    return total, jax.lax.stop_gradient(terms)

@@ -1,0 +1,62 @@
+"""Collecting experience: the policy acts in the batched environment for `unroll_length` steps.
+
+Knows nothing about the learning algorithm beyond "a policy that returns raw actions and log-probs".
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.envs.vec_env import EnvState, VecEnv
+from rlfit.networks import Agent, TanhGaussian, squash
+from rlfit.normalizer import RunningStats, normalize
+
+
+class Transition(NamedTuple):
+    """One step of experience; leading axes [T, B] after `collect`."""
+
+    obs: Any
+    """Raw (unnormalized) observation the action was chosen on."""
+    raw_action: jax.Array
+    """[A] pre-tanh action."""
+    log_prob: jax.Array
+    reward: jax.Array
+    termination: jax.Array
+    truncation: jax.Array
+    next_obs: Any
+    """Observation reached (the final one if the episode ended), for bootstrapping."""
+    finished_return: jax.Array
+    finished_length: jax.Array
+
+
+def collect(
+    env: VecEnv,
+    agent: Agent,
+    policy_params: Any,
+    stats: RunningStats,
+    env_state: EnvState,
+    key: jax.Array,
+    unroll_length: int,
+    num_unrolls: int,
+) -> tuple[EnvState, Transition]:
+    """Runs `num_unrolls` unrolls of `unroll_length` steps; returns transitions [T, num_unrolls * N]."""
+
+    def act_and_step(state: EnvState, step_key: jax.Array) -> tuple[EnvState, Transition]:
+        obs = state.inner.obs
+        dist = TanhGaussian.from_logits(agent.policy_logits(policy_params, normalize(stats, obs)))
+        raw_action = dist.sample_raw(step_key)
+        next_state, out = env.step(state, squash(raw_action))
+        transition = Transition(obs, raw_action, dist.log_prob(raw_action), out.reward, out.termination,
+                                out.truncation, out.next_obs, out.finished_return, out.finished_length)
+        return next_state, transition
+
+    def unroll(state: EnvState, unroll_key: jax.Array) -> tuple[EnvState, Transition]:
+        return jax.lax.scan(act_and_step, state, jax.random.split(unroll_key, unroll_length))
+
+    env_state, data = jax.lax.scan(unroll, env_state, jax.random.split(key, num_unrolls))
+    # [U, T, N, ...] -> [T, U * N, ...]
+    data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((unroll_length, -1) + x.shape[3:]), data)
+    return env_state, data

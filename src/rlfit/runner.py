@@ -1,0 +1,191 @@
+"""The host loop: run compiled iterations, log, evaluate, checkpoint, stop cleanly.
+
+    compile -> for each iteration: step -> log -> (evaluate) -> (checkpoint) -> (stop on signal) -> summary
+
+Everything inside an iteration is one compiled call; this loop only moves a few scalars to the host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlfit.ppo.iteration import IterationMetrics, TrainState
+from rlfit.rundir import RunDir, write_json
+from rlfit.sinks import Sinks
+from rlfit.trainer import Compiled, Trainer
+from rlfit.versions import package_versions
+
+EXIT_NON_FINITE = 3
+
+
+class NonFiniteError(Exception):
+    """Training produced NaN or infinity; the state was not saved."""
+
+    exit_code = EXIT_NON_FINITE
+
+
+@dataclass
+class Progress:
+    """Host-side counters (exact Python integers, checkpointed with the state)."""
+
+    iteration: int = 0
+    env_steps: int = 0
+    best_eval_reward: float | None = None
+    last_eval_reward: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    """What `run` returns: the final state, its counters and the summary written to disk."""
+
+    state: TrainState
+    progress: Progress
+    summary: dict[str, Any]
+    run_dir: RunDir
+
+
+def eval_key(seed: int, iteration: int) -> jax.Array:
+    """The evaluation key for an iteration: a pure function of seed and iteration, so resume repeats it."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed ^ 0x5EED), iteration)
+
+
+def params_digest(params: Any) -> str:
+    """sha256 of the parameters' bytes, leaf by leaf in tree order."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(params)):
+        digest.update(np.ascontiguousarray(leaf).tobytes())
+    return digest.hexdigest()
+
+
+def train_row(progress: Progress, metrics: IterationMetrics, iteration_s: float, wall_s: float,
+              steps: int) -> dict[str, Any]:
+    """The metrics.jsonl row of one iteration (`sps` = env steps of the iteration / its wall time)."""
+    row: dict[str, Any] = {
+        "iteration": progress.iteration,
+        "env_steps": progress.env_steps,
+        "iteration_s": iteration_s,
+        "sps": steps / iteration_s,
+        "wall_s": wall_s,
+    }
+    row.update({f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items()})
+    row["grad_norm"] = float(metrics.grad_norm)
+    episodes = float(metrics.episodes_finished)
+    row["episodes"] = int(episodes)
+    if episodes > 0:
+        row["episode/return"] = float(metrics.episode_return_sum) / episodes
+        row["episode/length"] = float(metrics.episode_length_sum) / episodes
+    return row
+
+
+def first_non_finite(metrics: IterationMetrics) -> str:
+    for name, value in metrics.loss._asdict().items():
+        if not np.isfinite(value):
+            return f"loss/{name} = {float(value)}"
+    return "the parameters"
+
+
+class Runner:
+    """Runs a Trainer's plan to the end, writing into a run directory."""
+
+    def __init__(self, trainer: Trainer, run_dir: RunDir, sinks: Sinks, checkpointer: Any | None = None,
+                 stop_flag: Any | None = None, console: Any | None = None):
+        self.trainer = trainer
+        self.run_dir = run_dir
+        self.sinks = sinks
+        self.checkpointer = checkpointer
+        self.stop_flag = stop_flag
+        self.console = console
+
+    def run(self, state: TrainState | None = None, progress: Progress | None = None) -> RunResult:
+        plan, config = self.trainer.plan, self.trainer.config
+        progress = progress or Progress()
+        state = state if state is not None else self.trainer.init_state()
+        compiled = self.trainer.compile(state)
+        self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
+                  f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
+        started = time.perf_counter()
+        session_steps = 0
+        eval_s = 0.0
+        while progress.iteration < plan.num_iterations:
+            state, metrics, seconds = self._step(compiled, state)
+            progress.iteration += 1
+            progress.env_steps += plan.env_steps_per_iteration
+            session_steps += plan.env_steps_per_iteration
+            if not bool(metrics.all_finite):
+                raise NonFiniteError(self._non_finite_message(progress, metrics))
+            self.sinks.write("train", train_row(progress, metrics, seconds, time.perf_counter() - started,
+                                                plan.env_steps_per_iteration))
+            last = progress.iteration == plan.num_iterations
+            if last or (config.run.eval_every and progress.iteration % config.run.eval_every == 0):
+                eval_started = time.perf_counter()
+                self._evaluate(compiled, state, progress)
+                eval_s += time.perf_counter() - eval_started
+            if self.checkpointer is not None:
+                self.checkpointer.after_iteration(state, progress, final=last)
+            if self.stop_flag is not None and self.stop_flag.requested and not last:
+                if self.checkpointer is not None:
+                    self.checkpointer.save(state, progress)
+                self.stop_flag.exit()
+        train_wall_s = time.perf_counter() - started
+        summary = self._summary(state, progress, compiled, train_wall_s, session_steps, eval_s)
+        write_json(self.run_dir.summary, summary)
+        return RunResult(state, progress, summary, self.run_dir)
+
+    def _step(self, compiled: Compiled, state: TrainState) -> tuple[TrainState, IterationMetrics, float]:
+        started = time.perf_counter()
+        state, metrics = compiled.iteration(state)
+        metrics = jax.device_get(metrics)  # waits for the iteration to finish
+        return state, metrics, time.perf_counter() - started
+
+    def _evaluate(self, compiled: Compiled, state: TrainState, progress: Progress) -> None:
+        result = jax.device_get(compiled.evaluate(state.params.policy, state.normalizer,
+                                                  eval_key(self.trainer.config.run.seed, progress.iteration)))
+        reward = float(result.episode_reward)
+        progress.last_eval_reward = reward
+        if progress.best_eval_reward is None or reward > progress.best_eval_reward:
+            progress.best_eval_reward = reward
+        self.sinks.write("eval", {"iteration": progress.iteration, "env_steps": progress.env_steps,
+                                  "eval/episode_reward": reward,
+                                  "eval/episode_reward_std": float(result.episode_reward_std),
+                                  "eval/episode_length": float(result.episode_length)})
+
+    def _non_finite_message(self, progress: Progress, metrics: IterationMetrics) -> str:
+        where = "no checkpoint was written yet"
+        if self.checkpointer is not None and self.checkpointer.latest_step() is not None:
+            where = f"last good checkpoint: iteration {self.checkpointer.latest_step()} in {self.run_dir.checkpoints}"
+        return (f"training became non-finite at iteration {progress.iteration}: {first_non_finite(metrics)}; "
+                f"this state was not saved ({where}); lower ppo.learning_rate or set ppo.max_grad_norm")
+
+    def _summary(self, state: TrainState, progress: Progress, compiled: Compiled, train_wall_s: float,
+                 session_steps: int, eval_s: float) -> dict[str, Any]:
+        plan = self.trainer.plan
+        return {
+            "env": self.trainer.config.env.name,
+            "final_eval_reward": progress.last_eval_reward,
+            "best_eval_reward": progress.best_eval_reward,
+            "iterations": progress.iteration,
+            "env_steps": progress.env_steps,
+            "session_env_steps": session_steps,
+            "train_wall_s": train_wall_s,
+            "compile_s": compiled.compile_s,
+            "eval_s": eval_s,
+            "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,
+            "device": plan.device,
+            "backend": plan.backend,
+            "impl": plan.impl,
+            "sizes": plan.sizes._asdict(),
+            "events": progress.events,
+            "versions": package_versions(),
+            "params_digest": params_digest(state.params),
+        }
+
+    def _say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.message(text)

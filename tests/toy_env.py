@@ -1,0 +1,49 @@
+"""A tiny environment with Playground's API, for fast tests: move a point on a line to a target.
+
+obs = [position, target] in [-1, 1]; action in [-1, 1] moves the point by 0.2 * action;
+reward = 1 - |position - target| each step; terminal when the point leaves [-2, 2].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+
+@flax.struct.dataclass
+class ToyState:
+    data: Any
+    obs: jax.Array
+    reward: jax.Array
+    done: jax.Array
+    metrics: dict
+    info: dict
+
+
+class PointReach:
+    action_size = 1
+    observation_size = 2
+
+    def __init__(self, speed: float = 0.2):
+        self.speed = speed
+
+    def reset(self, rng: jax.Array) -> ToyState:
+        position, target = jax.random.uniform(rng, (2,), minval=-1.0, maxval=1.0)
+        obs = jnp.stack([position, target])
+        return ToyState(obs, obs, jnp.zeros(()), jnp.zeros(()), {}, {})
+
+    def step(self, state: ToyState, action: jax.Array) -> ToyState:
+        position = state.obs[0] + self.speed * jnp.clip(action[0], -1.0, 1.0)
+        target = state.obs[1]
+        obs = jnp.stack([position, target])
+        reward = 1.0 - jnp.abs(position - target)
+        done = (jnp.abs(position) > 2.0).astype(jnp.float32)
+        return state.replace(data=obs, obs=obs, reward=reward, done=done)
+
+
+def make(**overrides: Any) -> PointReach:
+    """Factory for `--env tests.toy_env:make`."""
+    return PointReach(**overrides)
