@@ -139,10 +139,10 @@ SECTIONS: dict[str, type] = {"env": EnvConfig, "ppo": PPOConfig, "network": Netw
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Minutes on a 2-core CPU: fewer environments, shorter run, same algorithm.
     "quick": {
-        "ppo": {"num_envs": 256, "batch_size": 256, "num_minibatches": 8, "unroll_length": 20,
-                "num_updates_per_batch": 4},
-        "network": {"value_hidden": (64, 64)},
-        "run": {"num_timesteps": 3_000_000, "eval_every": 10, "num_eval_envs": 32},
+        "ppo": {"num_envs": 512, "batch_size": 256, "num_minibatches": 16, "unroll_length": 30,
+                "num_updates_per_batch": 8},
+        "network": {"policy_hidden": (32, 32, 32, 32), "value_hidden": (64, 64)},
+        "run": {"num_timesteps": 6_000_000, "eval_every": 5, "num_eval_envs": 32},
     },
     # Playground's published settings for the environment, as Brax users run them.
     "default": {},
@@ -339,6 +339,8 @@ def _to_type(name: str, hint: Any, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         raise bad
+    if isinstance(value, str) and hint in (int, float):
+        value = _number(value)  # YAML 1.1 reads '3e-4' as a string
     if hint is int:
         if isinstance(value, bool):
             raise bad
@@ -356,6 +358,16 @@ def _to_type(name: str, hint: Any, value: Any) -> Any:
             raise bad
         return "" if value is None else str(value)
     return value
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
 
 
 def _type_name(hint: Any) -> str:
