@@ -9,7 +9,9 @@ from rlfit.config import DEFAULT_ENV, Config, resolve
 from rlfit.jax_setup import configure_jax
 from rlfit.plan import Plan, make_plan
 from rlfit.rundir import RunDir, check_new_run_dir, create_run_dir, default_run_path, write_json
-from rlfit.runner import Runner, RunResult
+from rlfit.checkpointer import Checkpointer
+from rlfit.runner import Progress, Runner, RunResult
+from rlfit.signals import StopFlag
 from rlfit.sinks import Sinks
 from rlfit.sinks.console import ConsoleSink
 from rlfit.sinks.jsonl import JsonlSink
@@ -49,11 +51,23 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
     trainer = Trainer.build(config, plan)
     directory = create_run_dir(path, config)
     write_json(directory.plan, plan.to_dict())
+    return execute(trainer, directory, quiet=quiet, live=live)
+
+
+def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress | None = None, *,
+            quiet: bool = True, live: bool | None = None) -> RunResult:
+    """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals."""
+    plan = trainer.plan
+    start = progress.iteration if progress else 0
     console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
-                                             live=live)
-    sinks = Sinks([JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard)] + ([console] if console else []))
+                                             start_iteration=start, live=live)
+    purge = progress.env_steps + 1 if progress and progress.env_steps else None
+    sinks = Sinks([JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, purge_step=purge)]
+                  + ([console] if console else []))
+    checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None)
     try:
-        result = Runner(trainer, directory, sinks, console=console).run()
+        with StopFlag() as stop_flag:
+            result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console).run(state, progress)
     finally:
         sinks.close()
     if console is not None:

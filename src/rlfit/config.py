@@ -11,7 +11,6 @@ and validated before anything compiles. Nothing downstream mutates it; derived s
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -334,7 +333,7 @@ def _to_type(name: str, hint: Any, value: Any) -> Any:
             return {}
         if not isinstance(value, Mapping):
             raise bad
-        return types.MappingProxyType(dict(value))
+        return dict(value)
     if hint is bool:
         if isinstance(value, bool):
             return value

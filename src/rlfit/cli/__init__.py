@@ -11,8 +11,10 @@ import importlib
 import sys
 
 from rlfit.errors import UserError
+from rlfit.runner import NonFiniteError
+from rlfit.signals import StopRequested
 
-COMMANDS = ("train", "info")
+COMMANDS = ("train", "resume", "info")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -39,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"rlfit: error: {error}", file=sys.stderr)
         return error.exit_code
+    except (NonFiniteError, StopRequested) as stop:
+        print(f"rlfit: {stop}", file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
         print("rlfit: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,182 @@
+"""Full-state checkpoints: params, optimizer, normalizer, RNG, environment state and host counters.
+
+Layout, one directory per saved iteration:
+
+    checkpoints/00000050/
+        state/      the TrainState's leaves in tree order, written by Orbax
+        meta.json   counters, checksum of every leaf, config, plan, package versions
+
+A checkpoint is written under a temporary name and renamed into place only when complete, so a kill at any
+instant leaves either the previous set of checkpoints or the new one, never one that looks valid but is
+not. On load the checksum is verified; a corrupt newest checkpoint is reported and the previous one used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlfit.errors import UserError
+
+STATE_DIR = "state"
+META_FILE = "meta.json"
+FORMAT_VERSION = 1
+
+
+class CorruptCheckpoint(Exception):
+    """A checkpoint that is missing parts or whose contents do not match its checksum."""
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """What meta.json holds besides the arrays."""
+
+    iteration: int
+    env_steps: int
+    progress: dict[str, Any]
+    checksum: str
+    config: dict[str, Any]
+    plan: dict[str, Any]
+    versions: dict[str, str]
+    format_version: int = FORMAT_VERSION
+
+
+def step_dir(directory: Path, iteration: int) -> Path:
+    return directory / f"{iteration:08d}"
+
+
+def list_steps(directory: Path) -> list[int]:
+    """Iterations of the (complete-looking) checkpoints in `directory`, oldest first."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def leaves_checksum(leaves: list[np.ndarray]) -> str:
+    """sha256 over every leaf's dtype, shape and bytes, in order."""
+    digest = hashlib.sha256()
+    for leaf in leaves:
+        digest.update(f"{leaf.dtype.str}{leaf.shape}".encode())
+        digest.update(np.ascontiguousarray(leaf).tobytes())
+    return digest.hexdigest()
+
+
+def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any]) -> Path:
+    """Writes `state` (any pytree of arrays) atomically as checkpoint `meta_fields['iteration']`.
+
+    Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
+    """
+    import orbax.checkpoint as ocp
+
+    leaves = [np.asarray(leaf) for leaf in jax.device_get(jax.tree.leaves(state))]
+    meta = CheckpointMeta(checksum=leaves_checksum(leaves), **meta_fields)
+    final = step_dir(directory, meta.iteration)
+    tmp = directory / f".tmp-{meta.iteration:08d}-{os.getpid()}"
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        ocp.PyTreeCheckpointer().save(tmp / STATE_DIR, {"leaves": _as_mapping(leaves)})
+        _write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
+        if final.exists():  # the same iteration saved again (e.g. after resuming): replace it
+            shutil.rmtree(final)
+        tmp.rename(final)
+        _fsync_dir(directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, CheckpointMeta]:
+    """Restores checkpoint `iteration` into the structure of `like` (a pytree or its abstract shapes).
+
+    Raises CorruptCheckpoint when it is incomplete, does not fit `like`, or fails its checksum.
+    """
+    import orbax.checkpoint as ocp
+
+    path = step_dir(directory, iteration)
+    try:
+        meta = CheckpointMeta(**json.loads((path / META_FILE).read_text()))
+        restored = ocp.PyTreeCheckpointer().restore(path / STATE_DIR)
+    except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
+        raise CorruptCheckpoint(f"checkpoint {path} cannot be read ({type(error).__name__}: {error})") from None
+    stored = restored.get("leaves", {}) if isinstance(restored, dict) else {}
+    leaves = [np.asarray(stored[key]) for key in sorted(stored)]
+    treedef = jax.tree.structure(like)
+    if len(leaves) != treedef.num_leaves:
+        raise CorruptCheckpoint(f"checkpoint {path} holds {len(leaves)} arrays, the run needs {treedef.num_leaves}")
+    if leaves_checksum(leaves) != meta.checksum:
+        raise CorruptCheckpoint(f"checkpoint {path} fails its checksum")
+    for leaf, expected in zip(leaves, jax.tree.leaves(like)):
+        if leaf.shape != tuple(expected.shape) or leaf.dtype != expected.dtype:
+            raise CorruptCheckpoint(f"checkpoint {path} has an array {leaf.shape} {leaf.dtype} where the run "
+                                    f"needs {tuple(expected.shape)} {expected.dtype}")
+    return jax.tree.unflatten(treedef, [jax.numpy.asarray(leaf) for leaf in leaves]), meta
+
+
+def load_latest(directory: Path, like: Any, warn=print) -> tuple[Any, CheckpointMeta]:
+    """The newest checkpoint that loads and verifies; each bad newer one is reported in one line via `warn`."""
+    steps = list_steps(directory)
+    if not steps:
+        raise UserError(f"no checkpoint in {directory}; nothing to resume (start a new run with `rlfit train`)")
+    for iteration in reversed(steps):
+        try:
+            return load_checkpoint(directory, iteration, like)
+        except CorruptCheckpoint as error:
+            warn(f"rlfit: warning: {error}; trying the previous checkpoint")
+    raise UserError(f"no valid checkpoint in {directory} (all {len(steps)} are corrupt or incomplete); "
+                    "start a new run with `rlfit train`")
+
+
+def read_meta(directory: Path, iteration: int) -> CheckpointMeta | None:
+    try:
+        return CheckpointMeta(**json.loads((step_dir(directory, iteration) / META_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def prune(directory: Path, keep_last: int) -> list[int]:
+    """Deletes all but the newest `keep_last` checkpoints and the best by eval reward; returns the kept ones."""
+    steps = list_steps(directory)
+    keep = set(steps[-keep_last:])
+    rewards = {s: (read_meta(directory, s) or _NO_META).progress.get("eval_reward_at_save") for s in steps}
+    scored = [s for s, r in rewards.items() if r is not None]
+    if scored:
+        keep.add(max(scored, key=lambda s: (rewards[s], s)))
+    for iteration in steps:
+        if iteration not in keep:
+            shutil.rmtree(step_dir(directory, iteration), ignore_errors=True)
+    for stale in directory.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return sorted(keep)
+
+
+_NO_META = CheckpointMeta(0, 0, {}, "", {}, {}, {})
+
+
+def _as_mapping(leaves: list[np.ndarray]) -> dict[str, np.ndarray]:
+    return {f"{index:06d}": leaf for index, leaf in enumerate(leaves)}
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _fsync_dir(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,78 @@
+"""When and how the runner saves: every `run.save_interval` iterations, at the end, and on a stop request.
+
+Keeps the newest `run.keep_checkpoints` and the best by eval reward, writes the deployable policy beside
+them, and turns a failed write into one line (stopping the run unless `run.continue_on_save_error`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+from rlfit.checkpoint import list_steps, prune, save_checkpoint
+from rlfit.errors import UserError
+from rlfit.rundir import RunDir
+from rlfit.versions import package_versions
+
+EXIT_SAVE_FAILED = 4
+
+
+class SaveFailed(UserError):
+    """A checkpoint could not be written and the run stopped (exit code 4)."""
+
+    exit_code = EXIT_SAVE_FAILED
+
+
+class Checkpointer:
+    def __init__(self, trainer: Any, run_dir: RunDir, warn=None):
+        self.trainer = trainer
+        self.run_dir = run_dir
+        self.run_config = trainer.config.run
+        self.warn = warn or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.last_saved: int | None = None
+
+    def latest_step(self) -> int | None:
+        steps = list_steps(self.run_dir.checkpoints)
+        return steps[-1] if steps else None
+
+    def after_iteration(self, state: Any, progress: Any, final: bool) -> None:
+        if final or progress.iteration % self.run_config.save_interval == 0:
+            self.save(state, progress)
+
+    def save(self, state: Any, progress: Any) -> None:
+        if self.last_saved == progress.iteration:
+            return
+        meta = {
+            "iteration": progress.iteration,
+            "env_steps": progress.env_steps,
+            "progress": {**dataclasses.asdict(progress), "eval_reward_at_save": progress.last_eval_reward},
+            "config": self.trainer.config.to_dict(),
+            "plan": self.trainer.plan.to_dict(),
+            "versions": package_versions(),
+        }
+        try:
+            path = save_checkpoint(self.run_dir.checkpoints, state, meta)
+            self._save_policy(state, path / "policy")
+            self._save_policy(state, self.run_dir.policy)
+        except OSError as error:
+            message = (f"cannot write checkpoint for iteration {progress.iteration} in {self.run_dir.checkpoints}: "
+                       f"{error.strerror or error}; earlier checkpoints are intact")
+            if not self.run_config.continue_on_save_error:
+                raise SaveFailed(message + "; free space or fix permissions, then `rlfit resume "
+                                 f"{self.run_dir.path}`") from None
+            self.warn(f"rlfit: warning: {message}; continuing (run.continue_on_save_error)")
+            return
+        self.last_saved = progress.iteration
+        prune(self.run_dir.checkpoints, self.run_config.keep_checkpoints)
+
+    def _save_policy(self, state: Any, directory) -> None:
+        try:
+            from rlfit.policy_io import save_policy
+        except ImportError:  # the deployable policy format is optional until policy_io exists
+            return
+        from rlfit.trainer import observation_example
+
+        t = self.trainer
+        save_policy(directory, state.params.policy, state.normalizer, t.config.network, observation_example(t.env),
+                    t.agent.action_size, t.config.env.name, t.plan.precision)
