@@ -10,4 +10,11 @@ def train(*args, **kwargs):
     return _train(*args, **kwargs)
 
 
-__all__ = ["train", "__version__"]
+def load_policy(*args, **kwargs):
+    """See `rlfit.policy_io.load_policy`."""
+    from rlfit.policy_io import load_policy as _load_policy
+
+    return _load_policy(*args, **kwargs)
+
+
+__all__ = ["load_policy", "train", "__version__"]
