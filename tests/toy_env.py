@@ -2,6 +2,7 @@
 
 obs = [position, target] in [-1, 1]; action in [-1, 1] moves the point by 0.2 * action;
 reward = 1 - |position - target| each step; terminal when the point leaves [-2, 2].
+With `nan_after_steps` > 0 the reward turns NaN from that step of an episode on (to test the NaN guard).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ class PointReach:
     action_size = 1
     observation_size = 2
 
-    def __init__(self, speed: float = 0.2):
+    def __init__(self, speed: float = 0.2, nan_after_steps: int = 0):
         self.speed = speed
+        self.nan_after_steps = nan_after_steps
 
     def reset(self, rng: jax.Array) -> ToyState:
         position, target = jax.random.uniform(rng, (2,), minval=-1.0, maxval=1.0)
         obs = jnp.stack([position, target])
-        return ToyState(obs, obs, jnp.zeros(()), jnp.zeros(()), {}, {})
+        return ToyState(obs, obs, jnp.zeros(()), jnp.zeros(()), {}, {"steps": jnp.zeros((), jnp.int32)})
 
     def step(self, state: ToyState, action: jax.Array) -> ToyState:
         position = state.obs[0] + self.speed * jnp.clip(action[0], -1.0, 1.0)
@@ -41,7 +43,10 @@ class PointReach:
         obs = jnp.stack([position, target])
         reward = 1.0 - jnp.abs(position - target)
         done = (jnp.abs(position) > 2.0).astype(jnp.float32)
-        return state.replace(data=obs, obs=obs, reward=reward, done=done)
+        steps = state.info["steps"] + 1
+        if self.nan_after_steps > 0:
+            reward = jnp.where(steps >= self.nan_after_steps, jnp.nan, reward)
+        return state.replace(data=obs, obs=obs, reward=reward, done=done, info={"steps": steps})
 
 
 def make(**overrides: Any) -> PointReach:

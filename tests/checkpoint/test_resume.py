@@ -1,0 +1,79 @@
+"""Exact resume: train N then resume to 2N equals a straight 2N run, bit for bit; refusals change nothing."""
+
+from __future__ import annotations
+
+import shutil
+
+SMALL = ("--set", "run.save_interval=3", "--set", "run.eval_every=4", "--quiet")
+
+
+def test_split_and_resumed_run_is_bit_identical_to_straight_run(cli):
+    half, full = cli.tmp_path / "half", cli.tmp_path / "full"
+    first = cli.run("train", *cli.toy, *SMALL, "--timesteps", "640", "--run-dir", str(half))
+    assert first.returncode == 0, first.stderr
+    assert cli.summary(half)["iterations"] == 10
+    resumed = cli.run("resume", str(half), "--timesteps", "1280", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    straight = cli.run("train", *cli.toy, *SMALL, "--timesteps", "1280", "--run-dir", str(full))
+    assert straight.returncode == 0, straight.stderr
+
+    assert cli.summary(half)["params_digest"] == cli.summary(full)["params_digest"]
+    assert cli.summary(half)["env_steps"] == cli.summary(full)["env_steps"] == 1280
+    split_rows, straight_rows = cli.train_rows(half), cli.train_rows(full)
+    assert [r["iteration"] for r in split_rows] == list(range(1, 21))  # appended, no duplicated steps
+    for a, b in zip(split_rows, straight_rows):
+        assert a["env_steps"] == b["env_steps"]
+        assert a["loss/total"] == b["loss/total"]
+
+
+def test_resume_by_iterations_and_refusals(cli):
+    run = cli.tmp_path / "run"
+    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
+    before = cli.snapshot(run)
+
+    not_larger = cli.run("resume", str(run), "--iterations", "6")
+    assert not_larger.returncode == 2
+    assert "already at iteration 6" in not_larger.stderr and len(not_larger.stderr.strip().splitlines()) == 1
+
+    other_network = cli.run("resume", str(run), "--set", "network.policy_hidden=[64,64]")
+    assert other_network.returncode == 2
+    assert "network.policy_hidden cannot change" in other_network.stderr
+    assert "Traceback" not in other_network.stderr
+    assert cli.snapshot(run) == before  # a refused resume changes nothing
+
+    missing = cli.run("resume", str(cli.tmp_path / "nowhere"), "--iterations", "9")
+    assert missing.returncode == 2 and "not an rlfit run directory" in missing.stderr
+
+    more = cli.run("resume", str(run), "--iterations", "9", "--quiet")
+    assert more.returncode == 0, more.stderr
+    assert cli.summary(run)["iterations"] == 9
+    assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, 10))
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_previous(cli):
+    run = cli.tmp_path / "run"
+    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
+    checkpoints = sorted(p for p in (run / "checkpoints").iterdir())
+    assert [p.name for p in checkpoints] == ["00000003", "00000006"]
+    # Flip bytes in the newest checkpoint's arrays: it must fail its checksum, not load silently.
+    newest_arrays = [p for p in (checkpoints[-1] / "state").rglob("*") if p.is_file() and p.stat().st_size > 64]
+    for path in newest_arrays:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    resumed = cli.run("resume", str(run), "--iterations", "8", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    warnings = [line for line in resumed.stderr.splitlines() if "00000006" in line]
+    assert len(warnings) == 1 and "previous checkpoint" in warnings[0]
+    rows = cli.train_rows(run)
+    assert [r["iteration"] for r in rows] == list(range(1, 9))  # rows 4..6 were redone once, not duplicated
+
+
+def test_resume_with_no_valid_checkpoint_is_refused(cli):
+    run = cli.tmp_path / "run"
+    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "192", "--run-dir", str(run)).returncode == 0
+    for checkpoint in (run / "checkpoints").iterdir():
+        shutil.rmtree(checkpoint / "state")
+    refused = cli.run("resume", str(run), "--iterations", "5")
+    assert refused.returncode == 2
+    assert "no valid checkpoint" in refused.stderr.splitlines()[-1]
