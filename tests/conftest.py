@@ -1,0 +1,74 @@
+"""Shared test set-up: the repo root on sys.path (for `tests.toy_env:make`), tiny configs, shared runs, the CLI.
+
+Expensive things (a training run compiles for seconds) are session-scoped and shared between test files.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+TOY_ENV = "tests.toy_env:make"
+"""The point-reaching environment in tests/toy_env.py: reward 1 - |position - target| per env step."""
+
+TOY_TRAIN_OVERRIDES = (
+    "env.episode_length=100", "env.action_repeat=2",
+    "ppo.num_envs=32", "ppo.batch_size=32", "ppo.num_minibatches=4", "ppo.unroll_length=10",
+    "ppo.num_updates_per_batch=4", "ppo.learning_rate=1e-3", "ppo.discounting=0.9", "ppo.reward_scaling=1",
+    "network.policy_hidden=[32,32]", "network.value_hidden=[32,32]",
+    "run.num_timesteps=80000", "run.eval_every=5", "run.num_eval_envs=64",
+)
+"""A toy run of 32 iterations of 32 * 4 * 10 * 2 = 2560 env steps (80000 rounded up to 81920), eval every 5."""
+
+
+@pytest.fixture(scope="session")
+def toy_env_name() -> str:
+    return TOY_ENV
+
+
+@pytest.fixture(scope="session")
+def toy_train_overrides() -> tuple[str, ...]:
+    return TOY_TRAIN_OVERRIDES
+
+
+@pytest.fixture(scope="session")
+def toy_run(tmp_path_factory):
+    """`toy_run(seed)` -> the RunResult of `rlfit.train` on the toy env with TOY_TRAIN_OVERRIDES (cached per seed)."""
+    import rlfit
+
+    results = {}
+
+    def run(seed: int = 0, tag: str = ""):
+        if (seed, tag) not in results:
+            run_dir = tmp_path_factory.mktemp(f"toy-seed{seed}{tag}") / "run"
+            results[(seed, tag)] = rlfit.train(TOY_ENV, preset="smoke", overrides=[*TOY_TRAIN_OVERRIDES, f"run.seed={seed}"],
+                                               run_dir=run_dir, quiet=True)
+        return results[(seed, tag)]
+
+    return run
+
+
+def cli_environment() -> dict[str, str]:
+    """The environment a user's shell would have, plus the repo root on PYTHONPATH (for tests.toy_env)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    """`run_cli(*args, cwd=tmp_path)` runs `python -m rlfit args...` as a user would; returns CompletedProcess."""
+
+    def run(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd or tmp_path, env=cli_environment(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    return run
