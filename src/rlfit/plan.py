@@ -51,12 +51,12 @@ class Plan:
         out["reasons"] = list(self.reasons)
         return out
 
-    def with_sizes(self, sizes: BatchSizes, num_timesteps: int, action_repeat: int, reason: str) -> Plan:
-        """The same plan with other batch sizes (e.g. after an out-of-memory back-off)."""
-        per_iteration = sizes.steps_per_iteration * action_repeat
+    def with_sizes(self, sizes: BatchSizes, config: Config, done: tuple[int, int], reason: str) -> Plan:
+        """The same plan with other batch sizes from a point `done` = (iterations, env steps) on."""
+        per_iteration = sizes.steps_per_iteration * config.env.action_repeat
         return dataclasses.replace(self, sizes=sizes, env_steps_per_iteration=per_iteration,
-                                   num_iterations=math.ceil(num_timesteps / per_iteration),
-                                   reasons=self.reasons + (reason,))
+                                   num_iterations=iterations_to_total(config, per_iteration, done),
+                                   reasons=self.reasons + (reason,), predicted_bytes=None)
 
 
 def config_sizes(config: Config) -> BatchSizes:
@@ -64,8 +64,18 @@ def config_sizes(config: Config) -> BatchSizes:
     return BatchSizes(p.num_envs, p.batch_size, p.num_minibatches, p.unroll_length)
 
 
-def make_plan(config: Config, sizes: BatchSizes | None = None, reasons: tuple[str, ...] = ()) -> Plan:
-    """The plan for `config` on the default JAX device, with `sizes` (default: the config's)."""
+def iterations_to_total(config: Config, per_iteration: int, done: tuple[int, int] = (0, 0)) -> int:
+    """Iterations needed to reach `run.num_timesteps` when `done` = (iterations, env steps) are behind us."""
+    iterations, env_steps = done
+    return iterations + max(0, math.ceil((config.run.num_timesteps - env_steps) / per_iteration))
+
+
+def make_plan(config: Config, sizes: BatchSizes | None = None, reasons: tuple[str, ...] = (),
+              done: tuple[int, int] = (0, 0)) -> Plan:
+    """The plan for `config` on the default JAX device, with `sizes` (default: the config's).
+
+    `done` = (iterations, env steps) already trained (when resuming); the plan runs to `run.num_timesteps`.
+    """
     import jax
 
     from rlfit.envs.loading import choose_impl
@@ -76,7 +86,7 @@ def make_plan(config: Config, sizes: BatchSizes | None = None, reasons: tuple[st
     return Plan(
         sizes=sizes,
         env_steps_per_iteration=per_iteration,
-        num_iterations=math.ceil(config.run.num_timesteps / per_iteration),
+        num_iterations=iterations_to_total(config, per_iteration, done),
         backend=jax.default_backend(),
         device=f"{device.platform}:{getattr(device, 'device_kind', device.platform)}",
         impl=choose_impl(config.env.impl),

@@ -64,23 +64,25 @@ def resume(path: str | Path, *, timesteps: int | None = None, iterations: int | 
     config = requested or saved
     if overrides:
         config = config.replace(**overrides)
-    plan_dict = _read_plan(directory)
-    sizes = BatchSizes(**plan_dict["sizes"])
-    per_iteration = sizes.steps_per_iteration * config.env.action_repeat
     if iterations is not None and timesteps is not None:
         raise UserError("give either --timesteps or --iterations, not both")
-    if iterations is not None:
-        timesteps = iterations * per_iteration
-    if timesteps is not None:
-        config = config.replace(run={"num_timesteps": timesteps})
+    plan_dict = _read_plan(directory)
+    sizes = BatchSizes(**plan_dict["sizes"])
     configure_jax(config.run.precision)
-    plan = make_plan(config, sizes, tuple(plan_dict.get("reasons", ())) + ("resumed with the run's sizes",))
-    trainer = Trainer.build(config, plan)
+    reasons = tuple(plan_dict.get("reasons", ())) + ("resumed with the run's sizes",)
+    trainer = Trainer.build(config, make_plan(config, sizes, reasons))
     state, meta = load_latest(directory.checkpoints, trainer.abstract_state(),
                               warn=lambda text: print(text, file=sys.stderr, flush=True))
+    done = (meta.iteration, meta.env_steps)
+    if iterations is not None:
+        timesteps = meta.env_steps + (iterations - meta.iteration) * trainer.plan.env_steps_per_iteration
+    if timesteps is not None:
+        config = config.replace(run={"num_timesteps": max(1, timesteps)})
+    plan = make_plan(config, sizes, reasons, done)
     if plan.num_iterations <= meta.iteration:
         raise UserError(f"{directory.path} is already at iteration {meta.iteration} ({meta.env_steps:,} env steps); "
                         f"give a larger total (--iterations > {meta.iteration} or --timesteps > {meta.env_steps})")
+    trainer = dataclasses.replace(trainer, config=config, plan=plan)
     progress = _progress_from(meta.progress)
     # From here on the run directory changes.
     write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))

@@ -7,6 +7,7 @@ Everything inside an iteration is one compiled call; this loop only moves a few 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -104,9 +105,26 @@ class Runner:
         self.console = console
 
     def run(self, state: TrainState | None = None, progress: Progress | None = None) -> RunResult:
-        plan, config = self.trainer.plan, self.trainer.config
+        """Trains from `state`/`progress` (fresh when None) to the plan's last iteration.
+
+        On RESOURCE_EXHAUSTED (compiling or stepping) it backs off to the next smaller valid sizes, recompiles
+        and continues from the newest checkpoint or this session's starting state, recording the event.
+        """
         progress = progress or Progress()
         state = state if state is not None else self.trainer.init_state()
+        start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
+        while True:
+            try:
+                return self._train(state, progress)
+            except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
+                from rlfit.planning.backoff import is_out_of_memory
+
+                if not is_out_of_memory(error):
+                    raise
+                state, progress = self._back_off(error, start)
+
+    def _train(self, state: TrainState, progress: Progress) -> RunResult:
+        plan, config = self.trainer.plan, self.trainer.config
         compiled = self.trainer.compile(state)
         self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
@@ -137,6 +155,48 @@ class Runner:
         summary = self._summary(state, progress, compiled, train_wall_s, session_steps, eval_s)
         write_json(self.run_dir.summary, summary)
         return RunResult(state, progress, summary, self.run_dir)
+
+    def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:
+        """Smaller sizes after an out-of-memory error; the state to continue from and its counters."""
+        from rlfit.errors import UserError
+        from rlfit.planning.backoff import smaller_sizes
+
+        old = self.trainer
+        sizes = smaller_sizes(old.plan.sizes)
+        if sizes is None:
+            raise UserError(f"out of device memory even at ppo.num_envs={old.plan.sizes.num_envs}; "
+                            "use a smaller network or a device with more memory") from None
+        state, progress = self._last_good_state(start)
+        reason = (f"out of memory at num_envs={old.plan.sizes.num_envs} (iteration {progress.iteration}); "
+                  f"backed off to num_envs={sizes.num_envs}, batch_size={sizes.batch_size}, "
+                  f"num_minibatches={sizes.num_minibatches}")
+        plan = old.plan.with_sizes(sizes, old.config, (progress.iteration, progress.env_steps), reason)
+        self.trainer = Trainer.build(old.config, plan, env=old.env)
+        if self.checkpointer is not None:
+            self.checkpointer.trainer = self.trainer
+        env_key = jax.random.fold_in(state.key, progress.iteration)
+        state = state._replace(env_state=self.trainer.train_env.reset(env_key))
+        event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
+                 "from": old.plan.sizes._asdict(), "to": sizes._asdict(), "error": str(error).splitlines()[0][:300]}
+        progress.events.append(event)
+        self.sinks.rewind(progress.iteration)
+        self.sinks.write("event", event)
+        write_json(self.run_dir.plan, plan.to_dict())
+        self._say(f"rlfit: {reason}")
+        return state, progress
+
+    def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:
+        """The newest checkpoint of this run if it is past the session's start, else the start itself."""
+        start_state, start_progress = start
+        latest = self.checkpointer.latest_step() if self.checkpointer is not None else None
+        if latest is not None and latest > start_progress.iteration:
+            from rlfit.checkpoint import load_checkpoint
+
+            state, meta = load_checkpoint(self.run_dir.checkpoints, latest, self.trainer.abstract_state())
+            names = {f.name for f in dataclasses.fields(Progress)}
+            return state, Progress(**{k: v for k, v in meta.progress.items() if k in names})
+        state = jax.tree.map(jax.numpy.asarray, start_state)
+        return state, dataclasses.replace(start_progress, events=list(start_progress.events))
 
     def _step(self, compiled: Compiled, state: TrainState) -> tuple[TrainState, IterationMetrics, float]:
         started = time.perf_counter()

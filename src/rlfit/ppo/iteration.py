@@ -84,7 +84,7 @@ def make_train_iteration(
         batch, key = inputs
         grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), (terms, optax.global_norm(grads))
+        return (optax.apply_updates(params, updates), opt_state), (terms, optax.tree.norm(grads))
 
     def epoch(carry, key: jax.Array, data: LossBatch):
         shuffle_key, entropy_key = jax.random.split(key)

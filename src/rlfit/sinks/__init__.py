@@ -23,6 +23,12 @@ class Sinks:
         for sink in self.sinks:
             sink.write(kind, row)
 
+    def rewind(self, iteration: int) -> None:
+        """Forget rows past `iteration` where a sink can (after falling back to an earlier state)."""
+        for sink in self.sinks:
+            if hasattr(sink, "rewind"):
+                sink.rewind(iteration)
+
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()

@@ -9,7 +9,13 @@ from typing import Any
 
 class JsonlSink:
     def __init__(self, path: Path):
+        self.path = path
         self.file = open(path, "a", buffering=1)
+
+    def rewind(self, iteration: int) -> None:
+        self.file.close()
+        truncate_after(self.path, iteration)
+        self.file = open(self.path, "a", buffering=1)
 
     def write(self, kind: str, row: dict[str, Any]) -> None:
         self.file.write(json.dumps({"kind": kind, **row}) + "\n")
