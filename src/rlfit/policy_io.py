@@ -67,6 +67,7 @@ def save_policy(directory: Path, policy_params: Any, stats: Any, network: Networ
     description = describe(network, obs_example, obs_key, action_size, env_name, precision)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a policy folder is as readable as the run directory
     try:
         weights_bytes = _npz_bytes(weights)
         description["weights_sha256"] = hashlib.sha256(weights_bytes).hexdigest()
@@ -193,6 +194,23 @@ def _fsync_dir(path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- loading
+
+
+def policy_location(run_dir: str | Path, checkpoint: str | None = None) -> Path:
+    """Where a run's policy is: RUN_DIR itself, or RUN_DIR/checkpoints/<checkpoint> ('50' finds '00000050')."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} does not exist; pass the folder `rlfit train` wrote (runs/<env>-<time>)")
+    if checkpoint is None:
+        return run_dir
+    root = run_dir / "checkpoints"
+    names = [checkpoint] + ([f"{int(checkpoint):08d}"] if checkpoint.isdigit() else [])
+    for name in names:
+        if (root / name).is_dir():
+            return root / name
+    steps = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.isdigit()) if root.is_dir() else []
+    available = ", ".join(str(int(name)) for name in steps) or "none"
+    raise UserError(f"no checkpoint '{checkpoint}' in {root} (available: {available}); pick one of those")
 
 
 def find_policy_dir(path: str | Path) -> Path:

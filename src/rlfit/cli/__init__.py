@@ -14,7 +14,7 @@ from rlfit.errors import UserError
 from rlfit.runner import NonFiniteError
 from rlfit.signals import StopRequested
 
-COMMANDS = ("train", "resume", "info")
+COMMANDS = ("train", "resume", "play", "info")
 
 
 class OneLineParser(argparse.ArgumentParser):
