@@ -67,10 +67,7 @@ class Checkpointer:
         prune(self.run_dir.checkpoints, self.run_config.keep_checkpoints)
 
     def _save_policy(self, state: Any, directory) -> None:
-        try:
-            from rlfit.policy_io import save_policy
-        except ImportError:  # the deployable policy format is optional until policy_io exists
-            return
+        from rlfit.policy_io import save_policy
         from rlfit.trainer import observation_example
 
         t = self.trainer
