@@ -1,0 +1,45 @@
+"""Out-of-memory back-off: recognise XLA's out-of-memory error and name the next smaller configuration.
+
+The runner catches an error from compiling or running an iteration; when `is_out_of_memory` says so it asks
+`smaller_sizes` for the next configuration, recompiles, and continues from the current training state.
+"""
+
+from __future__ import annotations
+
+from rlfit.plan import BatchSizes
+from rlfit.planning.candidates import smaller_candidate
+
+OUT_OF_MEMORY_STATUS = "RESOURCE_EXHAUSTED"
+"""The XLA status code in the message of JAX's `JaxRuntimeError` (formerly `XlaRuntimeError`) when an
+allocation fails, e.g. 'RESOURCE_EXHAUSTED: Out of memory allocating 6400000000 bytes.'"""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True when `error`, or an error it was raised from, is XLA running out of device memory.
+
+    Matches JAX's runtime error (a RuntimeError) carrying the RESOURCE_EXHAUSTED status, from compilation
+    or execution. Python's own MemoryError (a host allocation) and other frameworks' wording are not matched.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RuntimeError) and OUT_OF_MEMORY_STATUS in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def smaller_sizes(sizes: BatchSizes, base: BatchSizes | None = None, num_devices: int = 1,
+                  smallest_num_envs: int = 1) -> BatchSizes | None:
+    """The next smaller valid configuration: half the environments, `base`'s proportions kept.
+
+    `base` (default `sizes`) fixes the unrolls per environment, `unroll_length` and `num_minibatches`
+    (reduced only where the sequences no longer divide evenly), so every environment still collects the same
+    experience per iteration and every rule in `rlfit.constraints` holds. None when no configuration with at
+    least `smallest_num_envs` environments is left.
+    """
+    candidate = smaller_candidate(sizes, base or sizes, num_devices)
+    if candidate is None or candidate.num_envs < smallest_num_envs:
+        return None
+    return candidate

@@ -1,0 +1,66 @@
+"""Candidate batch sizes: the config's proportions at other numbers of environments.
+
+A candidate keeps the config's `unroll_length` and its number of unrolls per environment per iteration
+(`batch_size * num_minibatches / num_envs`), so each environment collects as much experience per iteration as
+before and the batch grows with `num_envs` (as the guides' tables do: 1024 envs with batch 256, 2048 with
+512). `num_minibatches` stays the config's where the sequences divide evenly, else the largest divisor below
+it. Every candidate satisfies every rule in `rlfit.constraints`. Pure Python, no JAX.
+"""
+
+from __future__ import annotations
+
+from rlfit.constraints import check_batch_divisibility, check_device_split
+from rlfit.errors import UserError
+from rlfit.plan import BatchSizes
+
+MIN_NUM_ENVS = 16
+MAX_NUM_ENVS = 1 << 17
+"""Candidates span powers of two from 16 to 131072 environments."""
+
+
+def unrolls_per_env(sizes: BatchSizes) -> int:
+    """Unrolls each environment runs per iteration: batch_size * num_minibatches / num_envs."""
+    return sizes.batch_size * sizes.num_minibatches // sizes.num_envs
+
+
+def scale_sizes(base: BatchSizes, num_envs: int) -> BatchSizes:
+    """`base`'s proportions at `num_envs` environments (same unrolls per env, unroll length, minibatching)."""
+    sequences = num_envs * unrolls_per_env(base)
+    num_minibatches = max(m for m in range(1, min(base.num_minibatches, sequences) + 1) if sequences % m == 0)
+    return BatchSizes(num_envs, sequences // num_minibatches, num_minibatches, base.unroll_length)
+
+
+def is_valid(sizes: BatchSizes, num_devices: int = 1) -> bool:
+    """True when `sizes` satisfy every batch-size rule the trainer checks."""
+    if min(sizes) <= 0:
+        return False
+    try:
+        check_batch_divisibility(sizes.num_envs, sizes.batch_size, sizes.num_minibatches)
+        check_device_split(sizes.num_envs, num_devices)
+    except UserError:
+        return False
+    return True
+
+
+def candidate_sizes(base: BatchSizes, num_devices: int = 1, smallest: int = MIN_NUM_ENVS,
+                    largest: int = MAX_NUM_ENVS) -> tuple[BatchSizes, ...]:
+    """`base` scaled to every power-of-two `num_envs` in [smallest, largest], smallest first, valid ones only."""
+    powers = []
+    num_envs = 1
+    while num_envs <= largest:
+        if num_envs >= smallest:
+            powers.append(num_envs)
+        num_envs *= 2
+    scaled = (scale_sizes(base, n) for n in powers)
+    return tuple(sizes for sizes in scaled if is_valid(sizes, num_devices))
+
+
+def smaller_candidate(sizes: BatchSizes, base: BatchSizes, num_devices: int = 1) -> BatchSizes | None:
+    """The largest valid candidate with fewer environments than `sizes` (halving first), or None."""
+    num_envs = sizes.num_envs // 2
+    while num_envs >= max(1, num_devices):
+        candidate = scale_sizes(base, num_envs)
+        if is_valid(candidate, num_devices):
+            return candidate
+        num_envs -= 1
+    return None

@@ -1,0 +1,181 @@
+"""Choose the largest valid configuration that fits the device: config + device -> sizes, precision, reasons.
+
+    probe (or --device-memory) -> budget;  compile at two sizes -> line in num_envs;
+    candidates (config's proportions at powers of two) -> predicted bytes (with margin) -> fits?
+    -> the largest that fits -> Plan(sizes, predicted_bytes, reasons)
+
+The choice is monotone: the predicted bytes grow with num_envs, so a larger budget never chooses fewer
+environments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlfit.config import Config
+from rlfit.errors import UserError
+from rlfit.hardware.probe import DeviceInfo
+from rlfit.plan import BatchSizes, Plan, config_sizes, make_plan
+from rlfit.planning.budget import CPU_MAX_NUM_ENVS, Budget, local_budget, margin_for, stated_budget
+from rlfit.planning.candidates import MAX_NUM_ENVS, candidate_sizes
+from rlfit.planning.memory import MemoryModel, fit_memory_model
+from rlfit.planning.units import format_bytes, parse_size
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration the planner considered."""
+
+    sizes: BatchSizes
+    estimate_bytes: int
+    """Fitted device bytes of one iteration."""
+    predicted_bytes: int
+    """`estimate_bytes` times the safety margin; what is compared with the budget."""
+    fits: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.sizes._asdict(), "estimate_bytes": self.estimate_bytes, "predicted_bytes": self.predicted_bytes,
+                "fits": self.fits}
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Everything `rlfit plan` shows: the budget, every candidate, the choice and why."""
+
+    budget: Budget
+    margin: float
+    model: MemoryModel
+    candidates: tuple[Candidate, ...]
+    requested: Candidate
+    """The config's own sizes, predicted the same way."""
+    chosen: Candidate | None
+    reasons: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.budget.device, "target_backend": self.budget.target_backend,
+                "budget_bytes": self.budget.budget_bytes, "margin": self.margin,
+                "candidates": [c.to_dict() for c in self.candidates], "requested": self.requested.to_dict(),
+                "chosen": self.chosen.to_dict() if self.chosen else None, "reasons": list(self.reasons),
+                "memory_model": self.model.to_dict()}
+
+
+def predict(model: MemoryModel, sizes: BatchSizes, margin: float, budget_bytes: int) -> Candidate:
+    """`sizes` judged against the budget: fitted bytes, bytes with margin, fits or not."""
+    estimate = max(model.estimate(sizes.num_envs), 0)
+    predicted = math.ceil(estimate * margin)
+    return Candidate(sizes, estimate, predicted, predicted <= budget_bytes)
+
+
+def choose(candidates: Sequence[Candidate], max_num_envs: int = MAX_NUM_ENVS) -> Candidate | None:
+    """The candidate with the most environments (up to `max_num_envs`) that fits, or None."""
+    fitting = [c for c in candidates if c.fits and c.sizes.num_envs <= max_num_envs]
+    return max(fitting, key=lambda c: c.sizes.num_envs) if fitting else None
+
+
+def shown_candidates(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+    """Every candidate that fits, then the first that does not (larger ones fit even less)."""
+    shown: list[Candidate] = []
+    for candidate in sorted(candidates, key=lambda c: c.sizes.num_envs):
+        shown.append(candidate)
+        if not candidate.fits:
+            break
+    return tuple(shown)
+
+
+def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget) -> MemoryPlan:
+    """The candidates, their predictions and the choice for a fitted model and a budget (pure; no JAX)."""
+    margin, margin_reason = margin_for(model.backend, budget.target_backend)
+    cap = CPU_MAX_NUM_ENVS if budget.target_backend == "cpu" else MAX_NUM_ENVS
+    candidates = tuple(predict(model, sizes, margin, budget.budget_bytes) for sizes in candidate_sizes(config_sizes(config)))
+    requested = predict(model, config_sizes(config), margin, budget.budget_bytes)
+    chosen = choose(candidates, cap)
+    reasons = list(budget.reasons) + [margin_reason, _fit_reason(model)]
+    reasons.append(f"the config's num_envs={requested.sizes.num_envs} is predicted at "
+                   f"{format_bytes(requested.predicted_bytes)}: {'fits' if requested.fits else 'does not fit'}")
+    if chosen is not None:
+        reasons.append(f"chose num_envs={chosen.sizes.num_envs}, the largest power of two whose predicted "
+                       f"{format_bytes(chosen.predicted_bytes)} fits the budget")
+        if budget.target_backend == "cpu" and any(c.fits and c.sizes.num_envs > cap for c in candidates):
+            reasons.append(f"capped at {cap} environments on the CPU, where more do not step faster")
+    reasons.append("the evaluation program runs apart and is not included; the trainer uses one device")
+    return MemoryPlan(budget, margin, model, shown_candidates(candidates), requested, chosen, tuple(reasons))
+
+
+def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
+                env: Any = None, device: DeviceInfo | None = None, model: MemoryModel | None = None) -> MemoryPlan:
+    """Probes the device (unless given), fits the memory model (two compiles, unless given) and plans.
+
+    `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
+    is the backend that device computes on (default: this process's).
+    """
+    from rlfit.hardware.probe import probe_device
+
+    device = device or probe_device()
+    local = device if device.jax_uses_it else _cpu_device(device)
+    if device_memory is None:
+        budget = local_budget(local)
+    else:
+        budget = stated_budget(parse_size(device_memory), target_backend or local.jax_backend, local)
+    model = model or fit_memory_model(config, env)
+    return memory_plan_from_model(config, model, budget)
+
+
+def check_precision(precision: str, device: DeviceInfo) -> None:
+    """Refuses bf16 on a device without native bf16 (e.g. T4, V100) with the fix in the message."""
+    if precision == "bf16" and device.bf16 is False:
+        raise UserError(f"run.precision=bf16 needs a GPU with bf16 (compute capability 8.0+, e.g. A100, L4, RTX 30xx "
+                        f"or newer); {device.name} has compute capability {device.compute_capability or 'unknown'}: "
+                        "set run.precision=fp32")
+
+
+def plan_for(config: Config, device_memory: int | str | None = None, auto_num_envs: bool = False) -> Plan:
+    """The Plan for a run on this process's device.
+
+    Without `auto_num_envs` the config's sizes run as given (with `device_memory`, their predicted bytes are
+    recorded too). With it, the largest valid configuration predicted to fit the budget (this device's, or
+    `device_memory` bytes, e.g. '12GiB') runs. Raises UserError for bf16 on a device without it, a bad size,
+    or when nothing fits.
+    """
+    from rlfit.hardware.probe import probe_device
+
+    device = probe_device()
+    local = device if device.jax_uses_it else _cpu_device(device)
+    check_precision(config.run.precision, local)
+    if not auto_num_envs and device_memory is None:
+        return make_plan(config)
+    planned = memory_plan(config, device_memory, None, device=device)
+    extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
+             "memory_model": planned.model.to_dict()}
+    if not auto_num_envs:
+        return dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
+                                   predicted_bytes=planned.requested.predicted_bytes, extra=extra)
+    if planned.chosen is None:
+        raise UserError(nothing_fits_message(planned))
+    reasons = ("num_envs auto: sizes chosen by the memory planner",) + planned.reasons
+    return dataclasses.replace(make_plan(config, planned.chosen.sizes, reasons),
+                               predicted_bytes=planned.chosen.predicted_bytes, extra=extra)
+
+
+def nothing_fits_message(planned: MemoryPlan) -> str:
+    smallest = planned.candidates[0] if planned.candidates else planned.requested
+    return (f"no configuration fits the budget of {format_bytes(planned.budget.budget_bytes)}: even "
+            f"num_envs={smallest.sizes.num_envs} is predicted at {format_bytes(smallest.predicted_bytes)}; "
+            "free device memory, pass a larger --device-memory, or use smaller networks (network.value_hidden)")
+
+
+def _fit_reason(model: MemoryModel) -> str:
+    points = ", ".join(f"{p.sizes.num_envs} envs: {format_bytes(p.total_bytes)}" for p in model.points)
+    return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env "
+            f"(line through XLA's analysis at {points})")
+
+
+def _cpu_device(device: DeviceInfo) -> DeviceInfo:
+    """The CPU as the device, for a machine whose GPU JAX cannot use."""
+    from rlfit.hardware.probe import cpu_info
+
+    notes = list(device.notes) + [f"{device.name} was found but JAX computes on the CPU; planning for the CPU"]
+    return cpu_info(device.jax_backend, device.jax_version, device.xla, notes)
