@@ -1,0 +1,90 @@
+"""Trains one Playground environment with Brax's `ppo.train`; run by brax_compare.py inside benchmarks/.venv-brax.
+
+    benchmarks/.venv-brax/bin/python benchmarks/brax_child.py SPEC.json OUT.json
+
+SPEC.json holds `env`, `seed` and `ppo` (keyword arguments of `ppo.train`, plus `policy_hidden` and
+`value_hidden`). OUT.json gets every progress callback with its time since `ppo.train` was called, Brax's
+own `training/sps`, the eval reward, the process CPU time so far, and the times of imports, environment
+loading and the call.
+Imports only Brax, Playground and the standard library (this venv has no rlfit).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+STARTED = time.perf_counter()
+
+import functools  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import jax  # noqa: E402
+from brax.training.agents.ppo import networks as ppo_networks  # noqa: E402
+from brax.training.agents.ppo import train as ppo  # noqa: E402
+from mujoco_playground import registry, wrapper  # noqa: E402
+
+IMPORTED = time.perf_counter()
+
+
+def progress_recorder(t0: list[float], callbacks: list[dict]) -> Callable[[int, dict], None]:
+    """A `progress_fn` that records (seconds since t0, step, eval reward, Brax's sps) and prints a line."""
+
+    def record(step: int, metrics: dict) -> None:
+        now = time.perf_counter() - t0[0]
+        row = {"t_s": now, "cpu_s": time.process_time(), "step": int(step),
+               "eval_reward": _float(metrics.get("eval/episode_reward")),
+               "brax_training_sps": _float(metrics.get("training/sps")),
+               "brax_training_walltime": _float(metrics.get("training/walltime")),
+               "eval_walltime": _float(metrics.get("eval/walltime"))}
+        callbacks.append(row)
+        print(f"t={now:7.1f}s step={row['step']:>10,} eval={row['eval_reward']} "
+              f"brax sps={row['brax_training_sps']}", flush=True)
+
+    return record
+
+
+def train(spec: dict) -> dict:
+    """Loads the environment (impl='jax'), runs `ppo.train` with spec's settings, returns the timings."""
+    env_started = time.perf_counter()
+    env = registry.load(spec["env"], config_overrides={"impl": "jax"})
+    env_loaded = time.perf_counter()
+    kwargs = dict(spec["ppo"])
+    network_factory = functools.partial(ppo_networks.make_ppo_networks,
+                                        policy_hidden_layer_sizes=tuple(kwargs.pop("policy_hidden")),
+                                        value_hidden_layer_sizes=tuple(kwargs.pop("value_hidden")))
+    callbacks: list[dict] = []
+    t0 = [0.0]
+    progress = progress_recorder(t0, callbacks)
+    t0[0] = time.perf_counter()
+    _, _, final_metrics = ppo.train(environment=env, wrap_env_fn=wrapper.wrap_for_brax_training,
+                                    network_factory=network_factory, progress_fn=progress, seed=spec["seed"],
+                                    **kwargs)
+    call_s = time.perf_counter() - t0[0]
+    return {
+        "import_s": IMPORTED - STARTED,
+        "env_load_s": env_loaded - env_started,
+        "train_call_s": call_s,
+        "callbacks": callbacks,
+        "final_eval_reward": _float(final_metrics.get("eval/episode_reward")),
+        "jax_version": jax.__version__,
+        "device": str(jax.devices()[0]),
+    }
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def main() -> None:
+    spec_path, out_path = sys.argv[1], sys.argv[2]
+    with open(spec_path) as handle:
+        spec = json.load(handle)
+    result = train(spec)
+    with open(out_path, "w") as handle:
+        json.dump(result, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

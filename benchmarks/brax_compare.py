@@ -1,0 +1,233 @@
+"""rlfit against Brax's PPO trainer on the same environment and hyperparameters (rlfit's quick preset).
+
+Brax 0.14.2's `ppo.train` needs jax 0.9.x (it calls `jax.device_put_replicated`, removed in jax 0.10), so
+it runs in its own venv, `benchmarks/.venv-brax`, created here from `brax-requirements.txt` when missing.
+
+Both trainers get: the preset's sizes and PPO hyperparameters, policy/value networks, episode length 1000,
+`iterations` iterations of `batch_size * num_minibatches * unroll_length` steps, an evaluation every
+`eval_every` iterations on `num_eval_envs` environments with the deterministic policy, a cold compile
+cache, the same seed. Brax: Playground's `wrap_for_brax_training`, `impl='jax'`, `num_resets_per_eval=0`
+(so Brax's `training/sps` is not multiplied by resets), `num_evals = iterations / eval_every + 1` (Brax also
+evaluates before training). Each side is a subprocess; its wall clock includes imports and compilation.
+
+    .venv/bin/python benchmarks/brax_compare.py            # 50 iterations (6.1M steps) each
+    .venv/bin/python benchmarks/brax_compare.py --quick    # 4 iterations each: checks the script only
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (BENCH_DIR, RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed,
+                    start_record)
+
+BRAX_VENV = BENCH_DIR / ".venv-brax"
+BRAX_PYTHON = BRAX_VENV / "bin" / "python"
+REQUIREMENTS = BENCH_DIR / "brax-requirements.txt"
+CHILD = BENCH_DIR / "brax_child.py"
+PPO_KEYS = ("num_envs", "batch_size", "num_minibatches", "unroll_length", "num_updates_per_batch", "learning_rate",
+            "entropy_cost", "discounting", "gae_lambda", "clipping_epsilon", "reward_scaling",
+            "normalize_observations", "normalize_advantage")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartpoleBalance")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--iterations", type=int, default=50, help="training iterations for both (a multiple of "
+                        "--eval-every; the quick preset's 6M steps are 49 iterations, Brax needs whole epochs)")
+    parser.add_argument("--eval-every", type=int, default=None, help="default: the preset's run.eval_every")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="4 iterations, eval every 2: a check, not a result")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON path (default results/brax_compare.json; --quick: results/tmp/...)")
+    args = parser.parse_args()
+    if args.quick:
+        args.iterations, args.eval_every = 4, 2
+    return args
+
+
+def ensure_brax_venv() -> dict[str, Any]:
+    """Creates benchmarks/.venv-brax from brax-requirements.txt unless it already imports Brax on jax 0.9."""
+    check = [str(BRAX_PYTHON), "-c", "import jax, brax, mujoco_playground; assert jax.__version__.startswith('0.9')"]
+    if BRAX_PYTHON.exists() and subprocess.call(check, stderr=subprocess.DEVNULL) == 0:
+        return {"created": False}
+    print(f"creating {BRAX_VENV} (pip, a few minutes) ...", flush=True)
+    started = time.perf_counter()
+    subprocess.check_call([sys.executable, "-m", "venv", "--clear", str(BRAX_VENV)])
+    subprocess.check_call([str(BRAX_PYTHON), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)])
+    subprocess.check_call(check)
+    return {"created": True, "install_s": round(time.perf_counter() - started, 1)}
+
+
+def shared_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings both trainers get, read from rlfit's resolved config for the preset."""
+    from rlfit.config import resolve
+
+    config = resolve(args.env, args.preset, overrides=[f"run.seed={args.seed}"])
+    eval_every = args.eval_every or config.run.eval_every
+    if args.iterations % eval_every:
+        raise SystemExit(f"--iterations ({args.iterations}) must be a multiple of eval_every ({eval_every})")
+    p = config.ppo
+    steps_per_iteration = p.batch_size * p.num_minibatches * p.unroll_length * config.env.action_repeat
+    return {
+        "env": args.env, "preset": args.preset, "seed": args.seed, "eval_every": eval_every,
+        "iterations": args.iterations,
+        "num_timesteps": steps_per_iteration * args.iterations, "steps_per_iteration": steps_per_iteration,
+        "ppo": {key: getattr(p, key) for key in PPO_KEYS},
+        "max_grad_norm": p.max_grad_norm or None,
+        "policy_hidden": list(config.network.policy_hidden), "value_hidden": list(config.network.value_hidden),
+        "activation": config.network.activation,
+        "episode_length": config.env.episode_length, "action_repeat": config.env.action_repeat,
+        "num_eval_envs": config.run.num_eval_envs,
+    }
+
+
+def brax_spec(shared: dict[str, Any]) -> dict[str, Any]:
+    """`ppo.train` keyword arguments for the shared settings (see brax_child.py)."""
+    assert shared["activation"] == "swish", "Brax's make_ppo_networks default activation is swish"
+    return {"env": shared["env"], "seed": shared["seed"], "ppo": {
+        **shared["ppo"], "max_grad_norm": shared["max_grad_norm"],
+        "policy_hidden": shared["policy_hidden"], "value_hidden": shared["value_hidden"],
+        "num_timesteps": shared["num_timesteps"], "episode_length": shared["episode_length"],
+        "action_repeat": shared["action_repeat"], "num_resets_per_eval": 0,
+        "num_evals": shared["iterations"] // shared["eval_every"] + 1,
+        "num_eval_envs": shared["num_eval_envs"], "deterministic_eval": True,
+    }}
+
+
+def run_brax(shared: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Runs brax_child.py in the Brax venv and derives compile time and honest env-steps/s from its callbacks."""
+    spec = brax_spec(shared)
+    (work / "brax_spec.json").write_text(json.dumps(spec, indent=2))
+    argv = [str(BRAX_PYTHON), str(CHILD), str(work / "brax_spec.json"), str(work / "brax_out.json")]
+    print("brax:", " ".join(argv), flush=True)
+    load_before = load_1min()
+    timed = run_timed(argv, log=work / "brax.log")
+    code = timed["exit_code"]
+    result = {"argv": argv, "exit_code": code, "total_wall_s": timed["wall_s"], "total_cpu_s": timed["cpu_s"],
+              "loadavg_1min_before": load_before,
+              "loadavg_1min_after": load_1min(), "spec": spec, "log": str(work / "brax.log")}
+    if code != 0:
+        return result
+    out = json.loads((work / "brax_out.json").read_text())
+    result.update(out)
+    result.update(brax_figures(out["callbacks"]))
+    return result
+
+
+def brax_figures(callbacks: list[dict[str, Any]]) -> dict[str, Any]:
+    """From Brax's progress callbacks (first: the eval before training; then one per epoch of training).
+
+    The first training epoch includes compiling the training step, so the window after it is compile-free:
+    honest env-steps/s = steps in that window / its wall time (evaluations included, as in rlfit's sps_mean);
+    compile estimate = first epoch's duration - the median later epoch's duration.
+    """
+    times = [c["t_s"] for c in callbacks]
+    steps = [c["step"] for c in callbacks]
+    epochs = [b - a for a, b in itertools.pairwise(times[1:])]
+    steady = statistics.median(epochs)
+    reported = [c["brax_training_sps"] for c in callbacks[2:]]
+    train_only_s = callbacks[-1]["brax_training_walltime"] - callbacks[1]["brax_training_walltime"]
+    window_steps = steps[-1] - steps[1]
+    honest = window_steps / (times[-1] - times[1])
+    honest_train_only = window_steps / train_only_s
+    window_cpu_s = callbacks[-1]["cpu_s"] - callbacks[1]["cpu_s"]
+    return {
+        "time_to_first_progress_s": times[0],
+        "time_to_first_training_progress_s": times[1],
+        "compile_estimate_s": times[1] - times[0] - steady,
+        "epoch_s_median": steady,
+        "env_steps": steps[-1],
+        "window": f"steps {steps[1]:,} -> {steps[-1]:,} (after the first training epoch)",
+        "honest_sps_after_compile": honest,
+        "honest_train_only_sps_after_compile": honest_train_only,
+        "brax_reported_sps_mean_after_first": statistics.mean(reported),
+        "brax_reported_sps_first_epoch": callbacks[1]["brax_training_sps"],
+        "reported_over_honest_train_only": statistics.mean(reported) / honest_train_only,
+        "reported_over_honest": statistics.mean(reported) / honest,
+        "window_cpu_s": window_cpu_s,
+        "window_cpu_per_wall": window_cpu_s / (times[-1] - times[1]),
+    }
+
+
+def run_rlfit(shared: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Runs `rlfit train` (the preset, aligned length and eval period) with a cold compile cache."""
+    argv = [str(RLFIT), "train", shared["env"], "--preset", shared["preset"],
+            "--timesteps", str(shared["num_timesteps"]), "--seed", str(shared["seed"]),
+            "--set", f"run.eval_every={shared['eval_every']}", "--run-dir", str(work / "rlfit_run")]
+    print("rlfit:", " ".join(argv), flush=True)
+    load_before = load_1min()
+    timed = run_timed(argv, env=fresh_cache_env(work / "rlfit_cache"), log=work / "rlfit.log")
+    code = timed["exit_code"]
+    result = {"argv": argv, "exit_code": code, "total_wall_s": timed["wall_s"], "total_cpu_s": timed["cpu_s"],
+              "loadavg_1min_before": load_before,
+              "loadavg_1min_after": load_1min(), "log": str(work / "rlfit.log")}
+    if code != 0:
+        return result
+    summary = json.loads((work / "rlfit_run" / "summary.json").read_text())
+    for key in ("final_eval_reward", "compile_s", "train_wall_s", "eval_s", "sps_mean", "env_steps", "versions"):
+        result[key] = summary[key]
+    result.update(rlfit_window(work / "rlfit_run" / "metrics.jsonl", shared["eval_every"], summary["train_wall_s"]))
+    return result
+
+
+def rlfit_window(metrics_path: Path, eval_every: int, train_wall_s: float) -> dict[str, Any]:
+    """rlfit's env-steps/s over the same window as Brax's: after the first `eval_every` iterations and eval."""
+    rows = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    train = {r["iteration"]: r for r in rows if r.get("kind") == "train"}
+    after = train[eval_every + 1]
+    window_start_s = after["wall_s"] - after["iteration_s"]  # just after the first eval
+    window_steps = train[max(train)]["env_steps"] - train[eval_every]["env_steps"]
+    iteration_s = sum(r["iteration_s"] for i, r in train.items() if i > eval_every)
+    return {"honest_sps_after_compile": window_steps / (train_wall_s - window_start_s),
+            "honest_train_only_sps_after_compile": window_steps / iteration_s,
+            "window": f"steps {train[eval_every]['env_steps']:,} -> {train[max(train)]['env_steps']:,}"}
+
+
+
+def main() -> None:
+    args = parse_args()
+    record = start_record("brax_compare_quick" if args.quick else "brax_compare")
+    record["brax_venv"] = ensure_brax_venv()
+    shared = shared_settings(args)
+    TMP.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="brax_compare-", dir=TMP))
+    record["shared_settings"] = shared
+    record["brax"] = run_brax(shared, work)
+    record["rlfit"] = run_rlfit(shared, work)
+    record["notes"] = NOTES
+    keys = ["final_eval_reward", "total_wall_s", "compile_s", "compile_estimate_s", "time_to_first_progress_s",
+            "honest_sps_after_compile", "honest_train_only_sps_after_compile", "brax_reported_sps_mean_after_first",
+            "sps_mean", "env_steps", "loadavg_1min_before"]
+    print_table([[k, record["brax"].get(k), record["rlfit"].get(k)] for k in keys], ["figure", "brax", "rlfit"])
+    finish_record(record, args.out)
+
+
+NOTES = [
+    "num_resets_per_eval=0 for Brax: its training/sps is multiplied by max(num_resets_per_eval, 1), so with "
+    "Playground's published value (10) it would report 10x the steps actually run per epoch.",
+    "Brax's training/sps excludes evaluation time and, in the first epoch, includes compilation; "
+    "honest_sps_after_compile counts evaluations (like rlfit's sps_mean) over the window after the first epoch; "
+    "honest_train_only_sps_after_compile excludes them (Brax: its training/walltime; rlfit: sum of iteration_s).",
+    "Brax evaluates once more than rlfit (before training, step 0); it is outside the compile-free window.",
+    "Brax's auto-reset (Playground's BraxAutoResetWrapper, full_reset=False) restores a cached first state; "
+    "rlfit resets each finished environment with its own key.",
+    "Brax (bootstrap_on_timeout=False, its default) masks the GAE error at time-limit steps; rlfit bootstraps "
+    "from the value of the reached observation. CartpoleBalance has no terminal states; truncations come every "
+    "1000 steps.",
+    "Brax runs on jax/jaxlib 0.9.2, rlfit on the main venv's jax; their XLA versions differ.",
+]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The README's first command, timed as a user runs it: `rlfit train CartpoleBalance --preset quick`.
+
+Runs the CLI as a subprocess (so the wall clock includes Python start-up, imports, environment
+loading and compilation), then reads the run directory's summary.json and metrics.jsonl.
+Target (issue 2): final eval reward >= 900 in under 600 s wall clock, compile included.
+
+    .venv/bin/python benchmarks/quickstart.py                 # seed 0, cold compile cache
+    .venv/bin/python benchmarks/quickstart.py --seeds 0 1 2   # several seeds
+    .venv/bin/python benchmarks/quickstart.py --quick         # 5 iterations: checks the script only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from common import RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed, start_record
+
+TARGET_REWARD = 900.0
+TARGET_WALL_S = 600.0
+QUICK_TIMESTEPS = 5 * 122_880  # five iterations of the quick preset
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartpoleBalance")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--warm-cache", action="store_true",
+                        help="use rlfit's normal compile cache (default: an empty one, as on a fresh machine)")
+    parser.add_argument("--quick", action="store_true", help=f"train {QUICK_TIMESTEPS:,} steps: a check, not a result")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON path (default results/quickstart.json; --quick: results/tmp/quickstart_quick.json)")
+    return parser.parse_args()
+
+
+def train_command(args: argparse.Namespace, seed: int, run_dir: Path) -> list[str]:
+    """The user's command line, plus the seed, a run directory and (with --quick) fewer steps."""
+    argv = [str(RLFIT), "train", args.env, "--preset", args.preset, "--seed", str(seed), "--run-dir", str(run_dir)]
+    if args.quick:
+        argv += ["--timesteps", str(QUICK_TIMESTEPS)]
+    return argv
+
+
+def eval_curve(metrics_path: Path) -> list[dict[str, Any]]:
+    """[{iteration, env_steps, wall_s, reward}] for every eval row (wall_s from the train row before it)."""
+    curve, wall_s = [], None
+    for line in metrics_path.read_text().splitlines():
+        row = json.loads(line)
+        if row.get("kind") == "train":
+            wall_s = row.get("wall_s")
+        elif row.get("kind") == "eval":
+            curve.append({"iteration": row["iteration"], "env_steps": row["env_steps"], "train_wall_s": wall_s,
+                          "reward": row["eval/episode_reward"]})
+    return curve
+
+
+def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """Trains one seed in a fresh directory and returns its figures and verdict."""
+    TMP.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"quickstart-seed{seed}-", dir=TMP))
+    run_dir = work / "run"
+    env = None if args.warm_cache else fresh_cache_env(work / "cache")
+    argv = train_command(args, seed, run_dir)
+    load_before = load_1min()
+    timed = run_timed(argv, env=env, log=work / "stdout.log")
+    code, wall_s = timed["exit_code"], timed["wall_s"]
+    result: dict[str, Any] = {"seed": seed, "argv": argv, "exit_code": code, "total_wall_s": wall_s,
+                              "total_cpu_s": timed["cpu_s"],
+                              "loadavg_1min_before": load_before, "loadavg_1min_after": load_1min(),
+                              "cold_compile_cache": not args.warm_cache, "run_dir": str(run_dir)}
+    summary_path = run_dir / "summary.json"
+    if code != 0 or not summary_path.exists():
+        result["passed"] = False
+        result["error"] = f"exit code {code}; see {work / 'stdout.log'}"
+        return result
+    summary = json.loads(summary_path.read_text())
+    for key in ("final_eval_reward", "best_eval_reward", "compile_s", "train_wall_s", "eval_s", "sps_mean",
+                "env_steps", "iterations", "device", "impl", "params_digest", "versions"):
+        result[key] = summary.get(key)
+    result["eval_curve"] = eval_curve(run_dir / "metrics.jsonl")
+    # Everything that is neither compile nor training: start-up, imports, env loading, writing files.
+    result["overhead_s"] = round(wall_s - summary["compile_s"] - summary["train_wall_s"], 2)
+    reached = [p for p in result["eval_curve"] if p["reward"] >= TARGET_REWARD]
+    result["first_eval_at_target"] = reached[0] if reached else None
+    result["passed"] = None if args.quick else bool(
+        summary["final_eval_reward"] is not None and summary["final_eval_reward"] >= TARGET_REWARD
+        and wall_s < TARGET_WALL_S)
+    return result
+
+
+def main() -> None:
+    args = parse_args()
+    name = "quickstart_quick" if args.quick else "quickstart"
+    record = start_record(name)
+    record["target"] = {"final_eval_reward_at_least": TARGET_REWARD, "total_wall_s_below": TARGET_WALL_S}
+    if args.quick:
+        record["note"] = "--quick: 5 iterations only; checks the script, the target is not evaluated"
+    record["runs"] = []
+    for seed in args.seeds:
+        print(f"seed {seed}: {' '.join(train_command(args, seed, Path('<tmp>')))}", flush=True)
+        record["runs"].append(run_seed(args, seed))
+    rows = [[r["seed"], r.get("final_eval_reward"), r["total_wall_s"], r.get("compile_s"), r.get("train_wall_s"),
+             r.get("overhead_s"), r.get("sps_mean"), r.get("env_steps"), r["loadavg_1min_before"], r["passed"]]
+            for r in record["runs"]]
+    print_table(rows, ["seed", "final eval", "wall s", "compile s", "train s", "other s", "sps_mean", "env steps",
+                       "load", "pass"])
+    record["all_passed"] = None if args.quick else all(r["passed"] for r in record["runs"])
+    finish_record(record, args.out)
+
+
+if __name__ == "__main__":
+    main()
