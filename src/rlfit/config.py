@@ -24,6 +24,24 @@ from rlfit.errors import UserError, did_you_mean
 DEFAULT_ENV = "CartpoleBalance"
 
 
+class FrozenDict(dict):
+    """A read-only dict, so a frozen config stays frozen all the way down (still copies, pickles and dumps)."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("config mappings are read-only; use Config.replace")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (FrozenDict, (dict(self),))
+
+    def __deepcopy__(self, memo: dict) -> FrozenDict:
+        import copy
+
+        return FrozenDict(copy.deepcopy(dict(self), memo))
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment to train and how to build it."""
@@ -38,7 +56,7 @@ class EnvConfig:
     """Environment steps per policy decision."""
     menagerie_path: str = ""
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
-    overrides: Mapping[str, Any] = field(default_factory=dict)
+    overrides: Mapping[str, Any] = field(default_factory=FrozenDict)
     """Passed to Playground as `config_overrides` (e.g. `{ctrl_dt: 0.02}`)."""
 
 
@@ -330,10 +348,10 @@ def _to_type(name: str, hint: Any, value: Any) -> Any:
         return tuple(_to_type(name, typing.get_args(hint)[0], v) for v in value)
     if origin in (Mapping, dict) or hint is Mapping or (origin is not None and origin.__name__ == "Mapping"):
         if value is None:
-            return {}
+            return FrozenDict()
         if not isinstance(value, Mapping):
             raise bad
-        return dict(value)
+        return FrozenDict(value)
     if hint is bool:
         if isinstance(value, bool):
             return value
