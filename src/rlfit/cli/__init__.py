@@ -14,7 +14,7 @@ from rlfit.errors import UserError
 from rlfit.runner import NonFiniteError
 from rlfit.signals import StopRequested
 
-COMMANDS = ("train", "resume", "play", "export", "info")
+COMMANDS = ("train", "resume", "play", "export", "doctor", "plan", "info")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,0 +1,86 @@
+"""`rlfit plan ENV`: predict the memory of each candidate configuration and choose the largest that fits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rlfit.cli.train import add_config_arguments
+from rlfit.config import DEFAULT_ENV
+
+COLUMNS = ("num_envs", "batch_size", "num_minibatches", "unroll_length")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="predict memory per num_envs and choose the largest configuration that fits",
+        description="Predict the device memory of ENV's training iteration for candidate sizes (from XLA's "
+                    "compile-time analysis; nothing is allocated) and choose the largest that fits.")
+    parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
+                        help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
+    add_config_arguments(parser)
+    parser.add_argument("--device-memory", metavar="SIZE",
+                        help="plan for a device with this much memory (e.g. 16GiB for a T4) instead of this one")
+    parser.add_argument("--target", choices=("gpu", "cpu"),
+                        help="backend of the --device-memory device (default: gpu)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlfit.errors import UserError
+    from rlfit.planning.units import parse_size
+
+    if args.target and args.device_memory is None:
+        raise UserError("--target describes the --device-memory device; pass --device-memory SIZE too")
+    device_memory = parse_size(args.device_memory) if args.device_memory is not None else None
+
+    from rlfit.config import resolve
+    from rlfit.hardware.probe import probe_device
+    from rlfit.jax_setup import configure_jax
+    from rlfit.planning.planner import check_precision, memory_plan, nothing_fits_message
+
+    config = resolve(args.env, args.preset, args.config, args.overrides)
+    configure_jax(config.run.precision)
+    device = probe_device()
+    if device_memory is None:
+        check_precision(config.run.precision, device)
+    planned = memory_plan(config, device_memory, args.target or ("gpu" if device_memory else None), device=device)
+    if args.json:
+        print(json.dumps(planned.to_dict(), indent=2))
+    else:
+        print("\n".join(table(planned, config.env.name)))
+    if planned.chosen is None:
+        print(f"rlfit: error: {nothing_fits_message(planned)}", file=sys.stderr)
+        return UserError.exit_code
+    return 0
+
+
+def table(planned, env_name: str) -> list[str]:
+    """The guides' table: sizes, predicted memory, fits; then the choice and the reasons."""
+    from rlfit.planning.units import format_bytes
+
+    budget = planned.budget
+    lines = [f"{env_name} on {budget.device}: budget {format_bytes(budget.budget_bytes)}", ""]
+    header = [f"{c:>{len(c)}s}" for c in COLUMNS] + [f"{'predicted':>11s}", "fits"]
+    lines.append("  ".join(header))
+    for candidate in planned.candidates:
+        cells = [f"{getattr(candidate.sizes, c):>{len(c)}d}" for c in COLUMNS]
+        cells += [f"{format_bytes(candidate.predicted_bytes):>11s}", "yes " if candidate.fits else "no  "]
+        marks = []
+        if planned.chosen is not None and candidate.sizes == planned.chosen.sizes:
+            marks.append("<- chosen")
+        if candidate.sizes == planned.requested.sizes:
+            marks.append("(the config's)")
+        lines.append("  ".join(cells) + " ".join(marks))
+    lines.append("")
+    if planned.chosen is not None:
+        sizes = " ".join(f"{c}={getattr(planned.chosen.sizes, c)}" for c in COLUMNS)
+        lines.append(f"chosen: {sizes} (predicted {format_bytes(planned.chosen.predicted_bytes)} of "
+                     f"{format_bytes(budget.budget_bytes)})")
+    else:
+        lines.append("chosen: none (nothing fits)")
+    lines.append("reasons:")
+    lines += [f"  - {reason}" for reason in planned.reasons]
+    return lines
