@@ -28,17 +28,23 @@ def train(
     run_dir: str | Path | None = None,
     quiet: bool = True,
     live: bool | None = None,
+    num_envs_auto: bool = False,
+    device_memory: int | str | None = None,
 ) -> RunResult:
     """Trains `env` and returns the final state, counters and summary.
 
     `overrides` are `section.key=value` strings applied last (like `--set`). The run directory
     defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
+    `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
+    `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
 
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
     """
+    from rlfit.planning import plan_for
+
     config = resolve(env, preset, config_file, overrides)
-    plan = make_plan(config)
+    plan = plan_for(config, device_memory=device_memory, auto_num_envs=num_envs_auto)
     return train_config(config, plan, run_dir, quiet=quiet, live=live)
 
 

@@ -20,7 +20,10 @@ def register(subparsers) -> None:
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
-    parser.add_argument("--num-envs", metavar="N", help="parallel environments (overrides ppo.num_envs)")
+    parser.add_argument("--num-envs", metavar="N",
+                        help="parallel environments (overrides ppo.num_envs); 'auto': the largest that fits memory")
+    parser.add_argument("--device-memory", metavar="SIZE",
+                        help="with --num-envs auto: plan for this much device memory (e.g. 12GiB), not all of it")
     parser.add_argument("--timesteps", metavar="N", help="total env steps (overrides run.num_timesteps)")
     parser.add_argument("--seed", metavar="S", help="random seed (overrides run.seed)")
     parser.add_argument("--run-dir", metavar="DIR", help="where to write the run (default: runs/<env>-<time>)")
@@ -33,13 +36,23 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     items = list(args.overrides)
     for flag, key in (("num_envs", "ppo.num_envs"), ("timesteps", "run.num_timesteps"), ("seed", "run.seed")):
         value = getattr(args, flag, None)
+        if flag == "num_envs" and num_envs_auto(args):
+            continue
         if value is not None:
             items.append(f"{key}={value}")
     return items
 
 
+def num_envs_auto(args: argparse.Namespace) -> bool:
+    """True for `--num-envs auto` (the planner chooses the sizes)."""
+    return str(getattr(args, "num_envs", None)).strip().lower() == "auto"
+
+
 def run(args: argparse.Namespace) -> int:
     from rlfit.api import train
+    from rlfit.planning.units import parse_size
 
-    train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir, quiet=args.quiet)
+    device_memory = parse_size(args.device_memory) if args.device_memory is not None else None
+    train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir, quiet=args.quiet,
+          num_envs_auto=num_envs_auto(args), device_memory=device_memory)
     return 0

@@ -147,6 +147,9 @@ def plan_for(config: Config, device_memory: int | str | None = None, auto_num_en
     check_precision(config.run.precision, local)
     if not auto_num_envs and device_memory is None:
         return make_plan(config)
+    from rlfit.jax_setup import configure_jax
+
+    configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
     planned = memory_plan(config, device_memory, None, device=device)
     extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
              "memory_model": planned.model.to_dict()}
