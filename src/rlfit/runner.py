@@ -126,6 +126,8 @@ class Runner:
     def _train(self, state: TrainState, progress: Progress) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
         compiled = self.trainer.compile(state)
+        if self.checkpointer is not None and self.checkpointer.latest_step() is None:
+            self.checkpointer.save(state, progress)  # so a kill before the first interval can still resume
         self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         started = time.perf_counter()

@@ -54,7 +54,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_previous(cli):
     run = cli.tmp_path / "run"
     assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
     checkpoints = sorted(p for p in (run / "checkpoints").iterdir())
-    assert [p.name for p in checkpoints] == ["00000003", "00000006"]
+    assert [p.name for p in checkpoints] == ["00000000", "00000003", "00000006"]
     # Flip bytes in the newest checkpoint's arrays: it must fail its checksum, not load silently.
     newest_arrays = [p for p in (checkpoints[-1] / "state").rglob("*") if p.is_file() and p.stat().st_size > 64]
     for path in newest_arrays:

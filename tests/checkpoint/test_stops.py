@@ -36,7 +36,7 @@ def test_signal_saves_a_resumable_checkpoint(cli, signum, code):
     assert "Traceback" not in stderr
     logged = cli.train_rows(run)[-1]["iteration"]
     saved = sorted(int(p.name) for p in (run / "checkpoints").iterdir())
-    assert saved == [logged]  # the iteration in flight finished, was logged and saved
+    assert saved == [0, logged]  # the start, and the iteration in flight: finished, logged and saved
     resumed = cli.run("resume", str(run), "--iterations", str(logged + 2), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert cli.summary(run)["iterations"] == logged + 2
@@ -52,7 +52,7 @@ def test_non_finite_loss_stops_with_exit_3_and_no_nan_checkpoint(cli):
     assert "non-finite at iteration 4" in message and "loss/" in message
     assert "last good checkpoint: iteration 2" in message
     saved = sorted(int(p.name) for p in (run / "checkpoints").iterdir())
-    assert saved == [2]
+    assert saved == [0, 2]
     assert not (run / "summary.json").exists()
 
 
@@ -69,7 +69,7 @@ def test_failed_save_keeps_earlier_checkpoints_and_stops(tmp_path, monkeypatch):
 
     def disk_full_on_second(directory, state, meta):
         calls.append(meta["iteration"])
-        if len(calls) == 2:
+        if len(calls) == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_save(directory, state, meta)
 
@@ -78,8 +78,8 @@ def test_failed_save_keeps_earlier_checkpoints_and_stops(tmp_path, monkeypatch):
     with pytest.raises(SaveFailed, match="No space left on device; earlier checkpoints are intact"):
         train("tests.toy_env:make", "smoke", overrides=["env.episode_length=50", "run.num_timesteps=640",
                                                          "run.save_interval=2"], run_dir=run)
-    assert calls == [2, 4]
-    assert [p.name for p in (run / "checkpoints").iterdir()] == ["00000002"]
+    assert calls == [0, 2, 4]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["00000000", "00000002"]
     meta = json.loads((run / "checkpoints" / "00000002" / "meta.json").read_text())
     assert meta["iteration"] == 2
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
