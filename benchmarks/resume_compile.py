@@ -1,0 +1,71 @@
+"""Fast restart: with a fresh compilation cache, how long does a resumed run spend compiling?
+
+Method: point RLFIT_CACHE_DIR at an empty directory; `rlfit train ENV --preset quick` for a few iterations;
+then `rlfit resume` the same run (a new process, as after a disconnect) to a few more. `compile_s` in
+summary.json is the compile time of each session (training iteration + evaluator, ahead of time).
+
+    .venv/bin/python benchmarks/resume_compile.py [--env CartpoleBalance]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rlfit(env: dict, *args: str) -> float:
+    """Runs `rlfit ARGS`; returns its wall-clock seconds (imports included)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rlfit", *args], env=env, check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartpoleBalance")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "resume_compile.json"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        env = dict(os.environ, RLFIT_CACHE_DIR=str(Path(tmp) / "cache"), PYTHONPATH=str(REPO))
+        load_before = os.getloadavg()[0]
+        first_wall = rlfit(env, "train", args.env, "--preset", args.preset, "--set", "run.eval_every=0",
+                           "--set", "run.save_interval=2", "--run-dir", str(run_dir), "--quiet",
+                           "--set", "run.num_timesteps=1")
+        first = json.loads((run_dir / "summary.json").read_text())
+        resumed_wall = rlfit(env, "resume", str(run_dir), "--iterations", "3", "--quiet")
+        resumed = json.loads((run_dir / "summary.json").read_text())
+    report = {
+        "benchmark": "resume_compile",
+        "command": "benchmarks/resume_compile.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "env": args.env,
+        "preset": args.preset,
+        "device": first["device"],
+        "load_average_1min_at_start": load_before,
+        "load_average_1min_at_end": os.getloadavg()[0],
+        "first_session_compile_s": first["compile_s"],
+        "resumed_session_compile_s": resumed["compile_s"],
+        "ratio": resumed["compile_s"] / first["compile_s"],
+        "first_session_wall_s": first_wall,
+        "resumed_session_wall_s": resumed_wall,
+        "target_ratio_at_most": 0.5,
+    }
+    report["meets_target"] = report["ratio"] <= 0.5
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"compile_s first session {first['compile_s']:.2f}s, resumed {resumed['compile_s']:.2f}s "
+          f"(ratio {report['ratio']:.2f}); wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
