@@ -9,22 +9,25 @@ from __future__ import annotations
 from rlfit.plan import BatchSizes
 from rlfit.planning.candidates import smaller_candidate
 
-OUT_OF_MEMORY_STATUS = "RESOURCE_EXHAUSTED"
-"""The XLA status code in the message of JAX's `JaxRuntimeError` (formerly `XlaRuntimeError`) when an
-allocation fails, e.g. 'RESOURCE_EXHAUSTED: Out of memory allocating 6400000000 bytes.'"""
+OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory allocating", "Out of memory while trying to allocate")
+"""Text in the message of JAX's `JaxRuntimeError` (formerly `XlaRuntimeError`) when an XLA allocation fails:
+the status code, e.g. 'RESOURCE_EXHAUSTED: Out of memory allocating 6400000000 bytes.', or XLA's own wording,
+which the CPU runtime may wrap in another status ('INTERNAL: Error dispatching computation: Out of memory
+allocating 4294967296 bytes.'). Case-sensitive, so PyTorch's 'CUDA out of memory' does not match."""
 
 
 def is_out_of_memory(error: BaseException) -> bool:
     """True when `error`, or an error it was raised from, is XLA running out of device memory.
 
-    Matches JAX's runtime error (a RuntimeError) carrying the RESOURCE_EXHAUSTED status, from compilation
-    or execution. Python's own MemoryError (a host allocation) and other frameworks' wording are not matched.
+    Matches JAX's runtime error (a RuntimeError) carrying the RESOURCE_EXHAUSTED status or XLA's
+    out-of-memory wording, from compilation or execution. Python's own MemoryError (a host allocation) and
+    other frameworks' wording are not matched.
     """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, RuntimeError) and OUT_OF_MEMORY_STATUS in str(current):
+        if isinstance(current, RuntimeError) and any(marker in str(current) for marker in OUT_OF_MEMORY_MARKERS):
             return True
         current = current.__cause__ or current.__context__
     return False
