@@ -1,0 +1,118 @@
+"""The planner's choice, from a given memory model (no compiling): monotone, valid, within budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlfit.config import resolve
+from rlfit.constraints import check_batch_divisibility
+from rlfit.errors import UserError
+from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info
+from rlfit.hardware.xla_memory import read_xla_memory_settings
+from rlfit.plan import BatchSizes
+from rlfit.planning.budget import CPU_MAX_NUM_ENVS, CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, stated_budget
+from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_line
+from rlfit.planning.planner import check_precision, memory_plan_from_model, nothing_fits_message
+
+GIB = 1 << 30
+SETTINGS = read_xla_memory_settings({})
+CPU = cpu_info("cpu", "test", SETTINGS, [])
+TOY = "tests.toy_env:make"
+
+
+def device(name: str, capability: str):
+    return gpu_info(Accelerator("gpu", name, 1, 16 * GIB, 16 * GIB, capability), "NVML", "gpu", "test", SETTINGS, [])
+
+
+def point(num_envs: int, total: int) -> MemoryPoint:
+    return MemoryPoint(BatchSizes(num_envs, num_envs, 2, 4), 1000, 1000, 1000, total - 1000, 0)
+
+
+def model(intercept: float = 50e6, per_env: float = 2e6, backend: str = "cpu") -> MemoryModel:
+    """A line like CartpoleBalance's default config on the CPU (about 2 MB per environment)."""
+    points = (point(256, int(intercept + 256 * per_env)), point(2048, int(intercept + 2048 * per_env)))
+    return MemoryModel(intercept, per_env, points, backend)
+
+
+@pytest.fixture(scope="module")
+def config():
+    return resolve(TOY, "smoke", overrides=["ppo.num_envs=2048", "ppo.batch_size=1024", "ppo.num_minibatches=32",
+                                            "ppo.unroll_length=30"])
+
+
+def plan_at(config, budget_bytes: int, target: str = "gpu", line: MemoryModel | None = None):
+    budget = stated_budget(int(budget_bytes / 0.75), target, CPU)  # both targets plan with 75% of the memory
+    return memory_plan_from_model(config, line or model(), budget)
+
+
+def test_more_memory_never_chooses_fewer_environments(config):
+    chosen = []
+    for gib in (0.5, 1, 2, 4, 6, 8, 12, 16, 24, 40, 80, 141):
+        planned = plan_at(config, int(gib * GIB))
+        chosen.append(planned.chosen.sizes.num_envs if planned.chosen else 0)
+    assert chosen == sorted(chosen)
+    assert chosen[0] < chosen[-1]
+
+
+def test_choice_is_the_largest_valid_candidate_within_budget(config):
+    planned = plan_at(config, 12 * GIB)
+    chosen = planned.chosen
+    assert chosen.fits and chosen.predicted_bytes <= planned.budget.budget_bytes
+    check_batch_divisibility(chosen.sizes.num_envs, chosen.sizes.batch_size, chosen.sizes.num_minibatches)
+    # independent reference: the line with the margin, solved for num_envs, rounded down to a power of two
+    limit = (planned.budget.budget_bytes / CROSS_BACKEND_MARGIN - 50e6) / 2e6
+    assert chosen.sizes.num_envs == 2 ** int(limit).bit_length() // 2
+    larger = [c for c in planned.candidates if c.sizes.num_envs > chosen.sizes.num_envs]
+    assert larger and not any(c.fits for c in larger)
+
+
+def test_cross_backend_plans_widen_the_margin_and_say_so(config):
+    gpu_plan = plan_at(config, 12 * GIB, "gpu")  # predicted on cpu for a gpu
+    cpu_plan = plan_at(config, 12 * GIB, "cpu")
+    assert gpu_plan.margin == CROSS_BACKEND_MARGIN > SAME_BACKEND_MARGIN == cpu_plan.margin
+    assert any("predicted on the cpu backend for a gpu run" in r for r in gpu_plan.reasons)
+    same = memory_plan_from_model(config, model(backend="gpu"), stated_budget(16 * GIB, "gpu", CPU))
+    assert same.margin == SAME_BACKEND_MARGIN
+
+
+def test_cpu_runs_are_capped(config):
+    planned = plan_at(config, 100 * GIB, "cpu")
+    assert planned.chosen.sizes.num_envs == CPU_MAX_NUM_ENVS
+    assert any("capped" in r for r in planned.reasons)
+
+
+def test_nothing_fits_is_reported(config):
+    planned = plan_at(config, 10 * 2**20)
+    assert planned.chosen is None
+    message = nothing_fits_message(planned)
+    assert "no configuration fits" in message and "\n" not in message
+
+
+def test_plan_json_shape(config):
+    out = plan_at(config, 6 * GIB).to_dict()
+    assert {"device", "budget_bytes", "candidates", "chosen", "reasons"} <= set(out)
+    assert {"num_envs", "batch_size", "num_minibatches", "unroll_length", "predicted_bytes", "fits"} <= set(out["chosen"])
+    assert out["budget_bytes"] == stated_budget(8 * GIB, "gpu", CPU).budget_bytes
+
+
+def test_fit_line_is_least_squares():
+    points = (point(100, 1_000), point(200, 2_100), point(300, 2_900))
+    intercept, slope = fit_line(points)
+    assert slope == pytest.approx(9.5) and intercept == pytest.approx(2000 - 9.5 * 200)
+    with pytest.raises(ValueError):
+        fit_line((point(100, 1), point(100, 2)))
+
+
+@pytest.mark.parametrize("name, capability", [("Tesla T4", "7.5"), ("Tesla V100-SXM2-16GB", "7.0"),
+                                              ("Quadro RTX 8000", "7.5")])
+def test_bf16_is_refused_without_bf16_hardware(name, capability):
+    with pytest.raises(UserError) as caught:
+        check_precision("bf16", device(name, capability))
+    assert "run.precision=fp32" in str(caught.value) and capability in str(caught.value)
+    check_precision("fp32", device(name, capability))
+
+
+def test_bf16_is_accepted_where_supported():
+    check_precision("bf16", device("NVIDIA A100-SXM4-40GB", "8.0"))
+    check_precision("bf16", device("NVIDIA GeForce RTX 4070", "8.9"))
+    check_precision("bf16", CPU)
