@@ -87,3 +87,40 @@ def test_episode_statistics_count_finished_episodes(trainer, iteration):
         if float(metrics.episodes_finished):
             assert float(metrics.episode_length_sum) / float(metrics.episodes_finished) <= 20
     assert finished >= 8
+
+
+class DictObsToy:
+    """The toy env with Playground-style dict observations: the policy sees `state`, the value `privileged_state`."""
+
+    action_size = 1
+    observation_size = {"state": (2,), "privileged_state": (3,)}
+
+    def __init__(self):
+        from tests.toy_env import make
+
+        self.inner = make()
+
+    def _wrap(self, state):
+        obs = state.obs
+        return state.replace(obs={"state": obs, "privileged_state": jax.numpy.append(obs, obs[0] - obs[1])})
+
+    def reset(self, key):
+        return self._wrap(self.inner.reset(key))
+
+    def step(self, state, action):
+        return self._wrap(self.inner.step(state.replace(obs=state.obs["state"]), action))
+
+
+def test_dict_observations_feed_policy_and_value_their_own_entries(toy_env_name):
+    config = resolve(toy_env_name, "smoke", None, SIZES)
+    trainer = Trainer.build(config, make_plan(config), env=DictObsToy())
+    state = trainer.init_state()
+    assert state.params.policy["params"]["dense_0"]["kernel"].shape[0] == 2
+    assert state.params.value["params"]["dense_0"]["kernel"].shape[0] == 3
+    before = avals(state)
+    iteration = jax.jit(trainer.train_iteration_fn(), donate_argnums=0)
+    state, metrics = iteration(state)
+    assert bool(metrics.all_finite)
+    assert avals(state) == before
+    assert float(state.normalizer.count) == 4 * 4 * 5
+    assert state.normalizer.mean["privileged_state"].shape == (3,)
