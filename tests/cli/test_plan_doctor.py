@@ -1,0 +1,125 @@
+"""`rlfit doctor`, `rlfit plan`, `--num-envs auto` and constraint errors, driven as a user drives them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlfit.constraints import check_batch_divisibility
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOY = "tests.toy_env:make"
+XLA_MEMORY_VARIABLES = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                        "XLA_PYTHON_CLIENT_ALLOCATOR")
+
+
+def rlfit(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m rlfit args...` with JAX's default memory settings and the repo on PYTHONPATH (for the toy env)."""
+    env = {k: v for k, v in os.environ.items() if k not in XLA_MEMORY_VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_doctor_json(tmp_path):
+    result = rlfit("doctor", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    device = json.loads(result.stdout)["device"]
+    assert device["platform"] in ("cpu", "gpu", "tpu")
+    assert device["jax_backend"] in ("cpu", "gpu", "tpu") and device["jax_version"]
+    assert device["xla_memory"]["mem_fraction"] == 0.75 and device["xla_memory"]["preallocate"] is True
+    assert device["total_bytes"] > 0 and 0 < device["budget_bytes"] <= device["total_bytes"]
+    assert isinstance(device["notes"], list)
+
+
+def test_doctor_text_says_plainly_when_there_is_no_gpu(tmp_path):
+    result = rlfit("doctor", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    device = json.loads(rlfit("doctor", "--json", cwd=tmp_path).stdout)["device"]
+    if device["platform"] == "cpu":
+        assert "no GPU found: JAX computes on the CPU" in result.stdout
+    for label in ("device", "memory", "compute", "driver", "jax", "XLA memory"):
+        assert any(line.startswith(label) for line in result.stdout.splitlines()), label
+
+
+@pytest.mark.slow
+def test_plan_cartpole_for_an_8gib_gpu_as_json(tmp_path):
+    result = rlfit("plan", "CartpoleBalance", "--device-memory", "8GiB", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    planned = json.loads(result.stdout)
+    budget = planned["budget_bytes"]
+    assert budget == int(8 * 2**30 * 0.75)  # JAX's default pool on the target: 75% of 8 GiB
+    assert planned["device"] and planned["candidates"]
+    chosen = planned["chosen"]
+    assert {"num_envs", "batch_size", "num_minibatches", "unroll_length", "predicted_bytes"} <= set(chosen)
+    assert chosen["predicted_bytes"] <= budget
+    check_batch_divisibility(chosen["num_envs"], chosen["batch_size"], chosen["num_minibatches"])
+    fitting = [c["num_envs"] for c in planned["candidates"] if c["fits"]]
+    assert chosen["num_envs"] == max(fitting)
+    predicted = [c["predicted_bytes"] for c in planned["candidates"]]
+    assert predicted == sorted(predicted)
+    assert any("cpu backend for a gpu run" in reason for reason in planned["reasons"]) or \
+        planned["memory_model"]["backend"] == "gpu"
+
+
+@pytest.mark.slow
+def test_plan_table_and_more_memory_never_fewer_envs(tmp_path):
+    small = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--target", "cpu", cwd=tmp_path)
+    assert small.returncode == 0, small.stderr
+    header = next(line for line in small.stdout.splitlines() if line.startswith("num_envs"))
+    assert header.split() == ["num_envs", "batch_size", "num_minibatches", "unroll_length", "predicted", "fits"]
+    assert "<- chosen" in small.stdout and "reasons:" in small.stdout
+    chosen_line = next(line for line in small.stdout.splitlines() if line.startswith("chosen:"))
+    chosen = {"4MiB": int(chosen_line.split("num_envs=")[1].split()[0])}
+    for size in ("2MiB", "16MiB"):
+        result = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", size, "--target", "cpu", "--json",
+                       cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        chosen[size] = json.loads(result.stdout)["chosen"]["num_envs"]
+    assert chosen["2MiB"] <= chosen["4MiB"] <= chosen["16MiB"] and chosen["2MiB"] < chosen["16MiB"]
+
+
+@pytest.mark.slow
+def test_train_num_envs_auto_records_the_plan(tmp_path):
+    run_dir = tmp_path / "run"
+    result = rlfit("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--device-memory", "4MiB",
+                   "--timesteps", "64", "--run-dir", str(run_dir), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["reasons"][0].startswith("num_envs auto")
+    assert plan["predicted_bytes"] <= plan["extra"]["budget_bytes"] == int(4 * 2**20 * 0.75)
+    assert plan["sizes"]["num_envs"] != 8  # not the smoke preset's 8: the planner's choice
+
+
+@pytest.mark.parametrize("command", ["train", "plan"])
+def test_constraint_error_offers_the_nearest_valid_values(tmp_path, command):
+    run_dir = tmp_path / "run"
+    extra = ["--run-dir", str(run_dir)] if command == "train" else []
+    result = rlfit(command, TOY, "--set", "ppo.num_envs=512", "--set", "ppo.batch_size=128",
+                   "--set", "ppo.num_minibatches=2", *extra, cwd=tmp_path)
+    line = one_line_error(result)
+    assert "ppo.batch_size * ppo.num_minibatches" in line and "num_minibatches=4" in line
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", TOY, "--device-memory", "16XB"),
+    ("train", TOY, "--num-envs", "auto", "--device-memory", "lots"),
+    ("plan", TOY, "--target", "gpu"),
+])
+def test_bad_sizes_are_one_line_errors(tmp_path, args):
+    line = one_line_error(rlfit(*args, cwd=tmp_path))
+    assert line.startswith("rlfit: error:") and ("--device-memory" in line)
+    assert list(tmp_path.iterdir()) == []
