@@ -30,6 +30,7 @@ from typing import Any
 from common import (BENCH_DIR, RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed,
                     start_record)
 
+
 BRAX_VENV = BENCH_DIR / ".venv-brax"
 BRAX_PYTHON = BRAX_VENV / "bin" / "python"
 REQUIREMENTS = BENCH_DIR / "brax-requirements.txt"
@@ -47,6 +48,8 @@ def parse_args() -> argparse.Namespace:
                         "--eval-every; the quick preset's 6M steps are 49 iterations, Brax needs whole epochs)")
     parser.add_argument("--eval-every", type=int, default=None, help="default: the preset's run.eval_every")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sides", nargs="+", choices=("brax", "rlfit"), default=["brax", "rlfit"],
+                        help="which trainers to run (default both)")
     parser.add_argument("--quick", action="store_true", help="4 iterations, eval every 2: a check, not a result")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default results/brax_compare.json; --quick: results/tmp/...)")
@@ -194,22 +197,24 @@ def rlfit_window(metrics_path: Path, eval_every: int, train_wall_s: float) -> di
             "window": f"steps {train[eval_every]['env_steps']:,} -> {train[max(train)]['env_steps']:,}"}
 
 
-
 def main() -> None:
     args = parse_args()
     record = start_record("brax_compare_quick" if args.quick else "brax_compare")
-    record["brax_venv"] = ensure_brax_venv()
     shared = shared_settings(args)
     TMP.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="brax_compare-", dir=TMP))
     record["shared_settings"] = shared
-    record["brax"] = run_brax(shared, work)
-    record["rlfit"] = run_rlfit(shared, work)
+    if "brax" in args.sides:
+        record["brax_venv"] = ensure_brax_venv()
+        record["brax"] = run_brax(shared, work)
+    if "rlfit" in args.sides:
+        record["rlfit"] = run_rlfit(shared, work)
     record["notes"] = NOTES
     keys = ["final_eval_reward", "total_wall_s", "compile_s", "compile_estimate_s", "time_to_first_progress_s",
             "honest_sps_after_compile", "honest_train_only_sps_after_compile", "brax_reported_sps_mean_after_first",
             "sps_mean", "env_steps", "loadavg_1min_before"]
-    print_table([[k, record["brax"].get(k), record["rlfit"].get(k)] for k in keys], ["figure", "brax", "rlfit"])
+    brax, rlfit = record.get("brax", {}), record.get("rlfit", {})
+    print_table([[k, brax.get(k), rlfit.get(k)] for k in keys], ["figure", "brax", "rlfit"])
     finish_record(record, args.out)
 
 
