@@ -1,0 +1,61 @@
+"""The checkpoint format on its own: round trip, empty arrays, checksum, structure checks, pruning."""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlfit.checkpoint import CorruptCheckpoint, list_steps, load_checkpoint, prune, save_checkpoint
+
+
+def state_like():
+    # An empty array, as MJX data holds for contacts on some models; integers, a key, nesting.
+    return {"params": {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, "contacts": np.zeros((4, 0), np.float32),
+            "key": np.array([7, 9], np.uint32), "step": np.array(3, np.int32)}
+
+
+def meta(iteration: int, reward=None) -> dict:
+    return {"iteration": iteration, "env_steps": 10 * iteration, "progress": {"eval_reward_at_save": reward},
+            "config": {}, "plan": {}, "versions": {}}
+
+
+def test_round_trip_restores_every_leaf_exactly(tmp_path):
+    state = state_like()
+    save_checkpoint(tmp_path, state, meta(5))
+    restored, info = load_checkpoint(tmp_path, 5, state)
+    assert info.iteration == 5 and info.env_steps == 50
+    for name in state:
+        got, want = np.asarray(restored[name] if name != "params" else restored["params"]["w"]), \
+            state[name] if name != "params" else state["params"]["w"]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_changed_byte_fails_the_checksum(tmp_path):
+    state = state_like()
+    save_checkpoint(tmp_path, state, meta(1))
+    meta_path = tmp_path / "00000001" / "meta.json"
+    saved = json.loads(meta_path.read_text())
+    saved["checksum"] = "0" * 64
+    meta_path.write_text(json.dumps(saved))
+    with pytest.raises(CorruptCheckpoint, match="checksum"):
+        load_checkpoint(tmp_path, 1, state)
+
+
+def test_a_different_structure_is_refused(tmp_path):
+    save_checkpoint(tmp_path, state_like(), meta(1))
+    other = dict(state_like(), params={"w": jnp.zeros((3, 3), jnp.float32)})
+    with pytest.raises(CorruptCheckpoint, match=r"\(3, 3\)"):
+        load_checkpoint(tmp_path, 1, other)
+    with pytest.raises(CorruptCheckpoint, match="arrays"):
+        load_checkpoint(tmp_path, 1, dict(state_like(), extra=np.ones(2, np.float32)))
+
+
+def test_prune_keeps_the_newest_and_the_best(tmp_path):
+    for iteration, reward in [(1, 5.0), (2, 50.0), (3, 7.0), (4, 8.0), (5, None)]:
+        save_checkpoint(tmp_path, state_like(), meta(iteration, reward))
+    assert prune(tmp_path, keep_last=2) == [2, 4, 5]
+    assert list_steps(tmp_path) == [2, 4, 5]
