@@ -57,7 +57,9 @@ def backend_works(name: str, timeout_s: float = 60.0) -> bool:
     """True when a fresh Python with MUJOCO_GL=`name` can create a MuJoCo renderer and render one frame."""
     env = {**os.environ, "MUJOCO_GL": name, "PYOPENGL_PLATFORM": name}
     try:
-        result = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, timeout=timeout_s)
+        # close_fds=False lets Python use posix_spawn: no fork of this (possibly multithreaded, JAX) process.
+        result = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, timeout=timeout_s,
+                                close_fds=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0

@@ -63,15 +63,17 @@ def play(options: PlayOptions, say: Callable[[str], None] = print) -> PlayResult
     from rlfit.play.gl import activate, choose_backend
     from rlfit.policy_io import load_policy, policy_location
 
+    if not math.isfinite(options.seconds) or options.seconds <= 0:
+        raise UserError(f"--seconds must be a positive number, got {options.seconds}")
     source = policy_location(options.run_dir, options.checkpoint)
-    config = read_run_config(options.run_dir)
-    out = None if options.viewer else video_path(options, config.env.name)
+    out = None if options.viewer else video_path(options)
     if options.viewer:
         require_display()
         backend = None
     else:
         backend = choose_backend()
         activate(backend)
+    config = read_run_config(options.run_dir)
     policy = load_policy(source)
     if policy.description.get("env_name") not in (None, config.env.name):
         raise UserError(f"the policy in {source} was trained on {policy.description['env_name']}, but the run's "
@@ -109,7 +111,7 @@ def read_run_config(run_dir: Path) -> Any:
     return from_layers([read_yaml(path)])
 
 
-def video_path(options: PlayOptions, env_name: str) -> Path:
+def video_path(options: PlayOptions) -> Path:
     """--out, or RUN_DIR/play[-<step>].mp4; checked before anything expensive runs."""
     from rlfit.play.video import check_video_path
 
@@ -118,8 +120,6 @@ def video_path(options: PlayOptions, env_name: str) -> Path:
     else:
         suffix = f"-{int(options.checkpoint)}" if options.checkpoint and options.checkpoint.isdigit() else ""
         path = Path(options.run_dir) / f"play{suffix}.mp4"
-    if not math.isfinite(options.seconds) or options.seconds <= 0:
-        raise UserError(f"--seconds must be a positive number, got {options.seconds}")
     check_video_path(path)
     return path
 
@@ -168,7 +168,8 @@ def run_episodes(env: Any, policy: Any, env_name: str, options: PlayOptions, con
     frames: list[np.ndarray] = []
     returns = [0.0]
     with physics_replaced(native_physics_step(simulator)):
-        reset, step = jax.jit(env.reset), jax.jit(env.step)
+        # A fresh function per session, traced inside this block: never a cached trace with MJX physics.
+        reset, step = jax.jit(env.reset), jax.jit(lambda state, action: env.step(state, action))
         key, reset_key = jax.random.split(key)
         state, in_episode = reset(reset_key), 0
         simulator.calls = 0

@@ -1,0 +1,45 @@
+"""Run directories with a saved policy, made without training (fast): for the play and export tests.
+
+`make_policy_run` writes what `rlfit train` leaves for a policy: `config.yaml` and `policy/`, with freshly
+initialized parameters and random (but valid) observation statistics, so normalization matters in the maths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+
+def random_stats(obs_example, seed: int = 0, count: float = 100.0):
+    """RunningStats like `obs_example` with mean ~ N(0, 1) and std in [0.5, 2]."""
+    from rlfit.normalizer import RunningStats
+
+    leaves, treedef = jax.tree.flatten(obs_example)
+    keys = jax.random.split(jax.random.PRNGKey(seed), 2 * len(leaves))
+    means = [jax.random.normal(k, jnp.shape(x)) for k, x in zip(keys[::2], leaves)]
+    stds = [jax.random.uniform(k, jnp.shape(x), minval=0.5, maxval=2.0) for k, x in zip(keys[1::2], leaves)]
+    return RunningStats(jnp.asarray(count, jnp.float32), jax.tree.unflatten(treedef, means),
+                        jax.tree.unflatten(treedef, [count * s**2 for s in stds]))
+
+
+def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (), preset: str = "smoke",
+                    seed: int = 0) -> Path:
+    """Writes RUN_DIR/config.yaml and RUN_DIR/policy/ for `env_name`; returns RUN_DIR."""
+    from rlfit.config import resolve
+    from rlfit.plan import make_plan
+    from rlfit.policy_io import save_policy
+    from rlfit.rundir import create_run_dir
+    from rlfit.trainer import Trainer, observation_example
+
+    config = resolve(env_name, preset, None, overrides)
+    plan = make_plan(config)
+    trainer = Trainer.build(config, plan)
+    params = trainer.agent.init(jax.random.PRNGKey(seed)).policy
+    obs = observation_example(trainer.env)
+    create_run_dir(Path(run_dir), config)
+    save_policy(Path(run_dir) / "policy", params, random_stats(obs, seed), config.network, obs,
+                trainer.agent.action_size, config.env.name, plan.precision)
+    return Path(run_dir)

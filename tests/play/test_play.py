@@ -1,0 +1,150 @@
+"""`rlfit play`: native MuJoCo physics under the environment's own step, video output, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlfit.errors import UserError
+from tests.play.policy_runs import make_policy_run
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CARTPOLE = "CartpoleBalance"
+
+
+def headless_gl_reason() -> str | None:
+    """Why videos cannot be rendered here (None when EGL or OSMesa works)."""
+    from rlfit.play.gl import HEADLESS_BACKENDS, backend_works
+
+    if any(backend_works(name) for name in HEADLESS_BACKENDS):
+        return None
+    return "no headless OpenGL (EGL or OSMesa) here; `make install` as root installs Debian's Mesa EGL"
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory) -> Path:
+    return make_policy_run(tmp_path_factory.mktemp("play") / "run", CARTPOLE)
+
+
+@pytest.fixture(scope="module")
+def cartpole_env():
+    from rlfit.config import EnvConfig
+    from rlfit.envs import load_env
+
+    return load_env(EnvConfig(name=CARTPOLE, impl="jax"), "cpu")
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+def test_physics_is_native_mujoco_and_observations_are_the_environments(cartpole_env):
+    import mujoco
+
+    from rlfit.play.native import NativeSimulator, native_physics_step, physics_replaced
+
+    env = cartpole_env
+    state = jax.jit(env.reset)(jax.random.PRNGKey(3))
+    action = jnp.array([0.7])
+    simulator = NativeSimulator(env.mj_model)
+    with physics_replaced(native_physics_step(simulator)):
+        native_state = jax.jit(lambda s, a: env.step(s, a))(state, action)
+    assert simulator.calls == 1
+    reference = mujoco.MjData(env.mj_model)  # independent: the C simulator driven directly
+    reference.qpos[:], reference.qvel[:], reference.ctrl[:] = state.data.qpos, state.data.qvel, action
+    for _ in range(env.n_substeps):
+        mujoco.mj_step(env.mj_model, reference)
+    np.testing.assert_allclose(native_state.data.qpos, reference.qpos, atol=1e-6)
+    np.testing.assert_allclose(native_state.data.qvel, reference.qvel, atol=1e-5)
+    mjx_state = jax.jit(lambda s, a: env.step(s, a))(state, action)  # the same step with MJX physics
+    np.testing.assert_allclose(native_state.obs, mjx_state.obs, atol=1e-3)
+    np.testing.assert_allclose(native_state.reward, mjx_state.reward, atol=1e-3)
+
+
+def test_an_environment_without_a_mujoco_model_is_refused():
+    from rlfit.play.native import native_model
+    from tests.toy_env import make
+
+    with pytest.raises(UserError, match="no MuJoCo model"):
+        native_model(make(), "tests.toy_env:make")
+
+
+def test_play_writes_a_gif_whose_frames_change(cartpole_run, tmp_path):
+    reason = headless_gl_reason()
+    if reason:
+        pytest.skip(reason)
+    import imageio.v3 as iio
+
+    out = tmp_path / "cartpole.gif"
+    result = run_cli("play", str(cartpole_run), "--seconds", "0.6", "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "native MuJoCo" in result.stdout and ("EGL" in result.stdout or "OSMesa" in result.stdout)
+    frames = iio.imread(out, index=None)
+    assert frames.shape[0] == 30 and frames.shape[-1] == 3  # 0.6 s at dt 0.01, every 2nd step: 50 fps
+    assert max(np.abs(frames[i].astype(int) - frames[0]).mean() for i in range(1, len(frames))) > 0.5
+
+
+def one_line_error(capsys, *argv: str) -> str:
+    from rlfit.cli import main
+
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("rlfit: error: "), err
+    return err
+
+
+def test_missing_run_dir_is_one_line(capsys, tmp_path):
+    assert "does not exist" in one_line_error(capsys, "play", str(tmp_path / "nowhere"))
+
+
+def test_unknown_video_format_is_one_line_and_writes_nothing(capsys, cartpole_run, tmp_path):
+    err = one_line_error(capsys, "play", str(cartpole_run), "--out", str(tmp_path / "video.avi"))
+    assert ".mp4 or .gif" in err and not (tmp_path / "video.avi").exists()
+
+
+def test_missing_checkpoint_is_one_line(capsys, cartpole_run):
+    assert "no checkpoint '7'" in one_line_error(capsys, "play", str(cartpole_run), "--checkpoint", "7")
+
+
+def test_bad_command_is_one_line(capsys, cartpole_run):
+    assert "VX,VY,WZ" in one_line_error(capsys, "play", str(cartpole_run), "--command", "fast")
+
+
+def test_viewer_without_a_display_is_one_line(capsys, cartpole_run, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the display check is for Linux desktops")
+    assert "--viewer needs a desktop" in one_line_error(capsys, "play", str(cartpole_run), "--viewer")
+
+
+def test_command_is_held_where_the_environment_samples_one():
+    from rlfit.play.commands import hold_command, parse_command
+
+    class Joystick:
+        def sample_command(self, rng):
+            return jax.random.uniform(rng, (3,))
+
+    env = Joystick()
+    hold_command(env, "Joystick", parse_command("0.5, 0, -0.25"))
+    np.testing.assert_array_equal(env.sample_command(jax.random.PRNGKey(0)), [0.5, 0.0, -0.25])
+
+
+def test_command_for_an_environment_without_one_is_refused(cartpole_env):
+    from rlfit.play.commands import hold_command
+
+    with pytest.raises(UserError, match="takes no velocity command"):
+        hold_command(cartpole_env, CARTPOLE, (0.5, 0.0, 0.0))
+
+
+def test_frame_stride_keeps_videos_at_most_60_fps():
+    from rlfit.play.video import frame_stride
+
+    assert [frame_stride(dt) for dt in (0.02, 0.01, 0.004, 1 / 60)] == [1, 2, 5, 1]
