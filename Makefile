@@ -10,6 +10,13 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# Headless OpenGL for `rlfit play` videos: Mesa's EGL, installed only when no EGL/OSMesa is found (root, apt).
+	@if ! ldconfig -p 2>/dev/null | grep -q -E 'libEGL_mesa\.so|libEGL_nvidia\.so|libOSMesa\.so'; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libegl1 libegl-mesa0 \
+	      libgl1-mesa-dri) || echo "warning: could not install Mesa EGL; rlfit play cannot render videos"; \
+	  else echo "note: rlfit play needs EGL or OSMesa: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri"; fi; \
+	fi
 	touch $@
 
 install: $(BIN)/.installed

@@ -18,7 +18,7 @@ from rlfit.config import NetworkConfig
 from rlfit.errors import UserError
 from rlfit.networks import make_agent
 from rlfit.policy_io import save_policy
-from tests.play.policy_runs import make_policy_run, random_stats
+from tests.play.support import make_policy_run, random_stats
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -12,19 +12,10 @@ import numpy as np
 import pytest
 
 from rlfit.errors import UserError
-from tests.play.policy_runs import make_policy_run
+from tests.play.support import headless_gl_reason, make_policy_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = "CartpoleBalance"
-
-
-def headless_gl_reason() -> str | None:
-    """Why videos cannot be rendered here (None when EGL or OSMesa works)."""
-    from rlfit.play.gl import HEADLESS_BACKENDS, backend_works
-
-    if any(backend_works(name) for name in HEADLESS_BACKENDS):
-        return None
-    return "no headless OpenGL (EGL or OSMesa) here; `make install` as root installs Debian's Mesa EGL"
 
 
 @pytest.fixture(scope="module")

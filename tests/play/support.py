@@ -1,4 +1,4 @@
-"""Run directories with a saved policy, made without training (fast): for the play and export tests.
+"""Helpers for the play, export and G1 tests: run directories made without training, headless GL detection.
 
 `make_policy_run` writes what `rlfit train` leaves for a policy: `config.yaml` and `policy/`, with freshly
 initialized parameters and random (but valid) observation statistics, so normalization matters in the maths.
@@ -43,3 +43,13 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     save_policy(Path(run_dir) / "policy", params, random_stats(obs, seed), config.network, obs,
                 trainer.agent.action_size, config.env.name, plan.precision)
     return Path(run_dir)
+
+
+def headless_gl_reason() -> str | None:
+    """Why videos cannot be rendered here (None when EGL or OSMesa works)."""
+    from rlfit.play.gl import HEADLESS_BACKENDS, backend_works
+
+    if any(backend_works(name) for name in HEADLESS_BACKENDS):
+        return None
+    return ("no headless OpenGL (EGL or OSMesa) here; as root, `make install` installs Mesa EGL "
+            "(libegl1 libegl-mesa0 libgl1-mesa-dri)")
