@@ -109,11 +109,14 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
         restored = ocp.PyTreeCheckpointer().restore(path / STATE_DIR)
     except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
         raise CorruptCheckpoint(f"checkpoint {path} cannot be read ({type(error).__name__}: {error})") from None
-    stored = restored.get("leaves", {}) if isinstance(restored, dict) else {}
-    leaves = [np.asarray(stored[key]) for key in sorted(stored)]
+    stored = (restored.get("leaves") if isinstance(restored, dict) else None) or {}
     treedef = jax.tree.structure(like)
-    if len(leaves) != treedef.num_leaves:
-        raise CorruptCheckpoint(f"checkpoint {path} holds {len(leaves)} arrays, the run needs {treedef.num_leaves}")
+    try:
+        leaves = [_restored_leaf(stored, index, expected) for index, expected in enumerate(jax.tree.leaves(like))]
+    except KeyError:
+        raise CorruptCheckpoint(f"checkpoint {path} holds {len(stored)} arrays, the run needs more") from None
+    if len(stored) != sum(1 for leaf in leaves if leaf.size):
+        raise CorruptCheckpoint(f"checkpoint {path} holds {len(stored)} arrays, the run needs fewer")
     if leaves_checksum(leaves) != meta.checksum:
         raise CorruptCheckpoint(f"checkpoint {path} fails its checksum")
     for leaf, expected in zip(leaves, jax.tree.leaves(like)):
@@ -164,7 +167,14 @@ _NO_META = CheckpointMeta(0, 0, {}, "", {}, {}, {})
 
 
 def _as_mapping(leaves: list[np.ndarray]) -> dict[str, np.ndarray]:
-    return {f"{index:06d}": leaf for index, leaf in enumerate(leaves)}
+    """Leaves by tree index; empty arrays (Orbax refuses them) are left out and rebuilt from their shape."""
+    return {f"{index:06d}": leaf for index, leaf in enumerate(leaves) if leaf.size}
+
+
+def _restored_leaf(stored: dict[str, Any], index: int, expected: Any) -> np.ndarray:
+    if int(np.prod(expected.shape)) == 0:
+        return np.zeros(expected.shape, expected.dtype)
+    return np.asarray(stored[f"{index:06d}"])
 
 
 def _write_synced(path: Path, text: str) -> None:
