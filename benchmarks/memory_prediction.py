@@ -1,0 +1,181 @@
+"""Predicted against measured peak memory of one training iteration, over several num_envs and environments.
+
+For each environment the planner's own model is fitted (`rlfit.planning.memory.fit_memory_model`: XLA's
+compile-time analysis at 256 and 2048 environments, a line in num_envs). Then, at each measured num_envs,
+the iteration is compiled (XLA's analysis at that exact size is recorded too), the state is created, one
+warm-up iteration runs, and one measured iteration runs.
+
+Measurement:
+- CPU backend: growth of the process's resident set. The script runs with glibc's mmap threshold fixed at
+  128 KiB (`MALLOC_MMAP_THRESHOLD_`, re-executing itself if needed), so every large buffer is a fresh
+  mapping that counts when touched instead of reusing freed heap. After the warm-up, Python's garbage is
+  collected and glibc's free memory returned (`malloc_trim(0)`), the kernel's peak-RSS mark is reset
+  (`echo 5 > /proc/self/clear_refs`) and VmRSS read; after the measured iteration VmHWM is read. Measured
+  bytes = (VmHWM - VmRSS before) + the state's bytes (already resident before, and counted by XLA as
+  arguments). Page granularity and XLA's CPU runtime make this approximate.
+- GPU backend: `device.memory_stats()["peak_bytes_in_use"]` after the measured iteration (sizes run in
+  increasing order in one process, so the peak is the latest size's).
+
+Error = predicted / measured - 1 for the line (what the planner uses, without and with its margin) and for
+XLA's analysis at the exact size.
+
+    .venv/bin/python benchmarks/memory_prediction.py            # CartpoleBalance and CheetahRun, 4 sizes each
+    .venv/bin/python benchmarks/memory_prediction.py --quick    # CartpoleBalance, 2 small sizes (a check only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import finish_record, print_table, start_record  # noqa: E402
+
+ENVS = ("CartpoleBalance", "CheetahRun")
+NUM_ENVS = (256, 1024, 4096)
+"""256: a point of the fit; 1024: between the fit's points; 4096: beyond them (extrapolated)."""
+QUICK_NUM_ENVS = (64, 256)
+OVERRIDES = (
+    # 4 unrolls of 10 steps per env per iteration, one epoch of 4 minibatches; rlfit's default networks
+    # (the 5 x 256 value network's activations over the whole batch dominate the memory).
+    "ppo.num_envs=256", "ppo.batch_size=256", "ppo.num_minibatches=4", "ppo.unroll_length=10",
+    "ppo.num_updates_per_batch=1", "network.policy_hidden=[32,32,32,32]",
+    "network.value_hidden=[256,256,256,256,256]", "env.episode_length=1000", "run.num_eval_envs=8",
+)
+
+
+def rss_bytes(field: str) -> int:
+    """VmRSS / VmHWM of this process from /proc/self/status, in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def settle_host_memory() -> None:
+    """Collects Python garbage and hands glibc's free pages back to the OS."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+
+
+def tree_bytes(tree: Any) -> int:
+    import jax
+
+    return sum(int(leaf.nbytes) for leaf in jax.tree.leaves(tree))
+
+
+def measure(config, sizes, env) -> dict[str, Any]:
+    """Compiles and runs one iteration at `sizes`; XLA's analysis and the measured peak, in bytes."""
+    import jax
+
+    from rlfit.plan import make_plan
+    from rlfit.planning.memory import point_from_analysis
+    from rlfit.trainer import Trainer
+
+    trainer = Trainer.build(config, make_plan(config, sizes), env=env)
+    started = time.perf_counter()
+    compiled = jax.jit(trainer.train_iteration_fn(), donate_argnums=0).lower(trainer.abstract_state()).compile()
+    compile_s = time.perf_counter() - started
+    analysis = point_from_analysis(sizes, compiled.memory_analysis())
+    state = jax.block_until_ready(trainer.init_state())
+    state, metrics = jax.block_until_ready(compiled(state))  # warm-up
+    on_gpu = jax.default_backend() != "cpu"
+    if on_gpu:
+        started = time.perf_counter()
+        state, metrics = jax.block_until_ready(compiled(state))
+        measured = int(jax.devices()[0].memory_stats()["peak_bytes_in_use"])
+        method = "memory_stats peak_bytes_in_use"
+    else:
+        settle_host_memory()
+        Path("/proc/self/clear_refs").write_text("5")
+        before = rss_bytes("VmRSS")
+        started = time.perf_counter()
+        state, metrics = jax.block_until_ready(compiled(state))
+        measured = rss_bytes("VmHWM") - before + tree_bytes(state)
+        method = "RSS growth + state bytes"
+    iteration_s = time.perf_counter() - started
+    state_bytes = tree_bytes(state)
+    del state, metrics, compiled
+    settle_host_memory()
+    return {"analysis": analysis, "measured_bytes": measured, "method": method, "state_bytes": state_bytes,
+            "compile_s": round(compile_s, 1), "iteration_s": round(iteration_s, 2)}
+
+
+def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
+    import jax
+
+    from rlfit.config import resolve
+    from rlfit.envs import load_env
+    from rlfit.plan import config_sizes
+    from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN
+    from rlfit.planning.candidates import scale_sizes
+    from rlfit.planning.memory import fit_memory_model
+
+    config = resolve(name, "smoke", overrides=list(OVERRIDES))
+    env = load_env(config.env, jax.default_backend())
+    started = time.perf_counter()
+    model = fit_memory_model(config, env)
+    fit_s = time.perf_counter() - started
+    rows = []
+    for n in num_envs:
+        sizes = scale_sizes(config_sizes(config), n)
+        result = measure(config, sizes, env)
+        measured, line = result["measured_bytes"], model.estimate(n)
+        rows.append({
+            "num_envs": n, "sizes": sizes._asdict(), "measured_bytes": measured, "line_bytes": line,
+            "xla_exact_bytes": result["analysis"].total_bytes, "state_bytes": result["state_bytes"],
+            "line_error": round(line / measured - 1, 4),
+            "xla_exact_error": round(result["analysis"].total_bytes / measured - 1, 4),
+            "line_with_same_backend_margin_error": round(line * SAME_BACKEND_MARGIN / measured - 1, 4),
+            "method": result["method"], "compile_s": result["compile_s"], "iteration_s": result["iteration_s"],
+        })
+        print(f"  {name} {n:>5d} envs: measured {measured / 2**20:8.1f} MiB, line {line / 2**20:8.1f} MiB "
+              f"({rows[-1]['line_error']:+.1%}), XLA at size {result['analysis'].total_bytes / 2**20:8.1f} MiB",
+              flush=True)
+    return {"env": name, "overrides": list(OVERRIDES), "model": model.to_dict(), "fit_s": round(fit_s, 1),
+            "margins": {"same_backend": SAME_BACKEND_MARGIN, "cross_backend": CROSS_BACKEND_MARGIN}, "rows": rows}
+
+
+MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+def main() -> None:
+    if any(os.environ.get(k) != v for k, v in MALLOC_SETTINGS.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_SETTINGS})
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CartpoleBalance at two small sizes (checks the script)")
+    args = parser.parse_args()
+
+    import jax
+
+    from rlfit.jax_setup import configure_jax
+
+    configure_jax("fp32")
+    record = start_record("memory_prediction_quick" if args.quick else f"memory_prediction_{jax.default_backend()}")
+    record["backend"] = jax.default_backend()
+    record["device"] = str(jax.devices()[0].device_kind)
+    record["method"] = __doc__.split("Measurement:")[1].split("Error =")[0].strip()
+    record["malloc"] = MALLOC_SETTINGS
+    envs, sizes = (ENVS[:1], QUICK_NUM_ENVS) if args.quick else (ENVS, NUM_ENVS)
+    record["results"] = [benchmark_env(name, sizes) for name in envs]
+    rows = [(r["env"], row["num_envs"], row["measured_bytes"] / 2**20, row["line_bytes"] / 2**20,
+             f"{row['line_error']:+.1%}", f"{row['xla_exact_error']:+.1%}",
+             f"{row['line_with_same_backend_margin_error']:+.1%}")
+            for r in record["results"] for row in r["rows"]]
+    print()
+    print_table(rows, ("env", "num_envs", "measured MiB", "predicted MiB", "error", "error (XLA at size)",
+                       "error with margin"))
+    finish_record(record)
+
+
+if __name__ == "__main__":
+    main()
