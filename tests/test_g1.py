@@ -37,9 +37,10 @@ def rlfit_cli(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.Comple
 def g1_run(tmp_path_factory) -> Path:
     """`rlfit train G1JoystickFlatTerrain --preset smoke` with the offline assets; the run directory."""
     workdir = tmp_path_factory.mktemp("g1")
-    result = rlfit_cli("train", G1, "--preset", "smoke", "--run-dir", "run", "--quiet", cwd=workdir)
+    run_dir = workdir / "run"
+    result = rlfit_cli("train", G1, "--preset", "smoke", "--run-dir", str(run_dir), "--quiet", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
-    return workdir / "run"
+    return run_dir
 
 
 def test_smoke_training_completes_and_saves_the_policy(g1_run):

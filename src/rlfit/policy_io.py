@@ -21,12 +21,15 @@ import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from rlfit.config import NetworkConfig
 from rlfit.errors import UserError
+
+if TYPE_CHECKING:
+    from rlfit.normalizer import RunningStats
 
 FORMAT = "rlfit-policy"
 FORMAT_VERSION = 1
@@ -51,7 +54,7 @@ class PolicyFiles(NamedTuple):
     """[obs_dim] running sum of squared deviations (std = sqrt(sum_sq_dev / count), clipped)."""
 
 
-def save_policy(directory: Path, policy_params: Any, stats: Any, network: NetworkConfig, obs_example: Any,
+def save_policy(directory: Path, policy_params: Any, stats: RunningStats, network: NetworkConfig, obs_example: Any,
                 action_size: int, env_name: str, precision: str) -> None:
     """Writes the policy to `directory` atomically (a temporary folder renamed into place).
 
@@ -200,7 +203,8 @@ def policy_location(run_dir: str | Path, checkpoint: str | None = None) -> Path:
     """Where a run's policy is: RUN_DIR itself, or RUN_DIR/checkpoints/<checkpoint> ('50' finds '00000050')."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise UserError(f"run directory {run_dir} does not exist; pass the folder `rlfit train` wrote (runs/<env>-<time>)")
+        raise UserError(f"run directory {run_dir} does not exist; "
+                        "pass the folder `rlfit train` wrote (runs/<env>-<time>)")
     if checkpoint is None:
         return run_dir
     root = run_dir / "checkpoints"

@@ -16,7 +16,8 @@ def register(subparsers) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="a run directory written by `rlfit train`")
     parser.add_argument("--format", choices=FORMATS, default="onnx", help="output format (default: onnx)")
     parser.add_argument("--out", metavar="FILE", type=Path, help="output file (default: RUN_DIR/policy.onnx)")
-    parser.add_argument("--checkpoint", metavar="STEP", help="export RUN_DIR/checkpoints/STEP (default: the newest save)")
+    parser.add_argument("--checkpoint", metavar="STEP",
+                        help="export RUN_DIR/checkpoints/STEP (default: the newest save)")
     parser.set_defaults(handler=run)
 
 

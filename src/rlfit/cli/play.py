@@ -18,7 +18,8 @@ def register(subparsers) -> None:
     parser.add_argument("--command", metavar="VX,VY,WZ",
                         help="fixed joystick command for joystick environments, e.g. 0.5,0,0 (m/s, m/s, rad/s)")
     parser.add_argument("--viewer", action="store_true", help="open MuJoCo's interactive viewer (needs a desktop)")
-    parser.add_argument("--seed", metavar="S", type=int, default=0, help="seed of the environment's resets (default: 0)")
+    parser.add_argument("--seed", metavar="S", type=int, default=0,
+                        help="seed of the environment's resets (default: 0)")
     parser.set_defaults(handler=run)
 
 

@@ -49,7 +49,8 @@ def choose_backend(environ: Mapping[str, str] | None = None) -> GLBackend:
     for name in HEADLESS_BACKENDS:
         if backend_works(name):
             return GLBackend(name, "probe")
-    raise UserError(f"no headless OpenGL found for rendering (tried {', '.join(LABELS[n] for n in HEADLESS_BACKENDS)}); "
+    tried = ", ".join(LABELS[name] for name in HEADLESS_BACKENDS)
+    raise UserError(f"no headless OpenGL found for rendering (tried {tried}); "
                     f"{INSTALL_HINT}")
 
 
