@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+
+import pytest
 
 NOT_WALL_CLOCK = ("iteration_s", "sps", "wall_s")
 
@@ -28,3 +31,17 @@ def test_different_seed_gives_a_different_digest(toy_run):
     losses = [row["loss/total"] for row in deterministic_rows(first) if "loss/total" in row]
     other_losses = [row["loss/total"] for row in deterministic_rows(other) if "loss/total" in row]
     assert losses != other_losses
+
+
+@pytest.mark.slow
+def test_cartpole_smoke_runs_repeat_exactly(tmp_path):
+    """A real Playground environment (MJX physics, impl jax on CPU): one smoke iteration twice, same digest."""
+    import rlfit
+
+    first = rlfit.train("CartpoleBalance", preset="smoke", run_dir=tmp_path / "a")
+    again = rlfit.train("CartpoleBalance", preset="smoke", run_dir=tmp_path / "b")
+    assert first.summary["impl"] == "jax"
+    assert first.summary["params_digest"] == again.summary["params_digest"]
+    assert deterministic_rows(first) == deterministic_rows(again)
+    assert first.summary["final_eval_reward"] is not None
+    assert math.isfinite(first.summary["final_eval_reward"])

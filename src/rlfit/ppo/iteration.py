@@ -58,7 +58,7 @@ def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransfo
     key = jax.random.PRNGKey(seed)
     key, params_key, env_key = jax.random.split(key, 3)
     params = agent.init(params_key)
-    env_state = env.reset(env_key)
+    env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
     one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
     state = TrainState(params, optimizer.init(params), init_stats(one_obs), env_state, key)
     # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
