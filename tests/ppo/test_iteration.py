@@ -124,3 +124,18 @@ def test_dict_observations_feed_policy_and_value_their_own_entries(toy_env_name)
     assert avals(state) == before
     assert float(state.normalizer.count) == 4 * 4 * 5
     assert state.normalizer.mean["privileged_state"].shape == (3,)
+
+
+def test_bf16_compute_keeps_fp32_state(toy_env_name):
+    """run.precision=bf16 computes the networks in bf16; parameters, optimizer and statistics stay fp32."""
+    config = resolve(toy_env_name, "smoke", None, SIZES + ["run.precision=bf16"])
+    trainer = Trainer.build(config, make_plan(config))
+    state = trainer.init_state()
+    before = avals(state)
+    iteration = jax.jit(trainer.train_iteration_fn(), donate_argnums=0)
+    state, metrics = iteration(state)
+    state, metrics = iteration(state)
+    assert avals(state) == before and iteration._cache_size() == 1
+    assert bool(metrics.all_finite)
+    assert {leaf.dtype for leaf in jax.tree.leaves((state.params, state.opt_state, state.normalizer))} <= {
+        np.dtype("float32"), np.dtype("int32")}
