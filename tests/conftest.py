@@ -49,8 +49,8 @@ def toy_run(tmp_path_factory):
     def run(seed: int = 0, tag: str = ""):
         if (seed, tag) not in results:
             run_dir = tmp_path_factory.mktemp(f"toy-seed{seed}{tag}") / "run"
-            results[(seed, tag)] = rlfit.train(TOY_ENV, preset="smoke", overrides=[*TOY_TRAIN_OVERRIDES, f"run.seed={seed}"],
-                                               run_dir=run_dir, quiet=True)
+            overrides = [*TOY_TRAIN_OVERRIDES, f"run.seed={seed}"]
+            results[(seed, tag)] = rlfit.train(TOY_ENV, "smoke", overrides=overrides, run_dir=run_dir, quiet=True)
         return results[(seed, tag)]
 
     return run

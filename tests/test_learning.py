@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import pytest
 
@@ -34,10 +36,8 @@ def test_final_eval_reward_far_above_the_initial_policy(toy_run, initial_eval_re
 
 
 def test_training_episode_return_improves(toy_run):
-    rows = [r for r in toy_run(0).run_dir.metrics.read_text().splitlines()]
-    import json
-
-    returns = [json.loads(r)["episode/return"] for r in rows if '"episode/return"' in r]
+    rows = [json.loads(line) for line in toy_run(0).run_dir.metrics.read_text().splitlines()]
+    returns = [row["episode/return"] for row in rows if "episode/return" in row]
     assert len(returns) > 10
     first, last = sum(returns[:3]) / 3, sum(returns[-3:]) / 3
     assert last > first + 20, (first, last)

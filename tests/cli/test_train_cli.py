@@ -6,8 +6,8 @@ Two checks run the real command in a subprocess (exit code, stderr, no traceback
 
 from __future__ import annotations
 
-import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,7 +190,7 @@ def test_relative_run_dir(capsys, user_dir):
 
 def test_python_dash_m_and_console_script_agree(tmp_path):
     """`rlfit` (the console script next to this Python) answers like `python -m rlfit`."""
-    script = Path(os.path.dirname(os.sys.executable)) / "rlfit"
+    script = Path(sys.executable).parent / "rlfit"
     if not script.exists():
         pytest.skip("console script not installed next to this interpreter")
     result = subprocess.run([str(script), "train", "--help"], capture_output=True, text=True, cwd=tmp_path,

@@ -15,8 +15,10 @@ from tests.toy_env import make as make_toy
 
 def constant_policy(mean_action: float) -> Agent:
     """logits = [mean, raw scale]: the mode is tanh(mean) whatever the observation."""
-    return Agent(policy_logits=lambda params, obs: jnp.broadcast_to(jnp.array([mean_action, 0.0]), obs.shape[:-1] + (2,)),
-                 value=None, init=None, action_size=1)
+    def logits(params, obs):
+        return jnp.broadcast_to(jnp.array([mean_action, 0.0]), obs.shape[:-1] + (2,))
+
+    return Agent(policy_logits=logits, value=None, init=None, action_size=1)
 
 
 def test_standing_still_earns_one_minus_distance_each_step():

@@ -78,7 +78,7 @@ def test_same_seed_same_result_different_seed_diverges(trainer, iteration):
 
 
 def test_episode_statistics_count_finished_episodes(trainer, iteration):
-    """20-step episodes, 8 envs, 10 policy steps per env per iteration: after two iterations every env truncated once."""
+    """20-step episodes, 8 envs, 10 policy steps per env per iteration: two iterations truncate every env once."""
     state = trainer.init_state()
     finished = 0.0
     for _ in range(2):
