@@ -77,3 +77,17 @@ def test_resume_with_no_valid_checkpoint_is_refused(cli):
     refused = cli.run("resume", str(run), "--iterations", "5")
     assert refused.returncode == 2
     assert "no valid checkpoint" in refused.stderr.splitlines()[-1]
+
+
+def test_train_with_resume_continues_or_refuses_other_settings(cli):
+    run = cli.tmp_path / "run"
+    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
+    before = cli.snapshot(run)
+    other_env = cli.run("train", "tests.toy_env:make", "--preset", "smoke", "--timesteps", "640", "--resume", str(run))
+    assert other_env.returncode == 2
+    assert "env.episode_length is 50 in the run but 100 now" in other_env.stderr
+    assert len(other_env.stderr.strip().splitlines()) == 1
+    assert cli.snapshot(run) == before
+    same = cli.run("train", *cli.toy, *SMALL, "--timesteps", "640", "--resume", str(run))
+    assert same.returncode == 0, same.stderr
+    assert cli.summary(run)["iterations"] == 10

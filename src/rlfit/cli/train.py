@@ -27,6 +27,8 @@ def register(subparsers) -> None:
     parser.add_argument("--timesteps", metavar="N", help="total env steps (overrides run.num_timesteps)")
     parser.add_argument("--seed", metavar="S", help="random seed (overrides run.seed)")
     parser.add_argument("--run-dir", metavar="DIR", help="where to write the run (default: runs/<env>-<time>)")
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="continue RUN_DIR instead of starting a new run (refused if the settings differ)")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     parser.set_defaults(handler=run)
 
@@ -52,7 +54,23 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.api import train
     from rlfit.planning.units import parse_size
 
+    if args.resume:
+        return resume_as_train(args)
     device_memory = parse_size(args.device_memory) if args.device_memory is not None else None
     train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir, quiet=args.quiet,
           num_envs_auto=num_envs_auto(args), device_memory=device_memory)
+    return 0
+
+
+def resume_as_train(args: argparse.Namespace) -> int:
+    """`rlfit train ENV ... --resume RUN_DIR`: resume, insisting that ENV and the settings match the run's."""
+    from rlfit.config import resolve
+    from rlfit.errors import UserError
+    from rlfit.resume import resume
+
+    if num_envs_auto(args) or args.device_memory or args.run_dir:
+        raise UserError("--resume continues a run with its own sizes and directory; "
+                        "drop --num-envs auto, --device-memory and --run-dir")
+    requested = resolve(args.env, args.preset, args.config, flag_overrides(args))
+    resume(args.resume, timesteps=requested.run.num_timesteps, requested=requested, quiet=args.quiet)
     return 0
