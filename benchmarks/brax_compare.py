@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -115,86 +117,108 @@ def run_brax(shared: dict[str, Any], work: Path) -> dict[str, Any]:
     argv = [str(BRAX_PYTHON), str(CHILD), str(work / "brax_spec.json"), str(work / "brax_out.json")]
     print("brax:", " ".join(argv), flush=True)
     load_before = load_1min()
-    timed = run_timed(argv, log=work / "brax.log")
-    code = timed["exit_code"]
-    result = {"argv": argv, "exit_code": code, "total_wall_s": timed["wall_s"], "total_cpu_s": timed["cpu_s"],
-              "loadavg_1min_before": load_before,
-              "loadavg_1min_after": load_1min(), "spec": spec, "log": str(work / "brax.log")}
-    if code != 0:
+    timed = run_timed(argv, env=log_compiles_env(), log=work / "brax.log")
+    result = {"argv": argv, "exit_code": timed["exit_code"], "total_wall_s": timed["wall_s"],
+              "total_cpu_s": timed["cpu_s"], "loadavg_1min_before": load_before, "loadavg_1min_after": load_1min(),
+              "spec": spec, "log": str(work / "brax.log")}
+    if timed["exit_code"] != 0:
         return result
     out = json.loads((work / "brax_out.json").read_text())
     result.update(out)
     result.update(brax_figures(out["callbacks"]))
+    result.update(xla_compiles(work / "brax.log"))
     return result
 
 
 def brax_figures(callbacks: list[dict[str, Any]]) -> dict[str, Any]:
     """From Brax's progress callbacks (first: the eval before training; then one per epoch of training).
 
-    The first training epoch includes compiling the training step, so the window after it is compile-free:
-    honest env-steps/s = steps in that window / its wall time (evaluations included, as in rlfit's sps_mean);
-    compile estimate = first epoch's duration - the median later epoch's duration.
+    Warm-up epochs are the leading epochs that took over 1.5x the median epoch (they compile; on jax 0.9.2
+    Brax compiles its training epoch and evaluator twice, in epochs 1 and 2). The window after them is
+    compile-free: honest env-steps/s = its steps / its wall time (evaluations included, as in rlfit's
+    sps_mean); train-only = its steps / Brax's own training walltime over it.
     """
     times = [c["t_s"] for c in callbacks]
     steps = [c["step"] for c in callbacks]
-    epochs = [b - a for a, b in itertools.pairwise(times[1:])]
+    epochs = [b - a for a, b in itertools.pairwise(times)]
     steady = statistics.median(epochs)
-    reported = [c["brax_training_sps"] for c in callbacks[2:]]
-    train_only_s = callbacks[-1]["brax_training_walltime"] - callbacks[1]["brax_training_walltime"]
-    window_steps = steps[-1] - steps[1]
-    honest = window_steps / (times[-1] - times[1])
-    honest_train_only = window_steps / train_only_s
-    window_cpu_s = callbacks[-1]["cpu_s"] - callbacks[1]["cpu_s"]
+    warm = 1
+    while warm < len(epochs) - 1 and epochs[warm] > 1.5 * steady:
+        warm += 1
+    first, last = callbacks[warm], callbacks[-1]
+    reported = [c["brax_training_sps"] for c in callbacks[warm + 1:]]
+    window_steps, window_s = last["step"] - first["step"], last["t_s"] - first["t_s"]
+    honest = window_steps / window_s
+    honest_train_only = window_steps / (last["brax_training_walltime"] - first["brax_training_walltime"])
     return {
         "time_to_first_progress_s": times[0],
         "time_to_first_training_progress_s": times[1],
-        "compile_estimate_s": times[1] - times[0] - steady,
+        "epoch_s": epochs,
         "epoch_s_median": steady,
+        "warmup_epochs": warm,
+        "warmup_extra_s": sum(e - steady for e in epochs[:warm]),
         "env_steps": steps[-1],
-        "window": f"steps {steps[1]:,} -> {steps[-1]:,} (after the first training epoch)",
+        "window": f"steps {first['step']:,} -> {last['step']:,} (after {warm} warm-up epoch(s))",
+        "window_start_step": first["step"],
         "honest_sps_after_compile": honest,
         "honest_train_only_sps_after_compile": honest_train_only,
-        "brax_reported_sps_mean_after_first": statistics.mean(reported),
-        "brax_reported_sps_first_epoch": callbacks[1]["brax_training_sps"],
+        "brax_reported_sps_mean_after_warmup": statistics.mean(reported),
+        "brax_reported_sps_by_epoch": [c["brax_training_sps"] for c in callbacks[1:]],
         "reported_over_honest_train_only": statistics.mean(reported) / honest_train_only,
         "reported_over_honest": statistics.mean(reported) / honest,
-        "window_cpu_s": window_cpu_s,
-        "window_cpu_per_wall": window_cpu_s / (times[-1] - times[1]),
+        "window_cpu_per_wall": (last["cpu_s"] - first["cpu_s"]) / window_s,
     }
 
 
-def run_rlfit(shared: dict[str, Any], work: Path) -> dict[str, Any]:
+def run_rlfit(shared: dict[str, Any], work: Path, window_start_step: int) -> dict[str, Any]:
     """Runs `rlfit train` (the preset, aligned length and eval period) with a cold compile cache."""
     argv = [str(RLFIT), "train", shared["env"], "--preset", shared["preset"],
             "--timesteps", str(shared["num_timesteps"]), "--seed", str(shared["seed"]),
             "--set", f"run.eval_every={shared['eval_every']}", "--run-dir", str(work / "rlfit_run")]
     print("rlfit:", " ".join(argv), flush=True)
     load_before = load_1min()
-    timed = run_timed(argv, env=fresh_cache_env(work / "rlfit_cache"), log=work / "rlfit.log")
-    code = timed["exit_code"]
-    result = {"argv": argv, "exit_code": code, "total_wall_s": timed["wall_s"], "total_cpu_s": timed["cpu_s"],
-              "loadavg_1min_before": load_before,
-              "loadavg_1min_after": load_1min(), "log": str(work / "rlfit.log")}
-    if code != 0:
+    env = {**fresh_cache_env(work / "rlfit_cache"), **log_compiles_env()}
+    timed = run_timed(argv, env=env, log=work / "rlfit.log")
+    result = {"argv": argv, "exit_code": timed["exit_code"], "total_wall_s": timed["wall_s"],
+              "total_cpu_s": timed["cpu_s"], "loadavg_1min_before": load_before, "loadavg_1min_after": load_1min(),
+              "log": str(work / "rlfit.log")}
+    if timed["exit_code"] != 0:
         return result
     summary = json.loads((work / "rlfit_run" / "summary.json").read_text())
     for key in ("final_eval_reward", "compile_s", "train_wall_s", "eval_s", "sps_mean", "env_steps", "versions"):
         result[key] = summary[key]
-    result.update(rlfit_window(work / "rlfit_run" / "metrics.jsonl", shared["eval_every"], summary["train_wall_s"]))
+    start_iteration = window_start_step // shared["steps_per_iteration"]
+    result.update(rlfit_window(work / "rlfit_run" / "metrics.jsonl", start_iteration, summary["train_wall_s"]))
+    result.update(xla_compiles(work / "rlfit.log"))
     return result
 
 
-def rlfit_window(metrics_path: Path, eval_every: int, train_wall_s: float) -> dict[str, Any]:
-    """rlfit's env-steps/s over the same window as Brax's: after the first `eval_every` iterations and eval."""
+def rlfit_window(metrics_path: Path, start_iteration: int, train_wall_s: float) -> dict[str, Any]:
+    """rlfit's env-steps/s over the same window as Brax's: after `start_iteration` iterations and their eval."""
     rows = [json.loads(line) for line in metrics_path.read_text().splitlines()]
     train = {r["iteration"]: r for r in rows if r.get("kind") == "train"}
-    after = train[eval_every + 1]
-    window_start_s = after["wall_s"] - after["iteration_s"]  # just after the first eval
-    window_steps = train[max(train)]["env_steps"] - train[eval_every]["env_steps"]
-    iteration_s = sum(r["iteration_s"] for i, r in train.items() if i > eval_every)
+    after = train[start_iteration + 1]
+    window_start_s = after["wall_s"] - after["iteration_s"]  # just after the eval of start_iteration
+    window_steps = train[max(train)]["env_steps"] - train[start_iteration]["env_steps"]
+    iteration_s = sum(r["iteration_s"] for i, r in train.items() if i > start_iteration)
     return {"honest_sps_after_compile": window_steps / (train_wall_s - window_start_s),
             "honest_train_only_sps_after_compile": window_steps / iteration_s,
-            "window": f"steps {train[eval_every]['env_steps']:,} -> {train[max(train)]['env_steps']:,}"}
+            "window": f"steps {train[start_iteration]['env_steps']:,} -> {train[max(train)]['env_steps']:,}"}
+
+
+def log_compiles_env() -> dict[str, str]:
+    """The environment with JAX_LOG_COMPILES=1: JAX then logs every XLA compilation and its duration."""
+    return {**os.environ, "JAX_LOG_COMPILES": "1"}
+
+
+def xla_compiles(log: Path) -> dict[str, Any]:
+    """Total XLA compile seconds from JAX's 'Finished XLA compilation of NAME in T sec' lines, and those > 1 s."""
+    found = [(m[1], float(m[2])) for m in COMPILE_LINE.finditer(log.read_text())]
+    return {"xla_compile_s_total": round(sum(t for _, t in found), 2), "xla_compiles": len(found),
+            "xla_compiles_over_1s": [[name, round(t, 2)] for name, t in found if t > 1.0]}
+
+
+COMPILE_LINE = re.compile(r"Finished XLA compilation of (\S+) in ([0-9.]+) sec")
 
 
 def main() -> None:
@@ -208,11 +232,14 @@ def main() -> None:
         record["brax_venv"] = ensure_brax_venv()
         record["brax"] = run_brax(shared, work)
     if "rlfit" in args.sides:
-        record["rlfit"] = run_rlfit(shared, work)
+        # The same compile-free window as Brax's (default: after the first evaluation period).
+        default_start = shared["eval_every"] * shared["steps_per_iteration"]
+        record["rlfit"] = run_rlfit(shared, work, record.get("brax", {}).get("window_start_step", default_start))
     record["notes"] = NOTES
-    keys = ["final_eval_reward", "total_wall_s", "compile_s", "compile_estimate_s", "time_to_first_progress_s",
-            "honest_sps_after_compile", "honest_train_only_sps_after_compile", "brax_reported_sps_mean_after_first",
-            "sps_mean", "env_steps", "loadavg_1min_before"]
+    keys = ["final_eval_reward", "env_steps", "total_wall_s", "total_cpu_s", "xla_compile_s_total", "compile_s",
+            "warmup_extra_s", "time_to_first_progress_s", "window", "honest_sps_after_compile",
+            "honest_train_only_sps_after_compile", "brax_reported_sps_mean_after_warmup", "sps_mean",
+            "loadavg_1min_before"]
     brax, rlfit = record.get("brax", {}), record.get("rlfit", {})
     print_table([[k, brax.get(k), rlfit.get(k)] for k in keys], ["figure", "brax", "rlfit"])
     finish_record(record, args.out)
@@ -221,16 +248,20 @@ def main() -> None:
 NOTES = [
     "num_resets_per_eval=0 for Brax: its training/sps is multiplied by max(num_resets_per_eval, 1), so with "
     "Playground's published value (10) it would report 10x the steps actually run per epoch.",
-    "Brax's training/sps excludes evaluation time and, in the first epoch, includes compilation; "
-    "honest_sps_after_compile counts evaluations (like rlfit's sps_mean) over the window after the first epoch; "
-    "honest_train_only_sps_after_compile excludes them (Brax: its training/walltime; rlfit: sum of iteration_s).",
-    "Brax evaluates once more than rlfit (before training, step 0); it is outside the compile-free window.",
+    "Brax's training/sps excludes evaluation time and includes compilation in the epochs that compile; "
+    "honest_sps_after_compile counts evaluations (like rlfit's sps_mean) over the compile-free window "
+    "(after Brax's warm-up epochs; rlfit over the same steps); honest_train_only_sps_after_compile excludes "
+    "them (Brax: its training/walltime; rlfit: the sum of iteration_s).",
+    "xla_compile_s_total: the sum of JAX's own 'Finished XLA compilation' times (JAX_LOG_COMPILES=1), the same "
+    "measure for both; rlfit's compile_s is its ahead-of-time compile of the iteration and evaluator.",
+    "Brax evaluates once more than rlfit (before training, step 0).",
     "Brax's auto-reset (Playground's BraxAutoResetWrapper, full_reset=False) restores a cached first state; "
     "rlfit resets each finished environment with its own key.",
     "Brax (bootstrap_on_timeout=False, its default) masks the GAE error at time-limit steps; rlfit bootstraps "
     "from the value of the reached observation. CartpoleBalance has no terminal states; truncations come every "
     "1000 steps.",
     "Brax runs on jax/jaxlib 0.9.2, rlfit on the main venv's jax; their XLA versions differ.",
+    "total_cpu_s: user + system CPU seconds of the subprocess; less sensitive than wall time to other load.",
 ]
 
 
