@@ -84,7 +84,7 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any]) ->
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir()
-        ocp.PyTreeCheckpointer().save(tmp / STATE_DIR, {"leaves": _as_mapping(leaves)})
+        ocp.PyTreeCheckpointer().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(leaves)})
         _write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
         if final.exists():  # the same iteration saved again (e.g. after resuming): replace it
             shutil.rmtree(final)
@@ -106,7 +106,7 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
     path = step_dir(directory, iteration)
     try:
         meta = CheckpointMeta(**json.loads((path / META_FILE).read_text()))
-        restored = ocp.PyTreeCheckpointer().restore(path / STATE_DIR)
+        restored = ocp.PyTreeCheckpointer().restore((path / STATE_DIR).absolute())
     except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
         raise CorruptCheckpoint(f"checkpoint {path} cannot be read ({type(error).__name__}: {error})") from None
     stored = (restored.get("leaves") if isinstance(restored, dict) else None) or {}

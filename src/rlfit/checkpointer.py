@@ -40,8 +40,9 @@ class Checkpointer:
         if final or progress.iteration % self.run_config.save_interval == 0:
             self.save(state, progress)
 
-    def save(self, state: Any, progress: Any) -> None:
-        if self.last_saved == progress.iteration:
+    def save(self, state: Any, progress: Any, force: bool = False) -> None:
+        """Saves unless this iteration was saved already (`force`: save again, e.g. after a back-off)."""
+        if self.last_saved == progress.iteration and not force:
             return
         meta = {
             "iteration": progress.iteration,
@@ -68,8 +69,7 @@ class Checkpointer:
 
     def _save_policy(self, state: Any, directory) -> None:
         from rlfit.policy_io import save_policy
-        from rlfit.trainer import observation_example
 
         t = self.trainer
-        save_policy(directory, state.params.policy, state.normalizer, t.config.network, observation_example(t.env),
+        save_policy(directory, state.params.policy, state.normalizer, t.config.network, t.obs_example,
                     t.agent.action_size, t.config.env.name, t.plan.precision)

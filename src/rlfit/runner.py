@@ -85,6 +85,11 @@ def train_row(progress: Progress, metrics: IterationMetrics, iteration_s: float,
     return row
 
 
+def config_total_steps(config: Any, plan: Any) -> int:
+    """Env steps the run will have made at its last iteration (for progress display)."""
+    return max(config.run.num_timesteps, plan.num_iterations * plan.env_steps_per_iteration)
+
+
 def first_non_finite(metrics: IterationMetrics) -> str:
     for name, value in metrics.loss._asdict().items():
         if not np.isfinite(value):
@@ -113,21 +118,24 @@ class Runner:
         progress = progress or Progress()
         state = state if state is not None else self.trainer.init_state()
         start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
+        self._events = list(progress.events)
+        save_first = self.checkpointer is not None and self.checkpointer.latest_step() is None
         while True:
             try:
-                return self._train(state, progress)
+                return self._train(state, progress, save_first)
             except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
                 from rlfit.planning.backoff import is_out_of_memory
 
                 if not is_out_of_memory(error):
                     raise
                 state, progress = self._back_off(error, start)
+                save_first = self.checkpointer is not None  # the environments changed size
 
-    def _train(self, state: TrainState, progress: Progress) -> RunResult:
+    def _train(self, state: TrainState, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
         compiled = self.trainer.compile(state)
-        if self.checkpointer is not None and self.checkpointer.latest_step() is None:
-            self.checkpointer.save(state, progress)  # so a kill before the first interval can still resume
+        if save_first:  # so that a kill before the first interval can still resume
+            self.checkpointer.save(state, progress, force=True)
         self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         started = time.perf_counter()
@@ -180,11 +188,14 @@ class Runner:
         state = state._replace(env_state=self.trainer.train_env.reset(env_key))
         event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
                  "from": old.plan.sizes._asdict(), "to": sizes._asdict(), "error": str(error).splitlines()[0][:300]}
-        progress.events.append(event)
+        self._events.append(event)
+        progress.events = list(self._events)
         self.sinks.rewind(progress.iteration)
         self.sinks.write("event", event)
         write_json(self.run_dir.plan, plan.to_dict())
         self._say(f"rlfit: {reason}")
+        if self.console is not None:
+            self.console.retarget(plan.num_iterations, config_total_steps(old.config, plan))
         return state, progress
 
     def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:

@@ -41,6 +41,8 @@ class Trainer:
     eval_env: VecEnv
     agent: Agent
     optimizer: Any
+    obs_example: Any
+    """One unbatched observation of zeros (shapes and dtypes of the environment's observations)."""
 
     @classmethod
     def build(cls, config: Config, plan: Plan, env: Any | None = None) -> Trainer:
@@ -49,8 +51,9 @@ class Trainer:
         episode_length = max(1, config.env.episode_length // config.env.action_repeat)
         train_env = VecEnv(env, plan.sizes.num_envs, episode_length, config.env.action_repeat)
         eval_env = VecEnv(env, config.run.num_eval_envs, episode_length, config.env.action_repeat)
-        agent = make_agent(observation_example(env), int(env.action_size), config.network, plan.precision)
-        return cls(config, plan, env, train_env, eval_env, agent, make_optimizer(config.ppo))
+        obs_example = observation_example(env)
+        agent = make_agent(obs_example, int(env.action_size), config.network, plan.precision)
+        return cls(config, plan, env, train_env, eval_env, agent, make_optimizer(config.ppo), obs_example)
 
     def init_state(self) -> TrainState:
         return init_train_state(self.train_env, self.agent, self.optimizer, self.config.run.seed)

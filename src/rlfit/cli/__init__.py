@@ -18,7 +18,12 @@ COMMANDS = ("train", "resume", "play", "export", "doctor", "plan", "info")
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (what is wrong and where to look), exit code 2."""
+    """argparse, but a usage error is one line (what is wrong and where to look), exit code 2,
+    and no abbreviated options (`--num-env` is an error, not `--num-envs`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)

@@ -36,6 +36,12 @@ class ConsoleSink:
             self.task = self.progress.add_task("compiling...", total=total_iterations, completed=start_iteration)
             self.progress.start()
 
+    def retarget(self, total_iterations: int, total_env_steps: int) -> None:
+        """New totals after the plan changed (out-of-memory back-off)."""
+        self.total_iterations, self.total_env_steps = total_iterations, total_env_steps
+        if self.progress is not None:
+            self.progress.update(self.task, total=total_iterations)
+
     def message(self, text: str) -> None:
         if self.progress is not None:
             self.progress.console.print(text)
