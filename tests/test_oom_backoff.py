@@ -1,0 +1,38 @@
+"""Out-of-memory back-off end to end: a genuine XLA RESOURCE_EXHAUSTED (address space capped with
+`ulimit -v`) makes the runner fall back to smaller sizes, recompile and finish the run, recording why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LIMIT_KB = 4_000_000  # JAX and rlfit start in ~1 GB of address space; 262144 envs need far more than 4 GB
+
+
+def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path):
+    run = tmp_path / "run"
+    args = ["train", "tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50",
+            "--set", "ppo.num_envs=262144", "--set", "ppo.batch_size=262144", "--set", "ppo.num_minibatches=1",
+            "--set", "ppo.unroll_length=16", "--set", "network.value_hidden=[64,64]", "--set", "run.num_eval_envs=8",
+            "--timesteps", "1", "--run-dir", str(run), "--quiet"]
+    command = f"ulimit -v {LIMIT_KB}; exec {sys.executable} -m rlfit " + " ".join(f"'{a}'" for a in args)
+    env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    summary = json.loads((run / "summary.json").read_text())
+    events = summary["events"]
+    assert events, "262144 environments should not fit in 4 GB of address space"
+    assert all(e["event"] == "out_of_memory_backoff" and "RESOURCE_EXHAUSTED" in e["error"] for e in events)
+    sizes = [e["from"]["num_envs"] for e in events] + [events[-1]["to"]["num_envs"]]
+    assert sizes == [262144 // 2**k for k in range(len(sizes))]  # halved each time
+    assert summary["sizes"]["num_envs"] == sizes[-1]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r for r in rows if r["kind"] == "event"] == [{"kind": "event", **e} for e in events]
+    assert [r["iteration"] for r in rows if r["kind"] == "train"] == [1]
+    plan = json.loads((run / "plan.json").read_text())
+    assert plan["sizes"]["num_envs"] == sizes[-1] and "out of memory" in plan["reasons"][-1]
