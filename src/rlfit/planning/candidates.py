@@ -14,8 +14,8 @@ from rlfit.errors import UserError
 from rlfit.plan import BatchSizes
 
 MIN_NUM_ENVS = 16
-MAX_NUM_ENVS = 1 << 17
-"""Candidates span powers of two from 16 to 131072 environments."""
+MAX_NUM_ENVS = 1 << 16
+"""Candidates span powers of two from 16 to 65536 environments."""
 
 
 def unrolls_per_env(sizes: BatchSizes) -> int:
