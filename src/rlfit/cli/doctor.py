@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     checks = ()
     if args.full:
         if not args.json:
-            where = "on the GPU" if device.jax_uses_it and device.is_accelerator else "on the CPU (no GPU in use)"
-            print(f"checks ({where}):", flush=True)
+            where = "on the GPU" if device.jax_uses_it and device.is_accelerator else "on the CPU, no GPU in use"
+            print(f"checks, {where}:", flush=True)
         checks = run_checks(device, show)
     if args.json:
         out = {"device": device.to_dict()}
