@@ -148,6 +148,6 @@ def check_training(device: DeviceInfo) -> CheckResult:
     summary = result.summary
     reward = summary.get("final_eval_reward")
     passed = summary.get("iterations") == 2 and reward is not None and math.isfinite(reward)
+    evaluation = f"eval reward {reward:.1f}" if reward is not None else "no evaluation"
     return CheckResult("training", passed, f"{summary.get('iterations')} iterations of {DEFAULT_ENV} (preset smoke): "
-                       f"compile {summary['compile_s']:.1f} s, {summary['sps_mean'] or 0:,.0f} steps/s, "
-                       f"eval reward {reward}")
+                       f"compile {summary['compile_s']:.1f} s, {summary['sps_mean'] or 0:,.0f} steps/s, {evaluation}")
