@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlfit.config import DEFAULT_ENV, Config, resolve
 from rlfit.jax_setup import configure_jax
-from rlfit.plan import Plan, make_plan
+from rlfit.plan import Plan
 from rlfit.rundir import RunDir, check_new_run_dir, create_run_dir, default_run_path, write_json
 from rlfit.checkpointer import Checkpointer
 from rlfit.runner import Progress, Runner, RunResult
