@@ -204,7 +204,9 @@ def main() -> None:
             "vec_env_over_raw": cpu["raw"] / cpu["vec_env"],
         },
         "note": "env-steps/s = simulator steps (policy steps * action_repeat) per second of the median call; "
-                "compile excluded. raw has no time limit or auto-reset; vec_env and collect include them.",
+                "compile excluded. raw has no time limit or auto-reset; vec_env includes them (its scan of "
+                "--steps from a fresh reset reaches the time limit once when --steps >= episode_length); collect "
+                "runs one iteration's unrolls from a fresh reset, so it reaches no time limit.",
     })
     rows = [[name, r["sps_median"], r["sps_best"], r["sps_worst"], r["env_steps_per_call"], r["calls"],
              r["compile_s"], r["cpu_per_wall"]] for name, r in results.items()]
