@@ -60,6 +60,7 @@ class PlayResult(NamedTuple):
 
 def play(options: PlayOptions, say: Callable[[str], None] = print) -> PlayResult:
     """Plays the run's policy in native MuJoCo; returns what it did (see PlayResult)."""
+    from rlfit.jax_setup import configure_jax
     from rlfit.play.gl import activate, choose_backend
     from rlfit.policy_io import load_policy, policy_location
 
@@ -74,6 +75,7 @@ def play(options: PlayOptions, say: Callable[[str], None] = print) -> PlayResult
         backend = choose_backend()
         activate(backend)
     config = read_run_config(options.run_dir)
+    configure_jax(config.run.precision)  # the persistent compile cache makes a second play start faster
     policy = load_policy(source)
     if policy.description.get("env_name") not in (None, config.env.name):
         raise UserError(f"the policy in {source} was trained on {policy.description['env_name']}, but the run's "
