@@ -104,8 +104,9 @@ def make_train_iteration(
                                   collect_key, sizes.unroll_length, num_unrolls)
         stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
         obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
-        values = agent.value(state.params.value, obs)
-        next_values = agent.value(state.params.value, next_obs)
+        # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
+        values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
+        next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
         advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
                                           data.truncation, ppo.discounting, ppo.gae_lambda)
         batch = LossBatch(obs, data.raw_action, data.log_prob, advantages, returns)
