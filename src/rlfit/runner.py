@@ -116,7 +116,9 @@ class Runner:
         and continues from the newest checkpoint or this session's starting state, recording the event.
         """
         progress = progress or Progress()
+        started = time.perf_counter()
         state = state if state is not None else self.trainer.init_state()
+        self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
         start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
         self._events = list(progress.events)
         save_first = self.checkpointer is not None and self.checkpointer.latest_step() is None
@@ -248,6 +250,7 @@ class Runner:
             "session_env_steps": session_steps,
             "train_wall_s": train_wall_s,
             "compile_s": compiled.compile_s,
+            "init_s": self._init_s,
             "eval_s": eval_s,
             "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,
             "device": plan.device,
