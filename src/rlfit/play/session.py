@@ -170,8 +170,10 @@ def run_episodes(env: Any, policy: Any, env_name: str, options: PlayOptions, con
     frames: list[np.ndarray] = []
     returns = [0.0]
     with physics_replaced(native_physics_step(simulator)):
-        # A fresh function per session, traced inside this block: never a cached trace with MJX physics.
-        reset, step = jax.jit(env.reset), jax.jit(lambda state, action: env.step(state, action))
+        # Fresh functions, traced inside this block (never a cached trace with MJX physics), with one set of
+        # types for reset's and step's states so that step compiles once.
+        reset = jax.jit(lambda rng: strong_types(env.reset(rng)))
+        step = jax.jit(lambda state, action: strong_types(env.step(state, action)))
         key, reset_key = jax.random.split(key)
         state, in_episode = reset(reset_key), 0
         simulator.calls = 0
@@ -195,6 +197,14 @@ def run_episodes(env: Any, policy: Any, env_name: str, options: PlayOptions, con
     if renderer is not None:
         renderer.close()
     return frames, returns, total_steps
+
+
+def strong_types(tree: Any) -> Any:
+    """The same arrays without JAX's weak types (a reset's Python scalars would otherwise recompile the step)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), tree)
 
 
 def state_arrays(state: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
