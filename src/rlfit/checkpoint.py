@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.atomic_files import swap_into_place, write_synced
 from rlfit.errors import UserError
 
 STATE_DIR = "state"
@@ -85,11 +86,8 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any]) ->
     try:
         tmp.mkdir()
         ocp.PyTreeCheckpointer().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(leaves)})
-        _write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
-        if final.exists():  # the same iteration saved again (e.g. after resuming): replace it
-            shutil.rmtree(final)
-        tmp.rename(final)
-        _fsync_dir(directory)
+        write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
+        swap_into_place(tmp, final)  # replaces the same iteration saved before (after a back-off)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -158,7 +156,7 @@ def prune(directory: Path, keep_last: int) -> list[int]:
     for iteration in steps:
         if iteration not in keep:
             shutil.rmtree(step_dir(directory, iteration), ignore_errors=True)
-    for stale in directory.glob(".tmp-*"):
+    for stale in [*directory.glob(".tmp-*"), *directory.glob(".*.old")]:
         shutil.rmtree(stale, ignore_errors=True)
     return sorted(keep)
 
@@ -175,18 +173,3 @@ def _restored_leaf(stored: dict[str, Any], index: int, expected: Any) -> np.ndar
     if int(np.prod(expected.shape)) == 0:
         return np.zeros(expected.shape, expected.dtype)
     return np.asarray(stored[f"{index:06d}"])
-
-
-def _write_synced(path: Path, text: str) -> None:
-    with open(path, "w") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def _fsync_dir(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

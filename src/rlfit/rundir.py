@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from rlfit.atomic_files import write_atomic
 from rlfit.config import Config
 from rlfit.envs.loading import env_label
 from rlfit.errors import UserError
@@ -78,13 +78,3 @@ def create_run_dir(path: Path, config: Config) -> RunDir:
 
 def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Writes via a temporary file and rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    tmp.replace(path)
