@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,10 @@ def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
         if suffix == ".gif":
             iio.imwrite(tmp, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
         else:
-            iio.imwrite(tmp, np.stack(frames), plugin="FFMPEG", fps=fps, codec="libx264", quality=7,
-                        macro_block_size=8)
+            with warnings.catch_warnings():  # ffmpeg is started by fork + exec at once: JAX's warning does not apply
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                iio.imwrite(tmp, np.stack(frames), plugin="FFMPEG", fps=fps, codec="libx264", quality=7,
+                            macro_block_size=8)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
