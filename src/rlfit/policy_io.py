@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import zipfile
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from rlfit.atomic_files import aside_path, swap_into_place, write_synced
 from rlfit.config import NetworkConfig
 from rlfit.errors import UserError
 
@@ -74,9 +74,9 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, networ
     try:
         weights_bytes = _npz_bytes(weights)
         description["weights_sha256"] = hashlib.sha256(weights_bytes).hexdigest()
-        _write_synced(staging / WEIGHTS_FILE, weights_bytes)
-        _write_synced(staging / DESCRIPTION_FILE, (json.dumps(description, indent=2) + "\n").encode())
-        _swap_into_place(staging, directory)
+        write_synced(staging / WEIGHTS_FILE, weights_bytes)
+        write_synced(staging / DESCRIPTION_FILE, (json.dumps(description, indent=2) + "\n").encode())
+        swap_into_place(staging, directory)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -159,43 +159,6 @@ def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def _swap_into_place(staging: Path, directory: Path) -> None:
-    """Renames `staging` to `directory`; an existing `directory` is moved aside first and then removed."""
-    aside = _aside(directory)
-    if aside.exists():
-        shutil.rmtree(aside)
-    if directory.exists():
-        directory.rename(aside)
-    staging.rename(directory)
-    shutil.rmtree(aside, ignore_errors=True)
-    _fsync_dir(directory.parent)
-
-
-def _aside(directory: Path) -> Path:
-    """Where the previous policy waits while the new one is renamed in (read if a kill fell in between)."""
-    return directory.with_name(f".{directory.name}.old")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 # ----------------------------------------------------------------------------------------------- loading
 
 
@@ -225,8 +188,8 @@ def find_policy_dir(path: str | Path) -> Path:
     for candidate in (path, path / "policy"):
         if (candidate / DESCRIPTION_FILE).is_file():
             return candidate
-        if (_aside(candidate) / DESCRIPTION_FILE).is_file():  # a save was interrupted mid-swap
-            return _aside(candidate)
+        if (aside_path(candidate) / DESCRIPTION_FILE).is_file():  # a save was interrupted mid-swap
+            return aside_path(candidate)
     if not path.exists():
         raise UserError(f"{path} does not exist; pass a run directory, RUN_DIR/checkpoints/<step> or a policy folder")
     raise UserError(f"no saved policy in {path} (looked for {DESCRIPTION_FILE} and policy/{DESCRIPTION_FILE}); "
