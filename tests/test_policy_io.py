@@ -118,7 +118,7 @@ def test_a_failed_save_keeps_the_previous_policy(tmp_path, monkeypatch):
     def disk_full(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(policy_io, "_write_synced", disk_full)
+    monkeypatch.setattr(policy_io, "write_synced", disk_full)
     with pytest.raises(OSError):
         saved_policy(tmp_path / "policy", seed=1)
     assert (tmp_path / "policy" / WEIGHTS_FILE).read_bytes() == before
