@@ -159,7 +159,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "ppo": {"num_envs": 512, "batch_size": 256, "num_minibatches": 16, "unroll_length": 30,
                 "num_updates_per_batch": 8},
         "network": {"policy_hidden": (32, 32, 32, 32), "value_hidden": (64, 64)},
-        "run": {"num_timesteps": 6_000_000, "eval_every": 5, "num_eval_envs": 32},
+        "run": {"num_timesteps": 10_000_000, "eval_every": 5, "num_eval_envs": 32},
     },
     # Playground's published settings for the environment, as Brax users run them.
     "default": {},
