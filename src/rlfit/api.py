@@ -37,6 +37,7 @@ def train(
     defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
     `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
     `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
+    `run.fit_to_device` in the config (set by the `g1` preset) asks for the same.
 
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
@@ -44,7 +45,7 @@ def train(
     from rlfit.planning import plan_for
 
     config = resolve(env, preset, config_file, overrides)
-    plan = plan_for(config, device_memory=device_memory, auto_num_envs=num_envs_auto)
+    plan = plan_for(config, device_memory=device_memory, auto_num_envs=num_envs_auto or config.run.fit_to_device)
     return train_config(config, plan, run_dir, quiet=quiet, live=live)
 
 

@@ -130,6 +130,8 @@ class RunConfig:
     """How many recent checkpoints to keep (the best by eval reward is kept too)."""
     continue_on_save_error: bool = False
     """Keep training when a checkpoint cannot be written (default: stop)."""
+    fit_to_device: bool = False
+    """Let the planner size num_envs and the batch to this device's memory (as `--num-envs auto`)."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                 "discounting": 0.97, "clipping_epsilon": 0.2, "reward_scaling": 1.0, "max_grad_norm": 1.0},
         "network": {"policy_hidden": (256, 256, 256), "value_hidden": (256, 256, 256)},
         "run": {"num_timesteps": 1000 * 256 * 32 * 20, "save_interval": 50, "eval_every": 50,
-                "num_eval_envs": 128},
+                "num_eval_envs": 128, "fit_to_device": True},
     },
     # One iteration of anything on a 2-core CPU (checks that the pipeline works, learns nothing).
     "smoke": {

@@ -42,6 +42,8 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
             continue
         if value is not None:
             items.append(f"{key}={value}")
+    if getattr(args, "num_envs", None) is not None and not num_envs_auto(args):
+        items.append("run.fit_to_device=false")  # an explicit --num-envs N wins over a preset's fitting
     return items
 
 
