@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import finish_record, start_record
+
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = ["tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50", "--set", "run.eval_every=0",
          "--timesteps", "800000", "--quiet"]
@@ -104,10 +106,7 @@ def main() -> None:
                   f"{result['last_logged_iteration']}, resumed from {result['resumed_from_iteration']}, "
                   f"lost {result['lost_iterations']}, resume exit {result['resume_exit_code']}", flush=True)
     lost = [r["lost_iterations"] for r in rounds]
-    report = {
-        "benchmark": "kill9_stress",
-        "command": "benchmarks/kill9_stress.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    report = start_record("kill9_stress") | {
         "save_interval": args.save_interval,
         "repeats": args.repeats,
         "all_resumed": all(r["resume_exit_code"] == 0 and r["final_iterations"] is not None for r in rounds),
@@ -115,10 +114,9 @@ def main() -> None:
         "never_lost_more_than_one_interval": all(x is not None and x <= args.save_interval for x in lost),
         "rounds": rounds,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    finish_record(report, Path(args.out))
     print(f"all resumed: {report['all_resumed']}; max lost iterations: {report['max_lost_iterations']} "
-          f"(save interval {args.save_interval}); wrote {args.out}")
+          f"(save interval {args.save_interval})")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import finish_record, start_record
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -44,15 +46,11 @@ def main() -> None:
         first = json.loads((run_dir / "summary.json").read_text())
         resumed_wall = rlfit(env, "resume", str(run_dir), "--iterations", "3", "--quiet")
         resumed = json.loads((run_dir / "summary.json").read_text())
-    report = {
-        "benchmark": "resume_compile",
-        "command": "benchmarks/resume_compile.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    report = start_record("resume_compile") | {
         "env": args.env,
         "preset": args.preset,
         "device": first["device"],
-        "load_average_1min_at_start": load_before,
-        "load_average_1min_at_end": os.getloadavg()[0],
+        "load_average_1min_before_first_session": load_before,
         "first_session_compile_s": first["compile_s"],
         "resumed_session_compile_s": resumed["compile_s"],
         "ratio": resumed["compile_s"] / first["compile_s"],
@@ -61,10 +59,9 @@ def main() -> None:
         "target_ratio_at_most": 0.5,
     }
     report["meets_target"] = report["ratio"] <= 0.5
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    finish_record(report, Path(args.out))
     print(f"compile_s first session {first['compile_s']:.2f}s, resumed {resumed['compile_s']:.2f}s "
-          f"(ratio {report['ratio']:.2f}); wrote {args.out}")
+          f"(ratio {report['ratio']:.2f})")
 
 
 if __name__ == "__main__":
