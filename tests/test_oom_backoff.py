@@ -13,15 +13,20 @@ REPO = Path(__file__).resolve().parents[1]
 LIMIT_KB = 4_000_000  # JAX and rlfit start in ~1 GB of address space; 262144 envs need far more than 4 GB
 
 
-def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path):
-    run = tmp_path / "run"
+def train_capped(tmp_path, run, *extra):
+    """`rlfit train` of 262144 toy environments with the address space capped; the finished process."""
     args = ["train", "tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50",
             "--set", "ppo.num_envs=262144", "--set", "ppo.batch_size=262144", "--set", "ppo.num_minibatches=1",
             "--set", "ppo.unroll_length=16", "--set", "network.value_hidden=[64,64]", "--set", "run.num_eval_envs=8",
-            "--timesteps", "1", "--run-dir", str(run), "--quiet"]
+            "--timesteps", "1", "--run-dir", str(run), "--quiet", *extra]
     command = f"ulimit -v {LIMIT_KB}; exec {sys.executable} -m rlfit " + " ".join(f"'{a}'" for a in args)
     env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(tmp_path / "cache"))
-    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=900)
+
+
+def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path):
+    run = tmp_path / "run"
+    result = train_capped(tmp_path, run)
     assert result.returncode == 0, result.stderr[-3000:]
 
     summary = json.loads((run / "summary.json").read_text())
@@ -36,3 +41,14 @@ def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path):
     assert [r["iteration"] for r in rows if r["kind"] == "train"] == [1]
     plan = json.loads((run / "plan.json").read_text())
     assert plan["sizes"]["num_envs"] == sizes[-1] and "out of memory" in plan["reasons"][-1]
+
+
+def test_out_of_memory_without_backoff_stops_with_exit_code_5(tmp_path):
+    run = tmp_path / "run"
+    result = train_capped(tmp_path, run, "--set", "run.oom_backoff=false")
+    assert result.returncode == 5, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        "rlfit: error: out of device memory at ppo.num_envs=262144 (run.oom_backoff=false); lower ppo.num_envs, "
+        "use --num-envs auto, or set run.oom_backoff=true"]
+    assert not (run / "summary.json").exists()
+    assert json.loads((run / "plan.json").read_text())["sizes"]["num_envs"] == 262144  # no back-off happened

@@ -11,6 +11,7 @@ and validated before anything compiles. Nothing downstream mutates it; derived s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,27 +20,11 @@ from typing import Any
 
 import yaml
 
+from rlfit.config_values import FrozenDict, plain, to_type
 from rlfit.errors import UserError, did_you_mean
+from rlfit.playground_config import playground_defaults
 
 DEFAULT_ENV = "CartpoleBalance"
-
-
-class FrozenDict(dict):
-    """A read-only dict, so a frozen config stays frozen all the way down (still copies, pickles and dumps)."""
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("config mappings are read-only; use Config.replace")
-
-    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
-
-    def __reduce__(self):
-        return (FrozenDict, (dict(self),))
-
-    def __deepcopy__(self, memo: dict) -> FrozenDict:
-        import copy
-
-        return FrozenDict(copy.deepcopy(dict(self), memo))
 
 
 @dataclass(frozen=True)
@@ -132,6 +117,8 @@ class RunConfig:
     """Keep training when a checkpoint cannot be written (default: stop)."""
     fit_to_device: bool = False
     """Let the planner size num_envs and the batch to this device's memory (as `--num-envs auto`)."""
+    oom_backoff: bool = True
+    """On out-of-memory, halve num_envs, recompile and continue (false: stop with exit code 5)."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +132,7 @@ class Config:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict (tuples as lists), as written to `config.yaml`."""
-        return _plain(dataclasses.asdict(self))
+        return plain(dataclasses.asdict(self))
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:
         """A new config with some keys of some sections replaced, validated again."""
@@ -154,6 +141,7 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"env": EnvConfig, "ppo": PPOConfig, "network": NetworkConfig, "run": RunConfig}
+PPO_KEYS = frozenset(f.name for f in dataclasses.fields(PPOConfig))
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Minutes on a 2-core CPU: fewer environments, shorter run, same algorithm.
@@ -200,7 +188,8 @@ def resolve(
     if preset not in PRESETS:
         raise UserError(f"unknown preset '{preset}'{did_you_mean(preset, PRESETS)}; "
                         f"choose one of: {', '.join(PRESETS)}")
-    layers: list[Mapping[str, Any]] = [{"env": {"name": env_name}}, playground_defaults(env_name), PRESETS[preset]]
+    layers: list[Mapping[str, Any]] = [{"env": {"name": env_name}}, playground_defaults(env_name, PPO_KEYS),
+                                       PRESETS[preset]]
     if config_file is not None:
         layers.append(read_yaml(config_file))
     layers.append(_nest(dict(parse_override(item) for item in overrides)))
@@ -274,52 +263,10 @@ def field_docs() -> dict[str, str]:
     docs: dict[str, str] = {}
     for section, cls in SECTIONS.items():
         body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
-        for node, after in zip(body, body[1:]):
+        for node, after in itertools.pairwise(body):
             if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
                 docs[f"{section}.{node.target.id}"] = str(after.value.value)  # type: ignore[union-attr]
     return docs
-
-
-def playground_defaults(env_name: str) -> dict[str, dict[str, Any]]:
-    """Playground's published Brax PPO settings for `env_name`, in rlfit's keys ({} if none)."""
-    published = _published_ppo_config(env_name)
-    if not published:
-        return {}
-    ppo_keys = {f.name for f in dataclasses.fields(PPOConfig)}
-    layer: dict[str, dict[str, Any]] = {"ppo": {}, "network": {}, "run": {}, "env": {}}
-    for key, value in published.items():
-        if key in ppo_keys:
-            layer["ppo"][key] = value
-        elif key == "num_timesteps":
-            layer["run"]["num_timesteps"] = value
-        elif key in ("episode_length", "action_repeat"):
-            layer["env"][key] = value
-    network = published.get("network_factory") or {}
-    for theirs, ours in (("policy_hidden_layer_sizes", "policy_hidden"), ("value_hidden_layer_sizes", "value_hidden"),
-                         ("policy_obs_key", "policy_obs_key"), ("value_obs_key", "value_obs_key")):
-        if theirs in network:
-            layer["network"][ours] = network[theirs]
-    if layer["ppo"].get("max_grad_norm") is None:
-        layer["ppo"].pop("max_grad_norm", None)
-    return layer
-
-
-def _published_ppo_config(env_name: str) -> dict[str, Any]:
-    if ":" in env_name:
-        return {}
-    try:
-        from mujoco_playground.config import dm_control_suite_params, locomotion_params, manipulation_params
-        from mujoco_playground._src import dm_control_suite, locomotion, manipulation
-    except ImportError:  # pragma: no cover - playground is a dependency
-        return {}
-    for suite, params in ((dm_control_suite, dm_control_suite_params), (locomotion, locomotion_params),
-                          (manipulation, manipulation_params)):
-        if env_name in suite.ALL_ENVS:
-            try:
-                return params.brax_ppo_config(env_name, "jax").to_dict()
-            except Exception:  # noqa: BLE001 - a published config is a convenience, not a requirement
-                return {}
-    return {}
 
 
 def validate(config: Config) -> None:
@@ -336,63 +283,7 @@ def _coerce(section: str, key: str, value: Any) -> Any:
         known = [f"{section}.{k}" for k in hints]
         hint = did_you_mean(f"{section}.{key}", all_keys()) or did_you_mean(f"{section}.{key}", known)
         raise UserError(f"unknown config key '{section}.{key}'{hint}; see `rlfit keys` for the list")
-    return _to_type(f"{section}.{key}", hints[key], value)
-
-
-def _to_type(name: str, hint: Any, value: Any) -> Any:
-    origin = typing.get_origin(hint)
-    bad = UserError(f"{name} must be {_type_name(hint)}, got {value!r}")
-    if origin is tuple:
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise bad
-        return tuple(_to_type(name, typing.get_args(hint)[0], v) for v in value)
-    if origin in (Mapping, dict) or hint is Mapping or (origin is not None and origin.__name__ == "Mapping"):
-        if value is None:
-            return FrozenDict()
-        if not isinstance(value, Mapping):
-            raise bad
-        return FrozenDict(value)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise bad
-    if isinstance(value, str) and hint in (int, float):
-        value = _number(value)  # YAML 1.1 reads '3e-4' as a string
-    if hint is int:
-        if isinstance(value, bool):
-            raise bad
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, int):
-            return value
-        raise bad
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad
-        return float(value)
-    if hint is str:
-        if isinstance(value, (dict, list)):
-            raise bad
-        return "" if value is None else str(value)
-    return value
-
-
-def _number(text: str) -> Any:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return text
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) is tuple:
-        return "a list of integers"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, "a mapping")
+    return to_type(f"{section}.{key}", hints[key], value)
 
 
 def _nest(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -403,11 +294,3 @@ def _nest(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             raise UserError(f"config key '{dotted}' needs a section, e.g. ppo.{dotted}{did_you_mean(dotted, all_keys())}")
         nested.setdefault(section, {})[key] = value
     return nested
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

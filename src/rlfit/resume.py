@@ -24,7 +24,7 @@ from rlfit.sinks.jsonl import truncate_after
 
 # Keys that may differ between the run and the resumed session; all others must match.
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
-                     "run.continue_on_save_error", "run.fit_to_device")
+                     "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff")
 
 
 def open_run(path: str | Path) -> tuple[RunDir, Config]:

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.ppo.iteration import IterationMetrics, TrainState
 from rlfit.rundir import RunDir, write_json
 from rlfit.sinks import Sinks
@@ -170,14 +171,13 @@ class Runner:
 
     def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:
         """Smaller sizes after an out-of-memory error; the state to continue from and its counters."""
-        from rlfit.errors import UserError
-        from rlfit.planning.backoff import smaller_sizes
+        from rlfit.planning.backoff import OutOfMemory, out_of_memory_message, smaller_sizes
 
         old = self.trainer
-        sizes = smaller_sizes(old.plan.sizes)
+        allowed = old.config.run.oom_backoff
+        sizes = smaller_sizes(old.plan.sizes) if allowed else None
         if sizes is None:
-            raise UserError(f"out of device memory even at ppo.num_envs={old.plan.sizes.num_envs}; "
-                            "use a smaller network or a device with more memory") from None
+            raise OutOfMemory(out_of_memory_message(old.plan.sizes.num_envs, allowed)) from None
         state, progress = self._last_good_state(start)
         reason = (f"out of memory at num_envs={old.plan.sizes.num_envs} (iteration {progress.iteration}); "
                   f"backed off to num_envs={sizes.num_envs}, batch_size={sizes.batch_size}, "
@@ -257,6 +257,8 @@ class Runner:
             "backend": plan.backend,
             "impl": plan.impl,
             "sizes": plan.sizes._asdict(),
+            "predicted_bytes": plan.predicted_bytes,
+            "device_peak_bytes": peak_bytes_in_use(),
             "events": progress.events,
             "versions": package_versions(),
             "params_digest": params_digest(state.params),

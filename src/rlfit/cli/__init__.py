@@ -1,7 +1,7 @@
 """The `rlfit` command line. Each subcommand lives in its own module with `register(subparsers)`.
 
-Exit codes: 0 done; 2 bad input (one line on stderr); 3 training became non-finite;
-130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint.
+Exit codes: 0 done; 2 bad input (one line on stderr); 3 training became non-finite; 4 a checkpoint could
+not be written; 5 out of device memory with no back-off left; 130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint.
 """
 
 from __future__ import annotations

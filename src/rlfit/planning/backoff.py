@@ -6,6 +6,7 @@ The runner catches an error from compiling or running an iteration; when `is_out
 
 from __future__ import annotations
 
+from rlfit.errors import UserError
 from rlfit.plan import BatchSizes
 from rlfit.planning.candidates import smaller_candidate
 
@@ -14,6 +15,24 @@ OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory allocating", "Out 
 the status code, e.g. 'RESOURCE_EXHAUSTED: Out of memory allocating 6400000000 bytes.', or XLA's own wording,
 which the CPU runtime may wrap in another status ('INTERNAL: Error dispatching computation: Out of memory
 allocating 4294967296 bytes.'). Case-sensitive, so PyTorch's 'CUDA out of memory' does not match."""
+
+
+EXIT_OUT_OF_MEMORY = 5
+
+
+class OutOfMemory(UserError):
+    """Device memory ran out and no back-off was possible or allowed (exit code 5)."""
+
+    exit_code = EXIT_OUT_OF_MEMORY
+
+
+def out_of_memory_message(num_envs: int, backoff_allowed: bool) -> str:
+    """One line: where memory ran out and what to change."""
+    if backoff_allowed:
+        return (f"out of device memory even at ppo.num_envs={num_envs}; use smaller networks "
+                "(network.value_hidden) or a device with more memory")
+    return (f"out of device memory at ppo.num_envs={num_envs} (run.oom_backoff=false); lower ppo.num_envs, "
+            "use --num-envs auto, or set run.oom_backoff=true")
 
 
 def is_out_of_memory(error: BaseException) -> bool:
