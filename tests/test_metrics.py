@@ -80,6 +80,12 @@ def test_summary(run, rows):
     assert summary["device"].startswith(jax.devices()[0].platform)
     assert summary["versions"]["jax"] == jax.__version__
     assert {"rlfit", "mujoco", "optax", "flax"} <= set(summary["versions"])
+    stats = jax.devices()[0].memory_stats()
+    if stats is None:  # the CPU keeps no allocator statistics
+        assert summary["device_peak_bytes"] is None
+    else:
+        assert 0 < summary["device_peak_bytes"] <= stats["peak_bytes_in_use"]
+    assert summary["predicted_bytes"] is None  # sizes from the config, no --device-memory: nothing predicted
 
 
 def test_params_digest_is_sha256_of_the_final_parameters(run):

@@ -10,7 +10,7 @@ from rlfit.errors import UserError
 from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings
 from rlfit.plan import BatchSizes
-from rlfit.planning.budget import CPU_MAX_NUM_ENVS, CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, stated_budget
+from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, cpu_max_num_envs, stated_budget
 from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_line
 from rlfit.planning.planner import check_precision, memory_plan_from_model, nothing_fits_message
 
@@ -75,10 +75,14 @@ def test_cross_backend_plans_widen_the_margin_and_say_so(config):
     assert same.margin == SAME_BACKEND_MARGIN
 
 
-def test_cpu_runs_are_capped(config):
-    planned = plan_at(config, 100 * GIB, "cpu")
-    assert planned.chosen.sizes.num_envs == CPU_MAX_NUM_ENVS
-    assert any("capped" in r for r in planned.reasons)
+@pytest.mark.parametrize("cores, cap", [(1, 256), (2, 512), (3, 512), (4, 1024), (8, 2048), (32, 8192), (96, 8192)])
+def test_cpu_runs_are_capped_by_cores(config, cores, cap):
+    assert cpu_max_num_envs(cores) == cap
+    budget = stated_budget(100 * GIB, "cpu", CPU)
+    planned = memory_plan_from_model(config, model(), budget, cpu_cores=cores)
+    assert planned.chosen.sizes.num_envs == cap
+    assert any(f"capped at {cap} environments on a CPU with {cores} cores" in r for r in planned.reasons)
+    assert planned.chosen.sizes.num_envs < max(c.sizes.num_envs for c in planned.candidates)  # more would fit
 
 
 def test_nothing_fits_is_reported(config):

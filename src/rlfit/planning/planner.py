@@ -20,7 +20,7 @@ from rlfit.config import Config
 from rlfit.errors import UserError
 from rlfit.hardware.probe import DeviceInfo
 from rlfit.plan import BatchSizes, Plan, config_sizes, make_plan
-from rlfit.planning.budget import CPU_MAX_NUM_ENVS, Budget, local_budget, margin_for, stated_budget
+from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin_for, stated_budget, usable_cores
 from rlfit.planning.candidates import MAX_NUM_ENVS, candidate_sizes
 from rlfit.planning.memory import MemoryModel, fit_memory_model
 from rlfit.planning.units import format_bytes, parse_size
@@ -86,10 +86,15 @@ def shown_candidates(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
     return tuple(shown)
 
 
-def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget) -> MemoryPlan:
-    """The candidates, their predictions and the choice for a fitted model and a budget (pure; no JAX)."""
+def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
+                           cpu_cores: int | None = None) -> MemoryPlan:
+    """The candidates, their predictions and the choice for a fitted model and a budget (pure; no JAX).
+
+    `cpu_cores` (default: this process's) sets the cap on environments when the target is a CPU.
+    """
     margin, margin_reason = margin_for(model.backend, budget.target_backend)
-    cap = CPU_MAX_NUM_ENVS if budget.target_backend == "cpu" else MAX_NUM_ENVS
+    cores = cpu_cores or usable_cores()
+    cap = cpu_max_num_envs(cores) if budget.target_backend == "cpu" else MAX_NUM_ENVS
     candidates = tuple(predict(model, sizes, margin, budget.budget_bytes) for sizes in candidate_sizes(config_sizes(config)))
     requested = predict(model, config_sizes(config), margin, budget.budget_bytes)
     chosen = choose(candidates, cap)
@@ -100,7 +105,8 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget) -
         reasons.append(f"chose num_envs={chosen.sizes.num_envs}, the largest power of two whose predicted "
                        f"{format_bytes(chosen.predicted_bytes)} fits the budget")
         if budget.target_backend == "cpu" and any(c.fits and c.sizes.num_envs > cap for c in candidates):
-            reasons.append(f"capped at {cap} environments on the CPU, where more do not step faster")
+            reasons.append(f"capped at {cap} environments on a CPU with {cores} cores, where more do not step "
+                           "faster")
     reasons.append("the evaluation program runs apart and is not included; the trainer uses one device")
     return MemoryPlan(budget, margin, model, shown_candidates(candidates), requested, chosen, tuple(reasons))
 
