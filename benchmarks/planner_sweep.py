@@ -23,7 +23,7 @@ How a budget is imposed:
     # On a GPU (the G1 assets: env.menagerie_path or RLFIT_MENAGERIE_PATH pointing at a Menagerie copy)
     .venv/bin/python benchmarks/planner_sweep.py --env G1JoystickFlatTerrain --preset g1 --budgets 8 12 16 24 40 full
     # On the CPU
-    .venv/bin/python benchmarks/planner_sweep.py --env CartpoleBalance --preset quick --budgets 0.25 4 --sweep-max 4096
+    .venv/bin/python benchmarks/planner_sweep.py --env CartpoleBalance --preset quick --budgets 0.25 4 --sweep-max 8192 --min-steps 8000000
     .venv/bin/python benchmarks/planner_sweep.py --quick     # a check of the script (two tiny runs)
 """
 
@@ -130,6 +130,11 @@ def steps_per_iteration(sizes: dict[str, int]) -> int:
     return sizes["batch_size"] * sizes["num_minibatches"] * sizes["unroll_length"]
 
 
+def iterations_for(sizes: dict[str, int], args: argparse.Namespace) -> int:
+    """`--iterations`, or more where that many iterations would not reach `--min-steps` env steps."""
+    return max(args.iterations, -(-args.min_steps // steps_per_iteration(sizes)))
+
+
 def sweep_sizes(base: dict[str, int], smallest: int, largest: int) -> list[dict[str, int]]:
     """The config's proportions at every power of two in [smallest, largest], as the planner scales them."""
     from rlfit.plan import BatchSizes
@@ -155,7 +160,8 @@ def measure_budget(name: str, budget: dict[str, Any], args: argparse.Namespace, 
     print(f"[{name}] planner chose num_envs={chosen['num_envs']} "
           f"(predicted {plan['chosen']['predicted_bytes'] / GIB:.2f} GiB of {plan['budget_bytes'] / GIB:.2f} GiB)",
           flush=True)
-    planner = train(args.env, args.preset, overrides, None, auto_args, args.iterations, steps_per_iteration(chosen),
+    planner = train(args.env, args.preset, overrides, None, auto_args, iterations_for(chosen, args),
+                    steps_per_iteration(chosen),
                     budget["fraction"], work, args.timeout)
     record.update(chosen=chosen, chosen_predicted_bytes=plan["chosen"]["predicted_bytes"], planner_run=planner)
     print(f"[{name}] planner run: exit {planner['returncode']}, {planner['sps_median']} env-steps/s", flush=True)
@@ -166,8 +172,8 @@ def measure_budget(name: str, budget: dict[str, Any], args: argparse.Namespace, 
         if n in measured and not measured[n]["out_of_memory"]:
             point = {**measured[n], "reused_from": measured[n]["measured_under"]}
         else:
-            point = {**train(args.env, args.preset, overrides, sizes, [], args.iterations, steps_per_iteration(sizes),
-                             budget["fraction"], work, args.timeout), "measured_under": name}
+            point = {**train(args.env, args.preset, overrides, sizes, [], iterations_for(sizes, args),
+                             steps_per_iteration(sizes), budget["fraction"], work, args.timeout), "measured_under": name}
             if point["returncode"] == 0:
                 measured[n] = point
         sweep.append({"num_envs": n, **point})
@@ -213,7 +219,9 @@ def main() -> None:
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override")
     parser.add_argument("--budgets", nargs="+", default=["0.25", "4"], help="GiB each, or 'full'")
-    parser.add_argument("--iterations", type=int, default=4, help="training iterations per run")
+    parser.add_argument("--iterations", type=int, default=4, help="training iterations per run (at least)")
+    parser.add_argument("--min-steps", type=int, default=0,
+                        help="at least this many env steps per run (more iterations for small sizes, less noise)")
     parser.add_argument("--sweep-min", type=int, default=128)
     parser.add_argument("--sweep-max", type=int, default=65536)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
@@ -232,7 +240,8 @@ def main() -> None:
         args.sweep_max = min(args.sweep_max, 8192) if not args.quick else args.sweep_max
     record = start_record("planner_sweep_quick" if args.quick else f"planner_sweep_{'gpu' if on_gpu else 'cpu'}")
     record.update(env=args.env, preset=args.preset, overrides=args.set, device=device_name, platform=platform,
-                  device_total_bytes=total, iterations=args.iterations, target_ratio=TARGET_RATIO,
+                  device_total_bytes=total, iterations=args.iterations, min_steps=args.min_steps,
+                  target_ratio=TARGET_RATIO,
                   method=("GPU pool capped with XLA_PYTHON_CLIENT_MEM_FRACTION" if on_gpu else
                           "CPU: budget given to the planner with --device-memory; sweep uncapped"))
     TMP.mkdir(parents=True, exist_ok=True)
