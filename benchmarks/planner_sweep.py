@@ -225,6 +225,7 @@ def main() -> None:
     parser.add_argument("--sweep-min", type=int, default=128)
     parser.add_argument("--sweep-max", type=int, default=65536)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
+    parser.add_argument("--out", type=Path, help="JSON path (default: results/planner_sweep_<cpu|gpu>.json)")
     parser.add_argument("--quick", action="store_true", help="a check of the script: two tiny runs")
     args = parser.parse_args()
     if args.quick:
@@ -260,7 +261,7 @@ def main() -> None:
                  for r in results],
                 ["budget GiB", "chosen num_envs", "exit", "env-steps/s", "sweep best num_envs", "best env-steps/s",
                  "ratio", "peak GiB"])
-    finish_record(record)
+    finish_record(record, args.out)
 
 
 if __name__ == "__main__":

@@ -163,11 +163,19 @@ class Runner:
             if self.stop_flag is not None and self.stop_flag.requested and not last:
                 if self.checkpointer is not None:
                     self.checkpointer.save(state, progress)
+                stopped_by = self.stop_flag.signal_name
+                self._write_summary(state, progress, compiled, started, session_steps, eval_s, stopped_by)
                 self.stop_flag.exit()
-        train_wall_s = time.perf_counter() - started
-        summary = self._summary(state, progress, compiled, train_wall_s, session_steps, eval_s)
-        write_json(self.run_dir.summary, summary)
+        summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, None)
         return RunResult(state, progress, summary, self.run_dir)
+
+    def _write_summary(self, state: TrainState, progress: Progress, compiled: Compiled, started: float,
+                       session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
+        """Writes summary.json for the session so far (at the end, or when a signal stops the run)."""
+        summary = self._summary(state, progress, compiled, time.perf_counter() - started, session_steps, eval_s)
+        summary["stopped_by"] = stopped_by
+        write_json(self.run_dir.summary, summary)
+        return summary
 
     def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:
         """Smaller sizes after an out-of-memory error; the state to continue from and its counters."""

@@ -45,6 +45,11 @@ class StopFlag:
         print(f"rlfit: {signal.Signals(signum).name} received; finishing this iteration and saving "
               "(send it again to exit at once)", file=sys.stderr, flush=True)
 
+    @property
+    def signal_name(self) -> str | None:
+        """'SIGTERM' or 'SIGINT' once a stop was requested, else None."""
+        return signal.Signals(self.signum).name if self.signum is not None else None
+
     def exit(self) -> None:
         assert self.signum is not None
         raise StopRequested(EXIT_CODES[self.signum], signal.Signals(self.signum).name)

@@ -37,9 +37,12 @@ def test_signal_saves_a_resumable_checkpoint(cli, signum, code):
     logged = cli.train_rows(run)[-1]["iteration"]
     saved = sorted(int(p.name) for p in (run / "checkpoints").iterdir())
     assert saved == [0, logged]  # the start, and the iteration in flight: finished, logged and saved
+    summary = cli.summary(run)  # the session so far, written before exiting
+    assert summary["stopped_by"] == signum.name and summary["iterations"] == logged
     resumed = cli.run("resume", str(run), "--iterations", str(logged + 2), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert cli.summary(run)["iterations"] == logged + 2
+    assert cli.summary(run)["stopped_by"] is None
 
 
 def test_non_finite_loss_stops_with_exit_3_and_no_nan_checkpoint(cli):
