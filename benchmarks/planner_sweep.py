@@ -64,6 +64,8 @@ def device_total_bytes() -> tuple[str, str, int]:
     """(platform, name, total bytes) of this machine's device, from `rlfit doctor --json` in a child process."""
     result = run_rlfit(["doctor", "--json"], child_env(None), 300)
     device = json.loads(result.stdout)["device"]
+    if not device.get("total_bytes"):
+        raise SystemExit(f"rlfit doctor could not tell the total memory of {device['name']}; cannot cap budgets")
     return device["platform"], device["name"], int(device["total_bytes"])
 
 

@@ -101,12 +101,14 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     reasons = list(budget.reasons) + [margin_reason, _fit_reason(model)]
     reasons.append(f"the config's num_envs={requested.sizes.num_envs} is predicted at "
                    f"{format_bytes(requested.predicted_bytes)}: {'fits' if requested.fits else 'does not fit'}")
-    if chosen is not None:
+    largest_fitting = choose(candidates)
+    if chosen is not None and largest_fitting is not None and largest_fitting.sizes.num_envs > cap:
+        reasons.append(f"chose num_envs={chosen.sizes.num_envs} (predicted {format_bytes(chosen.predicted_bytes)}): "
+                       f"capped at {cap} environments on a CPU with {cores} cores, where more do not step faster "
+                       f"(up to {largest_fitting.sizes.num_envs} would fit the budget)")
+    elif chosen is not None:
         reasons.append(f"chose num_envs={chosen.sizes.num_envs}, the largest power of two whose predicted "
                        f"{format_bytes(chosen.predicted_bytes)} fits the budget")
-        if budget.target_backend == "cpu" and any(c.fits and c.sizes.num_envs > cap for c in candidates):
-            reasons.append(f"capped at {cap} environments on a CPU with {cores} cores, where more do not step "
-                           "faster")
     reasons.append("the evaluation program runs apart and is not included; the trainer uses one device")
     return MemoryPlan(budget, margin, model, shown_candidates(candidates), requested, chosen, tuple(reasons))
 
