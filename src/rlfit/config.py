@@ -108,7 +108,7 @@ class RunConfig:
     num_eval_envs: int = 128
     """Environments in each deterministic evaluation."""
     precision: str = "fp32"
-    """Network compute precision: fp32 or bf16 (params and optimizer stay fp32)."""
+    """Network compute precision: fp32, bf16, or fp16 with dynamic loss scaling (params and optimizer stay fp32)."""
     save_interval: int = 50
     """Checkpoint every this many iterations (and at the end)."""
     keep_checkpoints: int = 3

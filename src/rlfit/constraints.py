@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rlfit.config import Config
 
 IMPLS = ("auto", "jax", "warp")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16")
 ACTIVATIONS = ("swish", "relu", "tanh", "elu", "gelu")
 
 _POSITIVE_INTS = (

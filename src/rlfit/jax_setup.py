@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jax
 
-MATMUL_PRECISION = {"fp32": "highest", "bf16": "default"}
+MATMUL_PRECISION = {"fp32": "highest", "bf16": "default", "fp16": "default"}
 
 
 def cache_dir() -> Path:

@@ -18,7 +18,7 @@ MIN_STD = 1e-3
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "swish": nn.swish, "relu": nn.relu, "tanh": nn.tanh, "elu": nn.elu, "gelu": nn.gelu,
 }
-COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
+COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}
 
 
 class MLP(nn.Module):

@@ -281,7 +281,7 @@ def load_policy(path: str | Path, precision: str | None = None) -> Policy:
     """Loads a saved policy from a run dir (RUN_DIR/policy), a checkpoint step dir or a policy dir.
 
     Returns `Policy`, callable `obs -> action` (jitted; observation normalization, MLP, tanh(mean)).
-    `precision` overrides the compute precision it was trained with ('fp32' or 'bf16').
+    `precision` overrides the compute precision it was trained with ('fp32', 'bf16' or 'fp16').
     """
     files = read_policy_files(path)
     return Policy(files.description, jax_policy_function(files, precision or files.description["precision"]))

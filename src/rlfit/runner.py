@@ -78,6 +78,9 @@ def train_row(progress: Progress, metrics: IterationMetrics, iteration_s: float,
     }
     row.update({f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items()})
     row["grad_norm"] = float(metrics.grad_norm)
+    if float(metrics.loss_scale) > 0:  # fp16: the dynamic loss scale and the updates it skipped
+        row["loss_scale"] = float(metrics.loss_scale)
+        row["skipped_updates"] = int(metrics.skipped_updates)
     episodes = float(metrics.episodes_finished)
     row["episodes"] = int(episodes)
     if episodes > 0:

@@ -55,8 +55,14 @@ class Trainer:
         agent = make_agent(obs_example, int(env.action_size), config.network, plan.precision)
         return cls(config, plan, env, train_env, eval_env, agent, make_optimizer(config.ppo), obs_example)
 
+    @property
+    def loss_scaling(self) -> bool:
+        """fp16 network compute trains with dynamic loss scaling."""
+        return self.plan.precision == "fp16"
+
     def init_state(self) -> TrainState:
-        return init_train_state(self.train_env, self.agent, self.optimizer, self.config.run.seed)
+        return init_train_state(self.train_env, self.agent, self.optimizer, self.config.run.seed,
+                                self.loss_scaling)
 
     def abstract_state(self) -> TrainState:
         """The TrainState's shapes and dtypes, without allocating or running anything."""
@@ -64,7 +70,8 @@ class Trainer:
 
     def train_iteration_fn(self) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
         """The pure training iteration (not yet compiled)."""
-        return make_train_iteration(self.train_env, self.agent, self.optimizer, self.config.ppo, self.plan.sizes)
+        return make_train_iteration(self.train_env, self.agent, self.optimizer, self.config.ppo, self.plan.sizes,
+                                    self.loss_scaling)
 
     def compile(self, state: TrainState | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time."""

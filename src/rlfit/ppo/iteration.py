@@ -19,6 +19,7 @@ from rlfit.networks import Agent, AgentParams
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.plan import BatchSizes
 from rlfit.ppo.gae import compute_gae
+from rlfit.ppo.loss_scale import LossScale, adjust, all_finite, init_loss_scale, select, unscale
 from rlfit.ppo.losses import LossBatch, LossTerms, ppo_loss
 from rlfit.ppo.rollout import collect
 
@@ -32,6 +33,8 @@ class TrainState(NamedTuple):
     env_state: EnvState
     key: jax.Array
     """[2] uint32 PRNG key for the next iteration."""
+    loss_scale: LossScale | None = None
+    """Dynamic loss scale with fp16 network compute; None otherwise (an empty subtree)."""
 
 
 class IterationMetrics(NamedTuple):
@@ -39,6 +42,11 @@ class IterationMetrics(NamedTuple):
 
     loss: LossTerms
     grad_norm: jax.Array
+    """Mean global gradient norm over the updates that were applied."""
+    skipped_updates: jax.Array
+    """Minibatch updates skipped because fp16 gradients overflowed (always 0 in fp32/bf16)."""
+    loss_scale: jax.Array
+    """The fp16 loss scale after the iteration; 0 without loss scaling."""
     episodes_finished: jax.Array
     """Number of training episodes that ended during the iteration."""
     episode_return_sum: jax.Array
@@ -53,14 +61,16 @@ def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), adam) if ppo.max_grad_norm > 0 else adam
 
 
-def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransformation, seed: int) -> TrainState:
-    """Fresh parameters, optimizer state, statistics and environments from `seed`."""
+def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransformation, seed: int,
+                     loss_scaling: bool = False) -> TrainState:
+    """Fresh parameters, optimizer state, statistics and environments from `seed` (and a loss scale for fp16)."""
     key = jax.random.PRNGKey(seed)
     key, params_key, env_key = jax.random.split(key, 3)
     params = agent.init(params_key)
     env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
     one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
-    state = TrainState(params, optimizer.init(params), init_stats(one_obs), env_state, key)
+    state = TrainState(params, optimizer.init(params), init_stats(one_obs), env_state, key,
+                       init_loss_scale() if loss_scaling else None)
     # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
     return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
@@ -71,8 +81,13 @@ def make_train_iteration(
     optimizer: optax.GradientTransformation,
     ppo: PPOConfig,
     sizes: BatchSizes,
+    loss_scaling: bool = False,
 ) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
-    """The training iteration for these sizes; see the module docstring."""
+    """The training iteration for these sizes; see the module docstring.
+
+    With `loss_scaling` (fp16 compute) each minibatch's loss is scaled before differentiation, the gradients
+    unscaled, and an update with non-finite gradients skipped (`rlfit.ppo.loss_scale`).
+    """
     num_sequences = sizes.batch_size * sizes.num_minibatches
     num_unrolls = num_sequences // sizes.num_envs
 
@@ -80,11 +95,26 @@ def make_train_iteration(
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key)
 
     def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
-        params, opt_state = carry
+        params, opt_state, loss_scale = carry
         batch, key = inputs
-        grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), (terms, optax.tree.norm(grads))
+        if loss_scaling:
+            def scaled_loss(p, b, k):
+                loss, terms = loss_fn(p, b, k)
+                return loss * loss_scale.scale, terms
+
+            grads, terms = jax.grad(scaled_loss, has_aux=True)(params, batch, key)
+            grads = unscale(grads, loss_scale)
+            finite = all_finite(grads)
+        else:
+            grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
+            finite = jnp.asarray(True)
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        if loss_scaling:
+            new_params, new_opt_state = select(finite, (new_params, new_opt_state), (params, opt_state))
+            loss_scale = adjust(loss_scale, finite)
+        grad_norm = jnp.where(finite, optax.tree.norm(grads), 0.0)
+        return (new_params, new_opt_state, loss_scale), (terms, grad_norm, finite)
 
     def epoch(carry, key: jax.Array, data: LossBatch):
         shuffle_key, entropy_key = jax.random.split(key)
@@ -110,21 +140,24 @@ def make_train_iteration(
         advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
                                           data.truncation, ppo.discounting, ppo.gae_lambda)
         batch = LossBatch(obs, data.raw_action, data.log_prob, advantages, returns)
-        (params, opt_state), (terms, grad_norms) = jax.lax.scan(
-            lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state),
+        (params, opt_state, loss_scale), (terms, grad_norms, applied) = jax.lax.scan(
+            lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state, state.loss_scale),
             jax.random.split(epochs_key, ppo.num_updates_per_batch))
+        num_applied = jnp.sum(applied)
         mean_terms = jax.tree.map(jnp.mean, terms)
         finite = jnp.logical_and(
             jnp.all(jnp.array([jnp.isfinite(t) for t in mean_terms])),
             jnp.all(jnp.array([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)])))
         metrics = IterationMetrics(
             loss=mean_terms,
-            grad_norm=jnp.mean(grad_norms),
+            grad_norm=jnp.sum(grad_norms) / jnp.maximum(num_applied, 1),
+            skipped_updates=(applied.size - num_applied).astype(jnp.float32),
+            loss_scale=loss_scale.scale if loss_scaling else jnp.asarray(0.0, jnp.float32),
             episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
             episode_return_sum=jnp.sum(data.finished_return),
             episode_length_sum=jnp.sum(data.finished_length),
             all_finite=finite,
         )
-        return TrainState(params, opt_state, stats, env_state, key), metrics
+        return TrainState(params, opt_state, stats, env_state, key, loss_scale), metrics
 
     return train_iteration
