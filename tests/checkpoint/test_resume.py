@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 SMALL = ("--set", "run.save_interval=3", "--set", "run.eval_every=4", "--quiet")
 
 
-def test_split_and_resumed_run_is_bit_identical_to_straight_run(cli):
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])  # fp16: the loss scale is part of the state
+def test_split_and_resumed_run_is_bit_identical_to_straight_run(cli, precision):
     half, full = cli.tmp_path / "half", cli.tmp_path / "full"
-    first = cli.run("train", *cli.toy, *SMALL, "--timesteps", "640", "--run-dir", str(half))
+    settings = (*SMALL, "--set", f"run.precision={precision}")
+    first = cli.run("train", *cli.toy, *settings, "--timesteps", "640", "--run-dir", str(half))
     assert first.returncode == 0, first.stderr
     assert cli.summary(half)["iterations"] == 10
     resumed = cli.run("resume", str(half), "--timesteps", "1280", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    straight = cli.run("train", *cli.toy, *SMALL, "--timesteps", "1280", "--run-dir", str(full))
+    straight = cli.run("train", *cli.toy, *settings, "--timesteps", "1280", "--run-dir", str(full))
     assert straight.returncode == 0, straight.stderr
 
     assert cli.summary(half)["params_digest"] == cli.summary(full)["params_digest"]
@@ -24,6 +28,8 @@ def test_split_and_resumed_run_is_bit_identical_to_straight_run(cli):
     for a, b in zip(split_rows, straight_rows):
         assert a["env_steps"] == b["env_steps"]
         assert a["loss/total"] == b["loss/total"]
+        assert a.get("loss_scale") == b.get("loss_scale")
+    assert ("loss_scale" in split_rows[-1]) == (precision == "fp16")
 
 
 def test_resume_by_iterations_and_refusals(cli):
