@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlfit.constraints import check_batch_divisibility
+from rlfit.planning.units import parse_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOY = "tests.toy_env:make"
@@ -89,6 +90,27 @@ def test_plan_table_and_more_memory_never_fewer_envs(tmp_path):
         assert result.returncode == 0, result.stderr
         chosen[size] = json.loads(result.stdout)["chosen"]["num_envs"]
     assert chosen["2MiB"] <= chosen["4MiB"] <= chosen["16MiB"] and chosen["2MiB"] < chosen["16MiB"]
+
+
+@pytest.mark.slow
+def test_plan_for_several_device_sizes_matches_one_size_at_a_time(tmp_path):
+    sizes = ["2MiB", "4MiB", "16MiB"]
+    several = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", *sizes, "--json", cwd=tmp_path)
+    assert several.returncode == 0, several.stderr
+    plans = json.loads(several.stdout)["plans"]
+    assert [p["budget_bytes"] for p in plans] == [int(parse_size(s) * 0.75) for s in sizes]
+    assert all(p["memory_model"] == plans[0]["memory_model"] for p in plans)  # fitted once
+    chosen = [p["chosen"]["num_envs"] for p in plans]
+    assert chosen == sorted(chosen) and chosen[0] < chosen[-1]
+    one = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--json", cwd=tmp_path)
+    assert json.loads(one.stdout)["chosen"] == plans[1]["chosen"]
+
+    table = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "1kB", "4MiB", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines() if line.strip().endswith(("fits", "KiB", "MiB"))]
+    assert rows[0][-2:] == ["nothing", "fits"] and int(rows[1][4]) == plans[1]["chosen"]["num_envs"]
+    nothing = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "1kB", "2kB", cwd=tmp_path)
+    assert nothing.returncode == 2 and nothing.stderr.count("\n") == 1 and "no configuration fits" in nothing.stderr
 
 
 @pytest.mark.slow

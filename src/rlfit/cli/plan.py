@@ -20,11 +20,13 @@ def register(subparsers) -> None:
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
-    parser.add_argument("--device-memory", metavar="SIZE",
-                        help="plan for a device with this much memory (e.g. 16GiB for a T4) instead of this one")
+    parser.add_argument("--device-memory", metavar="SIZE", nargs="+",
+                        help="plan for a device with this much memory (e.g. 16GiB for a T4) instead of this one; "
+                             "several sizes (e.g. 8GiB 16GiB 24GiB 80GiB) print one choice per size")
     parser.add_argument("--target", choices=("gpu", "cpu"),
                         help="backend of the --device-memory device (default: gpu)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object instead of the table ({\"plans\": [...]} for several sizes)")
     parser.set_defaults(handler=run)
 
 
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.target and args.device_memory is None:
         raise UserError("--target describes the --device-memory device; pass --device-memory SIZE too")
-    device_memory = parse_size(args.device_memory) if args.device_memory is not None else None
+    sizes = [parse_size(size) for size in args.device_memory] if args.device_memory is not None else [None]
 
     from rlfit.config import resolve
     from rlfit.hardware.probe import probe_device
@@ -44,9 +46,21 @@ def run(args: argparse.Namespace) -> int:
     config = resolve(args.env, args.preset, args.config, args.overrides)
     configure_jax(config.run.precision)
     device = probe_device()
-    if device_memory is None:
+    if sizes == [None]:
         check_precision(config.run.precision, device)
-    planned = memory_plan(config, device_memory, args.target or ("gpu" if device_memory else None), device=device)
+    target = args.target or ("gpu" if sizes != [None] else None)
+    plans = [memory_plan(config, sizes[0], target, device=device)]
+    for size in sizes[1:]:  # one fitted model serves every size: no more compiles
+        plans.append(memory_plan(config, size, target, device=device, model=plans[0].model))
+    if len(plans) > 1:
+        print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
+              else "\n".join(comparison(plans, sizes, config.env.name)))
+        if all(p.chosen is None for p in plans):
+            largest = max(plans, key=lambda p: p.budget.budget_bytes)
+            print(f"rlfit: error: {nothing_fits_message(largest)}", file=sys.stderr)
+            return UserError.exit_code
+        return 0
+    planned = plans[0]
     if args.json:
         print(json.dumps(planned.to_dict(), indent=2))
     else:
@@ -56,6 +70,26 @@ def run(args: argparse.Namespace) -> int:
         return UserError.exit_code
     return 0
 
+
+def comparison(plans, device_sizes: list[int], env_name: str) -> list[str]:
+    """One line per device size: the budget it leaves and the configuration chosen for it."""
+    from rlfit.planning.units import format_bytes
+
+    lines = [f"{env_name}: the planner's choice per device memory", ""]
+    header = ["device memory", "   budget"] + [f"{c:>{len(c)}s}" for c in COLUMNS] + [f"{'predicted':>11s}"]
+    lines.append("  ".join(header))
+    for planned, device_size in zip(plans, device_sizes, strict=True):
+        cells = [f"{format_bytes(device_size):>13s}", f"{format_bytes(planned.budget.budget_bytes):>9s}"]
+        if planned.chosen is None:
+            cells.append("nothing fits")
+        else:
+            cells += [f"{getattr(planned.chosen.sizes, c):>{len(c)}d}" for c in COLUMNS]
+            cells.append(f"{format_bytes(planned.chosen.predicted_bytes):>11s}")
+        lines.append("  ".join(cells))
+    lines += ["", f"reasons, for {format_bytes(device_sizes[0])} "
+                  "(for the other sizes only the budget and the choice differ):"]
+    lines += [f"  - {reason}" for reason in plans[0].reasons]
+    return lines
 
 def table(planned, env_name: str) -> list[str]:
     """The guides' table: sizes, predicted memory, fits; then the choice and the reasons."""
