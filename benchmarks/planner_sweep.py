@@ -43,9 +43,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RLFIT, TMP, finish_record, print_table, start_record  # noqa: E402
 
+from rlfit.planning.backoff import EXIT_OUT_OF_MEMORY  # noqa: E402
+
 GIB = 1 << 30
 TARGET_RATIO = 0.9
-EXIT_OUT_OF_MEMORY = 5
 
 
 def child_env(fraction: float | None) -> dict[str, str]:
@@ -128,8 +129,10 @@ def train(env_name: str, preset: str, overrides: list[str], sizes: dict[str, int
 
 
 def steps_per_iteration(sizes: dict[str, int]) -> int:
-    """Env steps of one iteration: batch_size * num_minibatches sequences of unroll_length steps."""
-    return sizes["batch_size"] * sizes["num_minibatches"] * sizes["unroll_length"]
+    """Env steps of one iteration of `sizes` (a plan's sizes as a dict)."""
+    from rlfit.plan import BatchSizes
+
+    return BatchSizes(**{k: sizes[k] for k in BatchSizes._fields}).steps_per_iteration
 
 
 def iterations_for(sizes: dict[str, int], args: argparse.Namespace) -> int:

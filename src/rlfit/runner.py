@@ -175,8 +175,8 @@ class Runner:
     def _write_summary(self, state: TrainState, progress: Progress, compiled: Compiled, started: float,
                        session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         """Writes summary.json for the session so far (at the end, or when a signal stops the run)."""
-        summary = self._summary(state, progress, compiled, time.perf_counter() - started, session_steps, eval_s)
-        summary["stopped_by"] = stopped_by
+        summary = self._summary(state, progress, compiled, time.perf_counter() - started, session_steps, eval_s,
+                                stopped_by)
         write_json(self.run_dir.summary, summary)
         return summary
 
@@ -250,7 +250,7 @@ class Runner:
                 f"this state was not saved ({where}); lower ppo.learning_rate or set ppo.max_grad_norm")
 
     def _summary(self, state: TrainState, progress: Progress, compiled: Compiled, train_wall_s: float,
-                 session_steps: int, eval_s: float) -> dict[str, Any]:
+                 session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         plan = self.trainer.plan
         return {
             "env": self.trainer.config.env.name,
@@ -271,6 +271,7 @@ class Runner:
             "predicted_bytes": plan.predicted_bytes,
             "device_peak_bytes": peak_bytes_in_use(),
             "events": progress.events,
+            "stopped_by": stopped_by,
             "versions": package_versions(),
             "params_digest": params_digest(state.params),
         }

@@ -70,8 +70,7 @@ class Trainer:
 
     def train_iteration_fn(self) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
         """The pure training iteration (not yet compiled)."""
-        return make_train_iteration(self.train_env, self.agent, self.optimizer, self.config.ppo, self.plan.sizes,
-                                    self.loss_scaling)
+        return make_train_iteration(self.train_env, self.agent, self.optimizer, self.config.ppo, self.plan.sizes)
 
     def compile(self, state: TrainState | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time."""

@@ -238,8 +238,16 @@ def cpu_info(backend: str, version: str, settings: XlaMemorySettings, notes: lis
     """DeviceInfo for the host CPU: its RAM is the device memory."""
     total, available = system_memory()
     budget, reason = cpu_budget(available) if available is not None else (None, "unknown: RAM could not be read")
-    return DeviceInfo("cpu", cpu_name(), os.cpu_count() or 1, total, available, None, True, None, "CPU", backend,
+    return DeviceInfo("cpu", cpu_name(), usable_cores(), total, available, None, True, None, "CPU", backend,
                       version, settings, budget, reason, None, tuple(notes))
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def system_memory(meminfo_path: str = "/proc/meminfo") -> tuple[int | None, int | None]:

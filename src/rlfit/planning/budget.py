@@ -31,16 +31,6 @@ def cpu_max_num_envs(cores: int) -> int:
     return 1 << (target.bit_length() - 1)
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 @dataclass(frozen=True)
 class Budget:
     """The device a plan is for and the bytes it may use there."""

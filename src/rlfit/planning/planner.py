@@ -18,9 +18,9 @@ from typing import Any
 
 from rlfit.config import Config
 from rlfit.errors import UserError
-from rlfit.hardware.probe import DeviceInfo
 from rlfit.plan import BatchSizes, Plan, config_sizes, make_plan
-from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin_for, stated_budget, usable_cores
+from rlfit.hardware.probe import DeviceInfo, usable_cores
+from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin_for, stated_budget
 from rlfit.planning.candidates import MAX_NUM_ENVS, candidate_sizes
 from rlfit.planning.memory import MemoryModel, fit_memory_model
 from rlfit.planning.units import format_bytes, parse_size

@@ -81,12 +81,12 @@ def make_train_iteration(
     optimizer: optax.GradientTransformation,
     ppo: PPOConfig,
     sizes: BatchSizes,
-    loss_scaling: bool = False,
 ) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
     """The training iteration for these sizes; see the module docstring.
 
-    With `loss_scaling` (fp16 compute) each minibatch's loss is scaled before differentiation, the gradients
-    unscaled, and an update with non-finite gradients skipped (`rlfit.ppo.loss_scale`).
+    A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
+    before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
+    (`rlfit.ppo.loss_scale`).
     """
     num_sequences = sizes.batch_size * sizes.num_minibatches
     num_unrolls = num_sequences // sizes.num_envs
@@ -94,23 +94,27 @@ def make_train_iteration(
     def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key)
 
+    def gradients(params: AgentParams, batch: LossBatch, key: jax.Array, loss_scale: LossScale | None):
+        """(gradients of the loss, its terms, [] bool: the gradients are finite)."""
+        if loss_scale is None:
+            grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
+            return grads, terms, jnp.asarray(True)
+
+        def scaled_loss(p, b, k):
+            loss, terms = loss_fn(p, b, k)
+            return loss * loss_scale.scale, terms
+
+        grads, terms = jax.grad(scaled_loss, has_aux=True)(params, batch, key)
+        grads = unscale(grads, loss_scale)
+        return grads, terms, all_finite(grads)
+
     def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
         params, opt_state, loss_scale = carry
         batch, key = inputs
-        if loss_scaling:
-            def scaled_loss(p, b, k):
-                loss, terms = loss_fn(p, b, k)
-                return loss * loss_scale.scale, terms
-
-            grads, terms = jax.grad(scaled_loss, has_aux=True)(params, batch, key)
-            grads = unscale(grads, loss_scale)
-            finite = all_finite(grads)
-        else:
-            grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
-            finite = jnp.asarray(True)
+        grads, terms, finite = gradients(params, batch, key, loss_scale)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
-        if loss_scaling:
+        if loss_scale is not None:  # an overflowing fp16 update is skipped and the scale adjusted
             new_params, new_opt_state = select(finite, (new_params, new_opt_state), (params, opt_state))
             loss_scale = adjust(loss_scale, finite)
         grad_norm = jnp.where(finite, optax.tree.norm(grads), 0.0)
@@ -145,14 +149,12 @@ def make_train_iteration(
             jax.random.split(epochs_key, ppo.num_updates_per_batch))
         num_applied = jnp.sum(applied)
         mean_terms = jax.tree.map(jnp.mean, terms)
-        finite = jnp.logical_and(
-            jnp.all(jnp.array([jnp.isfinite(t) for t in mean_terms])),
-            jnp.all(jnp.array([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)])))
+        finite = jnp.logical_and(all_finite(mean_terms), all_finite(params))
         metrics = IterationMetrics(
             loss=mean_terms,
             grad_norm=jnp.sum(grad_norms) / jnp.maximum(num_applied, 1),
             skipped_updates=(applied.size - num_applied).astype(jnp.float32),
-            loss_scale=loss_scale.scale if loss_scaling else jnp.asarray(0.0, jnp.float32),
+            loss_scale=loss_scale.scale if loss_scale is not None else jnp.asarray(0.0, jnp.float32),
             episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
             episode_return_sum=jnp.sum(data.finished_return),
             episode_length_sum=jnp.sum(data.finished_length),
