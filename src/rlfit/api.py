@@ -9,7 +9,7 @@ from rlfit.config import DEFAULT_ENV, Config, resolve
 from rlfit.jax_setup import configure_jax
 from rlfit.plan import Plan
 from rlfit.rundir import RunDir, check_new_run_dir, create_run_dir, default_run_path, write_json
-from rlfit.checkpointer import Checkpointer
+from rlfit.checkpointer import Checkpointer, SaveFailed
 from rlfit.runner import Progress, Runner, RunResult
 from rlfit.signals import StopFlag
 from rlfit.sinks import Sinks
@@ -51,32 +51,42 @@ def train(
 
 def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
                  live: bool | None = None) -> RunResult:
-    """Trains a resolved config with a plan (validated input; writes the run directory)."""
+    """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
     configure_jax(plan.precision)
     path = Path(run_dir) if run_dir else default_run_path(config.env.name)
     check_new_run_dir(path)
     trainer = Trainer.build(config, plan)
-    directory = create_run_dir(path, config)
-    write_json(directory.plan, plan.to_dict())
-    return execute(trainer, directory, quiet=quiet, live=live)
+    directory, lock = create_run_dir(path, config)
+    with lock:
+        write_json(directory.plan, plan.to_dict())
+        return execute(trainer, directory, quiet=quiet, live=live)
 
 
 def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress | None = None, *,
             quiet: bool = True, live: bool | None = None) -> RunResult:
-    """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals."""
+    """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals.
+
+    The caller holds the directory's lock. A file of the run that cannot be written stops the run in one line
+    (exit code 4), the checkpoints written before it intact.
+    """
     plan = trainer.plan
     start = progress.iteration if progress else 0
     console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
                                              start_iteration=start, live=live)
-    purge = progress.env_steps + 1 if progress and progress.env_steps else None
-    sinks = Sinks([JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, purge_step=purge)]
-                  + ([console] if console else []))
-    checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None)
     try:
-        with StopFlag() as stop_flag:
-            result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console).run(state, progress)
-    finally:
-        sinks.close()
+        files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)]
+        sinks = Sinks(files + ([console] if console else []))
+        checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
+                                    sync_metrics=sinks.sync)
+        try:
+            with StopFlag() as stop_flag:
+                result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console).run(state, progress)
+        finally:
+            sinks.close()
+    except OSError as error:
+        raise SaveFailed(f"cannot write {error.filename or directory.path}: {error.strerror or error}; the checkpoints "
+                         f"written before are intact; free space or fix permissions, then `rlfit resume "
+                         f"{directory.path}`") from None
     if console is not None:
         console.message(summary_line(result))
     return result

@@ -25,7 +25,6 @@ import jax
 import numpy as np
 
 from rlfit.atomic_files import swap_into_place, write_synced
-from rlfit.errors import UserError
 
 STATE_DIR = "state"
 META_FILE = "meta.json"
@@ -34,6 +33,10 @@ FORMAT_VERSION = 1
 
 class CorruptCheckpoint(Exception):
     """A checkpoint that is missing parts or whose contents do not match its checksum."""
+
+
+class CheckpointMismatch(CorruptCheckpoint):
+    """An intact checkpoint whose arrays do not fit the state the run's config builds."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,11 @@ def leaves_checksum(leaves: list[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any]) -> Path:
+def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
+                    extra_files: dict[str, bytes] | None = None) -> Path:
     """Writes `state` (any pytree of arrays) atomically as checkpoint `meta_fields['iteration']`.
+
+    `extra_files` (name -> bytes) are written into the checkpoint's folder too (e.g. a copy of the metrics).
 
     Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
     """
@@ -86,6 +92,8 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any]) ->
     try:
         tmp.mkdir()
         ocp.PyTreeCheckpointer().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(leaves)})
+        for name, data in (extra_files or {}).items():
+            write_synced(tmp / name, data)
         write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
         swap_into_place(tmp, final)  # replaces the same iteration saved before (after a back-off)
     except BaseException:
@@ -106,36 +114,26 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
         meta = CheckpointMeta(**json.loads((path / META_FILE).read_text()))
         restored = ocp.PyTreeCheckpointer().restore((path / STATE_DIR).absolute())
     except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
-        raise CorruptCheckpoint(f"checkpoint {path} cannot be read ({type(error).__name__}: {error})") from None
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt or incomplete: it cannot be read "
+                                f"({type(error).__name__}: {error})") from None
     stored = (restored.get("leaves") if isinstance(restored, dict) else None) or {}
     treedef = jax.tree.structure(like)
     try:
         leaves = [_restored_leaf(stored, index, expected) for index, expected in enumerate(jax.tree.leaves(like))]
     except KeyError:
-        raise CorruptCheckpoint(f"checkpoint {path} holds {len(stored)} arrays, the run needs more") from None
+        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
+                                 f"{len(stored)} arrays, the run needs more)") from None
     if len(stored) != sum(1 for leaf in leaves if leaf.size):
-        raise CorruptCheckpoint(f"checkpoint {path} holds {len(stored)} arrays, the run needs fewer")
+        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
+                                 f"{len(stored)} arrays, the run needs fewer)")
     if leaves_checksum(leaves) != meta.checksum:
-        raise CorruptCheckpoint(f"checkpoint {path} fails its checksum")
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt: it fails its checksum")
     for leaf, expected in zip(leaves, jax.tree.leaves(like)):
         if leaf.shape != tuple(expected.shape) or leaf.dtype != expected.dtype:
-            raise CorruptCheckpoint(f"checkpoint {path} has an array {leaf.shape} {leaf.dtype} where the run "
-                                    f"needs {tuple(expected.shape)} {expected.dtype}")
+            raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (an array "
+                                     f"{leaf.shape} {leaf.dtype} where the run needs {tuple(expected.shape)} "
+                                     f"{expected.dtype})")
     return jax.tree.unflatten(treedef, [jax.numpy.asarray(leaf) for leaf in leaves]), meta
-
-
-def load_latest(directory: Path, like: Any, warn=print) -> tuple[Any, CheckpointMeta]:
-    """The newest checkpoint that loads and verifies; each bad newer one is reported in one line via `warn`."""
-    steps = list_steps(directory)
-    if not steps:
-        raise UserError(f"no checkpoint in {directory}; nothing to resume (start a new run with `rlfit train`)")
-    for iteration in reversed(steps):
-        try:
-            return load_checkpoint(directory, iteration, like)
-        except CorruptCheckpoint as error:
-            warn(f"rlfit: warning: {error}; trying the previous checkpoint")
-    raise UserError(f"no valid checkpoint in {directory} (all {len(steps)} are corrupt or incomplete); "
-                    "start a new run with `rlfit train`")
 
 
 def read_meta(directory: Path, iteration: int) -> CheckpointMeta | None:

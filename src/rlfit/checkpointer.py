@@ -13,6 +13,7 @@ from typing import Any
 from rlfit.checkpoint import list_steps, prune, save_checkpoint
 from rlfit.errors import UserError
 from rlfit.rundir import RunDir
+from rlfit.run_metrics import METRICS_COPY, metrics_copy
 from rlfit.versions import package_versions
 
 EXIT_SAVE_FAILED = 4
@@ -25,9 +26,12 @@ class SaveFailed(UserError):
 
 
 class Checkpointer:
-    def __init__(self, trainer: Any, run_dir: RunDir, warn=None):
+    """Saves a run's checkpoints; `sync_metrics` forces the metrics to disk before each save (its copy is whole)."""
+
+    def __init__(self, trainer: Any, run_dir: RunDir, warn=None, sync_metrics=None):
         self.trainer = trainer
         self.run_dir = run_dir
+        self.sync_metrics = sync_metrics or (lambda: None)
         self.run_config = trainer.config.run
         self.warn = warn or (lambda text: print(text, file=sys.stderr, flush=True))
         self.last_saved: int | None = None
@@ -53,7 +57,9 @@ class Checkpointer:
             "versions": package_versions(),
         }
         try:
-            path = save_checkpoint(self.run_dir.checkpoints, state, meta)
+            self.sync_metrics()
+            extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
+            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra)
             self._save_policy(state, path / "policy")
             self._save_policy(state, self.run_dir.policy)
         except OSError as error:

@@ -88,7 +88,7 @@ class NetworkConfig:
     value_hidden: tuple[int, ...] = (256, 256, 256, 256, 256)
     """Hidden layer sizes of the value function."""
     activation: str = "swish"
-    """Hidden activation: swish, relu, tanh, elu."""
+    """Hidden activation: swish, relu, tanh, elu, gelu (tanh approximation)."""
     policy_obs_key: str = "state"
     """For dict observations: the entry the policy sees."""
     value_obs_key: str = "privileged_state"
@@ -232,7 +232,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         problem = getattr(error, "problem", None) or "invalid YAML"
         raise UserError(f"malformed YAML in {path}{where}: {problem}; fix the file or pass keys with --set") from None
     if data is None:
-        return {}
+        raise UserError(f"config file {path} is empty; give it sections (env, ppo, network, run) or drop --config")
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a mapping of sections (env, ppo, network, run)")
     return data

@@ -46,9 +46,19 @@ def check_config(config: Config) -> None:
         sizes = _get(config, name)
         if not sizes or any(size <= 0 for size in sizes):
             raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
+    check_seed(config.run.seed, "run.seed")
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)
+
+
+SEED_LIMIT = 2**32
+
+
+def check_seed(seed: int, name: str) -> None:
+    """Rule: a seed is a 32-bit unsigned integer (JAX's PRNGKey keeps 32 bits; larger seeds would alias)."""
+    if not 0 <= seed < SEED_LIMIT:
+        raise UserError(f"{name} must be an integer from 0 to {SEED_LIMIT - 1} (2^32 - 1), got {seed}")
 
 
 def check_batch_divisibility(num_envs: int, batch_size: int, num_minibatches: int) -> None:

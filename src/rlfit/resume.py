@@ -1,8 +1,12 @@
-"""Continuing a run in its own directory: same config, restored state, a new total.
+"""Continuing a run in its own directory: the checkpoint's config, its restored state, a new total.
 
     rlfit resume RUN_DIR --timesteps N     (N is the new total, not an increment)
 
-Everything is checked before the directory is touched: a refused resume changes nothing.
+The checkpoint's own record of the config (its meta.json) is the truth: config.yaml may differ from it only
+in RESUMABLE_CHANGES, a missing or unreadable config.yaml is rebuilt from it, and the sizes come from the
+checkpoint's plan. Everything is checked under the run directory's lock before anything is written: a
+refused resume changes nothing. A run stopped before its first checkpoint (and so before its first
+iteration) starts again from the beginning with its saved config.
 """
 
 from __future__ import annotations
@@ -14,92 +18,226 @@ from typing import Any
 
 import yaml
 
-from rlfit.checkpoint import load_latest
+from rlfit.checkpoint import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint, list_steps, load_checkpoint,
+                              read_meta)
 from rlfit.config import Config, from_layers, read_yaml
 from rlfit.errors import UserError
 from rlfit.plan import BatchSizes, make_plan
-from rlfit.rundir import RunDir, write_atomic, write_json
+from rlfit.rundir import RunDir, lock_run_dir, write_atomic, write_json
+from rlfit.run_metrics import repair_metrics
 from rlfit.runner import Progress, RunResult
-from rlfit.sinks.jsonl import truncate_after
 
 # Keys that may differ between the run and the resumed session; all others must match.
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
                      "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff")
 
 
-def open_run(path: str | Path) -> tuple[RunDir, Config]:
-    """The run directory and its saved config; a missing or broken one is a UserError."""
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What the user asked of the resumed session."""
+
+    timesteps: int | None = None
+    iterations: int | None = None
+    requested: Config | None = None
+    """`rlfit train ENV ... --resume`: the config that command resolves to; any difference is refused."""
+    overrides: dict[str, Any] | None = None
+    """Changes to RESUMABLE_CHANGES keys, by section."""
+
+
+def warn(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def open_run(path: str | Path) -> RunDir:
+    """The run directory at `path`; one that rlfit did not write is a UserError."""
     directory = RunDir(Path(path))
-    if not directory.config.is_file():
-        raise UserError(f"{directory.path} is not an rlfit run directory (no config.yaml); "
+    if not directory.path.is_dir() or not (directory.config.exists() or list_steps(directory.checkpoints)):
+        raise UserError(f"{directory.path} is not an rlfit run directory (no config.yaml, no checkpoints); "
                         "give the directory `rlfit train` wrote")
-    return directory, from_layers([read_yaml(directory.config)])
+    return directory
 
 
-def first_difference(saved: Config, requested: Config) -> str | None:
-    """The first key (other than RESUMABLE_CHANGES) whose value differs, described in words."""
-    old, new = saved.to_dict(), requested.to_dict()
-    for section in old:
-        for key in old[section]:
-            name = f"{section}.{key}"
-            if name not in RESUMABLE_CHANGES and old[section][key] != new[section][key]:
-                return f"{name} is {old[section][key]!r} in the run but {new[section][key]!r} now"
-    return None
+def differences(old: Config, new: Config, allowed: tuple[str, ...] = RESUMABLE_CHANGES) -> list[tuple[str, Any, Any]]:
+    """(key, old value, new value) for every key outside `allowed` whose value differs."""
+    a, b = old.to_dict(), new.to_dict()
+    return [(f"{section}.{key}", a[section][key], b[section][key]) for section in a for key in a[section]
+            if f"{section}.{key}" not in allowed and a[section][key] != b[section][key]]
 
 
 def resume(path: str | Path, *, timesteps: int | None = None, iterations: int | None = None,
            requested: Config | None = None, overrides: dict[str, Any] | None = None, quiet: bool = True,
            live: bool | None = None) -> RunResult:
     """Continues the run at `path` to a new total of `timesteps` env steps or `iterations` iterations."""
-    from rlfit.api import execute
-    from rlfit.jax_setup import configure_jax
-    from rlfit.trainer import Trainer
-
-    directory, saved = open_run(path)
-    if requested is not None:
-        difference = first_difference(saved, requested)
-        if difference:
-            raise UserError(f"cannot resume {directory.path}: {difference}; resume with the run's settings "
-                            "or start a new run")
-    config = requested or saved
-    if overrides:
-        config = config.replace(**overrides)
     if iterations is not None and timesteps is not None:
         raise UserError("give either --timesteps or --iterations, not both")
-    plan_dict = _read_plan(directory)
-    sizes = BatchSizes(**plan_dict["sizes"])
+    directory = open_run(path)
+    request = Request(timesteps, iterations, requested, overrides)
+    with lock_run_dir(directory.path, "resume"):
+        record = read_newest_meta(directory)
+        if record is None:
+            return restart(directory, request, quiet, live)
+        return continue_run(directory, record, request, quiet, live)
+
+
+def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, quiet: bool,
+                 live: bool | None) -> RunResult:
+    """Resumes from the newest valid checkpoint, `record` being the newest readable record (lock held)."""
+    from rlfit.api import execute
+    from rlfit.jax_setup import configure_jax
+    from rlfit.planning.planner import check_device_precision
+
+    config = apply_request(checked_config(directory, record), request)
+    check_device_precision(config.run.precision)
     configure_jax(config.run.precision)
-    reasons = tuple(plan_dict.get("reasons", ())) + ("resumed with the run's sizes",)
-    trainer = Trainer.build(config, make_plan(config, sizes, reasons))
-    state, meta = load_latest(directory.checkpoints, trainer.abstract_state(),
-                              warn=lambda text: print(text, file=sys.stderr, flush=True))
+    trainer, state, meta = restore_newest(directory, config)
     done = (meta.iteration, meta.env_steps)
-    if iterations is not None:
-        timesteps = meta.env_steps + (iterations - meta.iteration) * trainer.plan.env_steps_per_iteration
-    if timesteps is not None:
-        config = config.replace(run={"num_timesteps": max(1, timesteps)})
-    plan = make_plan(config, sizes, reasons, done)
+    if request.iterations is not None:
+        config = config.replace(run={"num_timesteps": max(1, meta.env_steps + (request.iterations - meta.iteration)
+                                                          * trainer.plan.env_steps_per_iteration)})
+    plan = make_plan(config, trainer.plan.sizes, trainer.plan.reasons, done)
     if plan.num_iterations <= meta.iteration:
         raise UserError(f"{directory.path} is already at iteration {meta.iteration} ({meta.env_steps:,} env steps); "
-                        f"give a larger total (--iterations > {meta.iteration} or --timesteps > {meta.env_steps})")
+                        f"give a larger total (`rlfit resume {directory.path} --iterations N` with N > {meta.iteration}, "
+                        f"or --timesteps N with N > {meta.env_steps})")
     trainer = dataclasses.replace(trainer, config=config, plan=plan)
-    progress = _progress_from(meta.progress)
     # From here on the run directory changes.
+    repair_metrics(directory, meta.iteration, warn)
     write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
     write_json(directory.plan, plan.to_dict())
-    truncate_after(directory.metrics, meta.iteration)
-    return execute(trainer, directory, state, progress, quiet=quiet, live=live)
+    return execute(trainer, directory, state, Progress.from_record(meta.progress), quiet=quiet, live=live)
 
 
-def _read_plan(directory: RunDir) -> dict[str, Any]:
-    import json
+def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None) -> RunResult:
+    """A run without any checkpoint: refused if it logged iterations, else started again from its config."""
+    from rlfit.api import execute
+    from rlfit.jax_setup import configure_jax
+    from rlfit.planning import plan_for
+    from rlfit.sinks.jsonl import read_rows, truncate_after
+    from rlfit.trainer import Trainer
 
+    logged = sum(1 for row in read_rows(directory.metrics) if row.get("kind") == "train")
+    if logged:
+        raise UserError(f"{directory.path} has no checkpoint although {logged} iterations were logged, so it cannot "
+                        "continue; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
+    config, problem = read_saved_config(directory)
+    if config is None:
+        raise UserError(f"{directory.path} has no checkpoint and its config.yaml is {problem}, so there is nothing to "
+                        "resume; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
+    config = apply_request(config, request, restarting=True)
+    plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
+    configure_jax(plan.precision)
+    trainer = Trainer.build(config, plan)
+    warn(f"rlfit: {directory.path} stopped before its first checkpoint (no iteration was lost); "
+         "starting it from the beginning with its saved config")
+    truncate_after(directory.metrics, 0, [])
+    write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    write_json(directory.plan, plan.to_dict())
+    return execute(trainer, directory, quiet=quiet, live=live)
+
+
+def apply_request(config: Config, request: Request, restarting: bool = False) -> Config:
+    """The config with the user's allowed changes; `requested` (train --resume) must equal it in every key."""
+    if request.requested is not None:
+        changed = differences(config, request.requested, allowed=())
+        if changed:
+            key, old, new = changed[0]
+            fix = (" (to change the total, use `rlfit resume RUN_DIR --timesteps N`)" if key == "run.num_timesteps"
+                   else "")
+            raise UserError(f"cannot resume: {key} is {old!r} in the run but {new!r} in this command; `--resume` "
+                            f"continues a run with exactly its own settings{fix}")
+    if request.overrides:
+        config = config.replace(**request.overrides)
+    if request.timesteps is not None:
+        config = config.replace(run={"num_timesteps": max(1, request.timesteps)})
+    if restarting and request.iterations is not None:
+        from rlfit.plan import config_sizes
+
+        per_iteration = config_sizes(config).steps_per_iteration * config.env.action_repeat
+        config = config.replace(run={"num_timesteps": request.iterations * per_iteration})
+    return config
+
+
+def checked_config(directory: RunDir, record: CheckpointMeta) -> Config:
+    """config.yaml checked against the checkpoint's record (rebuilt from it when missing or unreadable)."""
+    truth = from_layers([record.config])
+    saved, problem = read_saved_config(directory)
+    if saved is None:
+        warn(f"rlfit: warning: {directory.config} is {problem}; rebuilt from checkpoint {record.iteration}'s record")
+        return truth
+    changed = differences(truth, saved)
+    if changed:
+        key, old, new = changed[0]
+        raise UserError(f"cannot resume {directory.path}: {key} is {new!r} in config.yaml but the checkpoints were "
+                        f"trained with {old!r}; restore config.yaml (or delete it to rebuild it from the checkpoint), "
+                        "or start a new run to change it")
+    return saved
+
+
+def read_saved_config(directory: RunDir) -> tuple[Config | None, str]:
+    """The run's config.yaml as a Config, or None and what is wrong with it ('missing', 'empty', ...)."""
     try:
-        return json.loads(directory.plan.read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read {directory.plan} ({error}); the run directory is incomplete") from None
+        text = directory.config.read_text()
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, UnicodeDecodeError) as error:
+        return None, f"unreadable ({error})"
+    if not text.strip():
+        return None, "empty"
+    try:
+        data = read_yaml(directory.config)
+    except UserError as error:
+        return None, f"unreadable ({error})"
+    try:
+        return from_layers([data]), ""
+    except UserError as error:
+        raise UserError(f"{directory.config} is invalid: {error}; restore it, or delete it to rebuild it from "
+                        "the checkpoint") from None
 
 
-def _progress_from(saved: dict[str, Any]) -> Progress:
-    names = {f.name for f in dataclasses.fields(Progress)}
-    return Progress(**{k: v for k, v in saved.items() if k in names})
+def read_newest_meta(directory: RunDir) -> CheckpointMeta | None:
+    """The record (meta.json) of the newest checkpoint that has a readable one."""
+    for iteration in reversed(list_steps(directory.checkpoints)):
+        meta = read_meta(directory.checkpoints, iteration)
+        if meta is not None:
+            return meta
+    return None
+
+
+def restore_newest(directory: RunDir, config: Config) -> tuple[Any, Any, CheckpointMeta]:
+    """(trainer, state, meta) from the newest checkpoint that verifies, each with the sizes it was saved with.
+
+    Each unusable newer checkpoint is reported in one line, saying whether it is corrupt or does not match.
+    """
+    from rlfit.trainer import Trainer
+
+    steps = list_steps(directory.checkpoints)
+    trainers: dict[BatchSizes, Any] = {}
+    problems = []
+    for iteration in reversed(steps):
+        meta = read_meta(directory.checkpoints, iteration)
+        try:
+            if meta is None:
+                raise CorruptCheckpoint(f"checkpoint {iteration} has no readable meta.json")
+            _check_same_run(meta, config)
+            sizes = BatchSizes(**meta.plan["sizes"])
+            if sizes not in trainers:
+                plan = make_plan(config, sizes, tuple(meta.plan.get("reasons", ())) + ("resumed with the run's sizes",))
+                env = next(iter(trainers.values())).env if trainers else None
+                trainers[sizes] = Trainer.build(config, plan, env=env)
+            state, meta = load_checkpoint(directory.checkpoints, iteration, trainers[sizes].abstract_state())
+            return trainers[sizes], state, meta
+        except CorruptCheckpoint as error:
+            problems.append(error)
+            warn(f"rlfit: warning: {error}; trying the previous checkpoint")
+    kind = "do not match this run's config" if any(isinstance(p, CheckpointMismatch) for p in problems) else \
+        "are corrupt or incomplete"
+    raise UserError(f"no valid checkpoint in {directory.checkpoints} (all {len(steps)} {kind}); the run cannot "
+                    "continue: start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
+
+
+def _check_same_run(meta: CheckpointMeta, config: Config) -> None:
+    changed = differences(from_layers([meta.config]), config)
+    if changed:
+        key, old, new = changed[0]
+        raise CheckpointMismatch(f"checkpoint {meta.iteration} does not match this run's config ({key} is {old!r} "
+                                 f"there, {new!r} here)")

@@ -5,12 +5,15 @@
         metrics.jsonl    one row per iteration   summary.json  written at the end
         tb/              TensorBoard events      checkpoints/  full training state
         policy/          the policy alone, for deployment
+        .rlfit.lock      held by the process writing the run (see rlfit.run_lock)
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from rlfit.atomic_files import write_atomic
 from rlfit.config import Config
 from rlfit.envs.loading import env_label
 from rlfit.errors import UserError
+from rlfit.run_lock import LOCK_FILE, RunLock, check_not_in_use
 
 
 @dataclass(frozen=True)
@@ -61,19 +65,62 @@ def default_run_path(env_name: str, root: str | Path = "runs") -> Path:
 
 
 def check_new_run_dir(path: Path) -> None:
-    """A new run never writes into a directory that already holds something."""
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UserError(f"run directory {path} already exists and is not empty; choose another --run-dir "
-                        f"or continue it with `rlfit resume {path}`")
+    """A new run never writes into a directory that already holds something (or into a file)."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"run directory {path} is a file, not a directory; choose another --run-dir")
+    if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
+        check_not_in_use(path)
+        hint = (f"choose another --run-dir, or continue it with `rlfit resume {path}`" if looks_resumable(path)
+                else "choose another --run-dir (or delete it)")
+        raise UserError(f"run directory {path} already exists and is not empty; {hint}")
 
 
-def create_run_dir(path: Path, config: Config) -> RunDir:
-    """Creates the directory and writes `config.yaml` (call only once all input has been validated)."""
-    check_new_run_dir(path)
-    path.mkdir(parents=True, exist_ok=True)
+def looks_resumable(path: Path) -> bool:
+    """True when `rlfit resume` can continue `path`: it has a checkpoint, or a config and no progress yet."""
+    from rlfit.checkpoint import list_steps
+    from rlfit.sinks.jsonl import read_rows
+
     run_dir = RunDir(path)
-    write_atomic(run_dir.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
-    return run_dir
+    if list_steps(run_dir.checkpoints):
+        return True
+    return run_dir.config.is_file() and not any(r.get("kind") == "train" for r in read_rows(run_dir.metrics))
+
+
+def create_run_dir(path: Path, config: Config) -> tuple[RunDir, RunLock]:
+    """Creates and locks the directory, writes `config.yaml` (call only once all input has been validated).
+
+    Raises UserError (exit 2, one line naming the path and the cause) when it cannot be created or written,
+    or when another process holds it.
+    """
+    check_new_run_dir(path)
+    with user_path_errors(path, "choose another --run-dir"):
+        path.mkdir(parents=True, exist_ok=True)
+        lock = RunLock.acquire(path, "train")
+    try:
+        check_new_run_dir(path)  # again under the lock: another process may have started in it meanwhile
+        run_dir = RunDir(path)
+        with user_path_errors(run_dir.config, "choose another --run-dir"):
+            write_atomic(run_dir.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    except BaseException:
+        lock.release()
+        raise
+    return run_dir, lock
+
+
+def lock_run_dir(path: Path, command: str) -> RunLock:
+    """Locks an existing run directory for `command` (resume), or raises a one-line UserError."""
+    with user_path_errors(path, "check the directory's permissions"):
+        return RunLock.acquire(path, command)
+
+
+@contextmanager
+def user_path_errors(path: Path, fix: str) -> Iterator[None]:
+    """Turns an OSError (read-only, not a directory, permission denied, disk full) into one line, exit 2."""
+    try:
+        yield
+    except OSError as error:
+        where = error.filename or path
+        raise UserError(f"cannot write {where}: {error.strerror or error}; {fix}") from None
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -42,6 +42,12 @@ class Progress:
     last_eval_reward: float | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
 
+    @classmethod
+    def from_record(cls, saved: dict[str, Any]) -> Progress:
+        """The counters from a checkpoint's record (its meta.json `progress`)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names})
+
 
 @dataclass
 class RunResult:
@@ -125,7 +131,9 @@ class Runner:
         self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
         start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
         self._events = list(progress.events)
-        save_first = self.checkpointer is not None and self.checkpointer.latest_step() is None
+        if self.checkpointer is not None and self.checkpointer.latest_step() is None:
+            self.checkpointer.save(state, progress)  # before compiling: a kill at any instant leaves a resumable run
+        save_first = False
         while True:
             try:
                 return self._train(state, progress, save_first)
@@ -140,7 +148,7 @@ class Runner:
     def _train(self, state: TrainState, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
         compiled = self.trainer.compile(state)
-        if save_first:  # so that a kill before the first interval can still resume
+        if save_first:  # the environments changed size (after a back-off): save the state they start from
             self.checkpointer.save(state, progress, force=True)
         self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
@@ -219,8 +227,7 @@ class Runner:
             from rlfit.checkpoint import load_checkpoint
 
             state, meta = load_checkpoint(self.run_dir.checkpoints, latest, self.trainer.abstract_state())
-            names = {f.name for f in dataclasses.fields(Progress)}
-            return state, Progress(**{k: v for k, v in meta.progress.items() if k in names})
+            return state, Progress.from_record(meta.progress)
         state = jax.tree.map(jax.numpy.asarray, start_state)
         return state, dataclasses.replace(start_progress, events=list(start_progress.events))
 

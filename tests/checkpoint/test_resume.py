@@ -87,13 +87,19 @@ def test_resume_with_no_valid_checkpoint_is_refused(cli):
 
 def test_train_with_resume_continues_or_refuses_other_settings(cli):
     run = cli.tmp_path / "run"
-    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
+    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "640", "--run-dir", str(run)).returncode == 0
+    shutil.rmtree(run / "checkpoints" / f"{10:08d}")  # as if killed after iteration 9's checkpoint
     before = cli.snapshot(run)
     other_env = cli.run("train", "tests.toy_env:make", "--preset", "smoke", "--timesteps", "640", "--resume", str(run))
     assert other_env.returncode == 2
-    assert "env.episode_length is 50 in the run but 100 now" in other_env.stderr
+    assert "env.episode_length is 50 in the run but 100 in this command" in other_env.stderr
     assert len(other_env.stderr.strip().splitlines()) == 1
+    other_total = cli.run("train", *cli.toy, *SMALL, "--timesteps", "1280", "--resume", str(run))
+    assert other_total.returncode == 2  # --resume refuses every other setting, the total included
+    assert "run.num_timesteps is 640 in the run but 1280" in other_total.stderr
+    assert "rlfit resume RUN_DIR --timesteps N" in other_total.stderr
     assert cli.snapshot(run) == before
     same = cli.run("train", *cli.toy, *SMALL, "--timesteps", "640", "--resume", str(run))
     assert same.returncode == 0, same.stderr
     assert cli.summary(run)["iterations"] == 10
+    assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, 11))

@@ -24,9 +24,11 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlfit.constraints import check_seed
     from rlfit.play.commands import parse_command
     from rlfit.play.session import PlayOptions, play
 
+    check_seed(args.seed, "--seed")
     command = parse_command(args.command) if args.command is not None else None
     options = PlayOptions(run_dir=args.run_dir, checkpoint=args.checkpoint, out=args.out, seconds=args.seconds,
                           command=command, viewer=args.viewer, seed=args.seed)

@@ -140,6 +140,15 @@ def check_precision(precision: str, device: DeviceInfo) -> None:
                         "set run.precision=fp32")
 
 
+def check_device_precision(precision: str) -> DeviceInfo:
+    """Probes this process's device and runs `check_precision` on it (as `train` and `resume` both do)."""
+    from rlfit.hardware.probe import probe_device
+
+    device = probe_device()
+    check_precision(precision, device if device.jax_uses_it else _cpu_device(device))
+    return device
+
+
 def plan_for(config: Config, device_memory: int | str | None = None, auto_num_envs: bool = False) -> Plan:
     """The Plan for a run on this process's device.
 
@@ -148,11 +157,7 @@ def plan_for(config: Config, device_memory: int | str | None = None, auto_num_en
     `device_memory` bytes, e.g. '12GiB') runs. Raises UserError for bf16 on a device without it, a bad size,
     or when nothing fits.
     """
-    from rlfit.hardware.probe import probe_device
-
-    device = probe_device()
-    local = device if device.jax_uses_it else _cpu_device(device)
-    check_precision(config.run.precision, local)
+    device = check_device_precision(config.run.precision)
     if not auto_num_envs and device_memory is None:
         return make_plan(config)
     from rlfit.jax_setup import configure_jax

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 
@@ -20,8 +21,16 @@ class Sinks:
         self.sinks = sinks
 
     def write(self, kind: str, row: dict[str, Any]) -> None:
+        """Sends `row`, stamped with the wall-clock `time` (Unix seconds), to every sink."""
+        row = {**row, "time": time.time()}
         for sink in self.sinks:
             sink.write(kind, row)
+
+    def sync(self) -> None:
+        """Forces what the sinks wrote to disk where a sink can (called at every checkpoint)."""
+        for sink in self.sinks:
+            if hasattr(sink, "sync"):
+                sink.sync()
 
     def rewind(self, iteration: int) -> None:
         """Forget rows past `iteration` where a sink can (after falling back to an earlier state)."""

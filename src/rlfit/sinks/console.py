@@ -25,8 +25,8 @@ class ConsoleSink:
         self.last_eval: float | None = None
         self.last_sps = 0.0
         self.last_line = 0.0
-        self.started = time.perf_counter()
-        self.first_iteration = start_iteration
+        self.first_row: tuple[int, float] | None = None
+        self.pending: str | None = None
         self.progress = None
         if self.live:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -54,18 +54,35 @@ class ConsoleSink:
         done = row["iteration"]
         if "sps" in row:
             self.last_sps = row["sps"]
-        elapsed = time.perf_counter() - self.started
-        per_iteration = elapsed / max(1, done - self.first_iteration)
-        eta = per_iteration * (self.total_iterations - done)
         reward = "-" if self.last_eval is None else f"{self.last_eval:.1f}"
         text = (f"it {done}/{self.total_iterations}  steps {row['env_steps']:,}/{self.total_env_steps:,}  "
-                f"{self.last_sps:,.0f} steps/s  eta {format_duration(eta)}  eval {reward}")
+                f"{self.last_sps:,.0f} steps/s  eta {format_duration(self._eta(kind, row))}  eval {reward}")
+        self.pending = None
         if self.progress is not None:
             self.progress.update(self.task, completed=done, description=text)
-        elif kind == "eval" or time.perf_counter() - self.last_line > 10 or done == self.total_iterations:
+        elif kind == "train" and done == self.total_iterations:
+            self.pending = text  # the last iteration's eval row follows; printed once, by it or by close()
+        elif kind == "eval" or time.perf_counter() - self.last_line > 10:
             self.last_line = time.perf_counter()
             print(text, file=self.stream, flush=True)
 
+    def _eta(self, kind: str, row: dict[str, Any]) -> float:
+        """Seconds left: the time per iteration measured since the first iteration of this session ended
+        (evaluations and checkpoints included), or the first iteration's own time until a second one ends."""
+        done, now = row["iteration"], time.perf_counter()
+        if self.first_row is None:
+            if kind != "train":
+                return 0.0
+            self.first_row = (done, now)
+            return row.get("iteration_s", 0.0) * (self.total_iterations - done)
+        first_done, first_at = self.first_row
+        if done <= first_done:
+            return row.get("iteration_s", 0.0) * (self.total_iterations - done)
+        return (now - first_at) / (done - first_done) * (self.total_iterations - done)
+
     def close(self) -> None:
+        if self.pending is not None:
+            print(self.pending, file=self.stream, flush=True)
+            self.pending = None
         if self.progress is not None:
             self.progress.stop()

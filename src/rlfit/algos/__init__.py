@@ -1,0 +1,1 @@
+"""Learning algorithms other than PPO, one folder each (config, networks, losses, step)."""

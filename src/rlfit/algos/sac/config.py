@@ -1,0 +1,79 @@
+"""SAC hyperparameters; names and defaults follow Brax's `sac.train`, except `num_envs` (Brax: 1) and
+`max_replay_size` (Brax: None, meaning num_timesteps).
+
+Not registered in rlfit's layered config system (`rlfit.config`) yet: build a `SACConfig` directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlfit.errors import UserError
+from rlfit.networks import ACTIVATIONS
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """SAC hyperparameters and network sizes."""
+
+    num_envs: int = 128
+    """Parallel training environments; each policy step inserts `num_envs` transitions into the replay buffer."""
+    learning_rate: float = 1e-4
+    """Adam step size of the policy and the Q networks."""
+    alpha_learning_rate: float = 3e-4
+    """Adam step size of the entropy temperature log(alpha) (Brax fixes it at 3e-4)."""
+    discounting: float = 0.9
+    """Discount factor gamma."""
+    batch_size: int = 256
+    """Transitions sampled from the replay buffer per gradient update."""
+    tau: float = 0.005
+    """Soft target update: target <- (1 - tau) * target + tau * online, after every gradient update."""
+    min_replay_size: int = 0
+    """Transitions collected with a uniform random policy before training (rounded up to whole policy steps of
+    `num_envs`). Brax's default 0 trains from the first step; a few thousand is usual in practice."""
+    max_replay_size: int = 1_000_000
+    """Replay capacity in transitions (rounded down to a multiple of `num_envs`); the oldest are overwritten."""
+    grad_updates_per_step: int = 1
+    """Gradient updates after each policy step of the `num_envs` environments."""
+    reward_scaling: float = 1.0
+    """Rewards are multiplied by this in the critic target."""
+    normalize_observations: bool = False
+    """Running mean/std observation normalization (statistics of every observation acted on)."""
+    target_entropy: float | None = None
+    """Entropy the temperature alpha is tuned toward; None means -0.5 * action_size (Brax's choice)."""
+    q_layer_norm: bool = False
+    """LayerNorm after every hidden Dense layer of the Q networks (as Playground's DM Control SAC uses)."""
+    policy_hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of the policy."""
+    q_hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of each of the two Q networks."""
+    activation: str = "relu"
+    """Hidden activation of all networks (a name in `rlfit.networks.ACTIVATIONS`; Brax's SAC uses relu)."""
+    policy_obs_key: str = "state"
+    """For dict observations: the entry the policy sees."""
+    q_obs_key: str = "privileged_state"
+    """For dict observations: the entry the Q networks see (falls back to `policy_obs_key`)."""
+
+    def resolved_target_entropy(self, action_size: int) -> float:
+        """`target_entropy`, or -0.5 * action_size when it is None."""
+        return -0.5 * action_size if self.target_entropy is None else float(self.target_entropy)
+
+
+def check_sac_config(config: SACConfig) -> None:
+    """Raises a one-line UserError naming the fix for a value SAC cannot train with."""
+    positive = ("num_envs", "batch_size", "grad_updates_per_step", "learning_rate", "alpha_learning_rate")
+    for name in positive:
+        if not getattr(config, name) > 0:
+            raise UserError(f"sac.{name} must be positive, got {getattr(config, name)}")
+    if not 0.0 < config.tau <= 1.0:
+        raise UserError(f"sac.tau must be in (0, 1], got {config.tau}")
+    if not 0.0 <= config.discounting <= 1.0:
+        raise UserError(f"sac.discounting must be in [0, 1], got {config.discounting}")
+    if config.max_replay_size < 2 * config.num_envs:
+        raise UserError(f"sac.max_replay_size {config.max_replay_size} holds fewer than 2 policy steps of "
+                        f"{config.num_envs} environments; raise it to at least {2 * config.num_envs}")
+    if not 0 <= config.min_replay_size <= config.max_replay_size:
+        raise UserError(f"sac.min_replay_size must be in [0, max_replay_size = {config.max_replay_size}], "
+                        f"got {config.min_replay_size}")
+    if config.activation not in ACTIVATIONS:
+        raise UserError(f"unknown sac.activation '{config.activation}'; choose one of: {', '.join(ACTIVATIONS)}")

@@ -1,0 +1,162 @@
+"""SAC training state, replay prefill and the training step, as pure functions compiled once.
+
+`make_train_step` returns `SACState -> (SACState, SACMetrics)`: `steps` times, the policy acts once in each of
+the N environments, the transitions go into the replay buffer and `grad_updates_per_step` gradient updates
+follow, each on its own batch sampled uniformly from the buffer (Brax's `training_step`). Compile it once with
+`jax.jit(train_step, donate_argnums=0)`; the state keeps every leaf's shape and dtype.
+
+Unlike Brax, a policy step's own transitions are first sampled in the next policy step: the buffer stores each
+observation once, and a transition's next observation is the following step's (see `rlfit.algos.sac.replay`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.algos.sac.config import SACConfig, check_sac_config
+from rlfit.algos.sac.losses import sample_action
+from rlfit.algos.sac.networks import SACNetworks, SACParams
+from rlfit.algos.sac.replay import Batch, ReplayState, StepBatch, init_replay, insert, num_valid, sample
+from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, init_opt_states,
+                                    make_gradient_update)
+from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
+from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
+from rlfit.ppo.loss_scale import all_finite, select
+
+
+class SACState(NamedTuple):
+    """Everything that changes during SAC training."""
+
+    params: SACParams
+    opt_state: SACOptStates
+    normalizer: RunningStats
+    env_state: EnvState
+    replay: ReplayState
+    key: jax.Array
+    """[2] uint32 PRNG key for the next step."""
+    policy_steps: jax.Array
+    """[] int32 policy steps taken by each environment (transitions collected = policy_steps * num_envs)."""
+    grad_steps: jax.Array
+    """[] int32 gradient updates applied."""
+
+
+class SACMetrics(NamedTuple):
+    """Scalars from one training step; the update terms are means over the updates applied."""
+
+    critic_loss: jax.Array
+    actor_loss: jax.Array
+    alpha_loss: jax.Array
+    alpha: jax.Array
+    entropy: jax.Array
+    """Mean -log pi(a|s) on the sampled observations."""
+    replay_size: jax.Array
+    """[] int32 transitions in the replay buffer after the step."""
+    episodes_finished: jax.Array
+    episode_return_sum: jax.Array
+    episode_length_sum: jax.Array
+    all_finite: jax.Array
+    """False if any loss term or parameter is NaN or infinite."""
+
+
+def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers, config: SACConfig,
+                   seed: int) -> SACState:
+    """Fresh parameters, optimizer states, statistics, environments and an empty replay buffer from `seed`."""
+    check_sac_config(config)
+    if env.num_envs != config.num_envs:
+        raise ValueError(f"the environment batch has {env.num_envs} environments but num_envs is {config.num_envs}")
+    key, params_key, env_key = jax.random.split(jax.random.PRNGKey(seed), 3)
+    params = networks.init(params_key)
+    env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
+    one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+    zero = jnp.zeros((), jnp.float32)
+    example = StepBatch(one_obs, jnp.zeros((env.action_size,), jnp.float32), zero, zero, zero, one_obs)
+    replay = init_replay(example, config.max_replay_size, config.num_envs, env.episode_length)
+    counter = jnp.zeros((), jnp.int32)
+    state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, replay, key,
+                     counter, counter)
+    # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+
+
+def act_and_store(env: VecEnv, config: SACConfig, state: SACState, action: jax.Array) -> tuple[SACState, StepOutput]:
+    """Steps the N environments with `action` [N, A], stores the transitions, updates the statistics."""
+    obs = state.env_state.inner.obs
+    env_state, out = env.step(state.env_state, action)
+    step = StepBatch(obs, action, out.reward, 1.0 - out.termination, out.truncation, out.next_obs)
+    stats = update_stats(state.normalizer, obs) if config.normalize_observations else state.normalizer
+    state = state._replace(normalizer=stats, env_state=env_state, replay=insert(state.replay, step),
+                           policy_steps=state.policy_steps + 1)
+    return state, out
+
+
+def make_prefill(env: VecEnv, config: SACConfig) -> Callable[[SACState], SACState]:
+    """`SACState -> SACState` after ceil(min_replay_size / num_envs) policy steps of uniform random actions."""
+    num_steps = -(-config.min_replay_size // config.num_envs)
+
+    def random_step(state: SACState, _) -> tuple[SACState, None]:
+        key, action_key = jax.random.split(state.key)
+        action = jax.random.uniform(action_key, (env.num_envs, env.action_size), minval=-1.0, maxval=1.0)
+        state, _ = act_and_store(env, config, state._replace(key=key), action)
+        return state, None
+
+    def prefill(state: SACState) -> SACState:
+        return jax.lax.scan(random_step, state, None, length=num_steps)[0]
+
+    return prefill
+
+
+def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers, config: SACConfig,
+                    steps: int = 1) -> Callable[[SACState], tuple[SACState, SACMetrics]]:
+    """The training step (see the module docstring): `steps` policy steps, each followed by its updates.
+
+    An update is skipped (parameters and optimizer states kept) while the buffer holds no valid transition,
+    which happens only in the first policy step when `min_replay_size` is 0.
+    """
+    gradient_update = make_gradient_update(networks, optimizers, config)
+    num_updates = config.grad_updates_per_step
+
+    def one_update(state: SACState, inputs: tuple[Batch, jax.Array]):
+        """One gradient update on a [batch_size] batch, kept only if the buffer holds a valid transition."""
+        batch, key = inputs
+        stats = state.normalizer
+        batch = batch._replace(obs=normalize(stats, batch.obs), next_obs=normalize(stats, batch.next_obs))
+        params, opt_state, metrics = gradient_update(state.params, state.opt_state, batch, key)
+        ready = num_valid(state.replay) > 0
+        params, opt_state = select(ready, (params, opt_state), (state.params, state.opt_state))
+        state = state._replace(params=params, opt_state=opt_state, grad_steps=state.grad_steps + ready)
+        return state, (metrics, ready)
+
+    def policy_step(state: SACState, _) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, StepOutput]]:
+        key, action_key, sample_key, update_key = jax.random.split(state.key, 4)
+        obs = normalize(state.normalizer, state.env_state.inner.obs)
+        action, _ = sample_action(networks, state.params.policy, obs, action_key)
+        state, out = act_and_store(env, config, state._replace(key=key), action)
+        batches = sample(state.replay, sample_key, num_updates * config.batch_size)
+        batches = jax.tree.map(lambda x: x.reshape((num_updates, config.batch_size) + x.shape[1:]), batches)
+        update_keys = jax.random.split(update_key, num_updates)
+        state, (metrics, ready) = jax.lax.scan(one_update, state, (batches, update_keys))
+        return state, (metrics, ready, out)
+
+    def train_step(state: SACState) -> tuple[SACState, SACMetrics]:
+        state, (metrics, ready, out) = jax.lax.scan(policy_step, state, None, length=steps)
+        count = jnp.maximum(jnp.sum(ready), 1).astype(jnp.float32)
+        means = jax.tree.map(lambda x: jnp.sum(jnp.where(ready, x, 0.0)) / count, metrics)
+        finite = jnp.logical_and(all_finite(means), all_finite(state.params))
+        return state, SACMetrics(
+            critic_loss=means.critic_loss,
+            actor_loss=means.actor_loss,
+            alpha_loss=means.alpha_loss,
+            alpha=means.alpha,
+            entropy=means.entropy,
+            replay_size=state.replay.size * env.num_envs,
+            episodes_finished=jnp.sum(out.finished_length > 0).astype(jnp.float32),
+            episode_return_sum=jnp.sum(out.finished_return),
+            episode_length_sum=jnp.sum(out.finished_length),
+            all_finite=finite,
+        )
+
+    return train_step

@@ -1,0 +1,94 @@
+"""One SAC gradient update (temperature, critics, actor, soft target update) as a pure function.
+
+The order and inputs follow Brax's `sgd_step`: the critic and actor losses use the temperature from before this
+update's alpha step, the actor loss the Q parameters from before this update's critic step, and the target Q
+parameters then move by `tau` toward the new Q parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rlfit.algos.sac.config import SACConfig
+from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
+from rlfit.algos.sac.networks import SACNetworks, SACParams
+from rlfit.algos.sac.replay import Batch
+
+
+class SACOptimizers(NamedTuple):
+    """One Adam per trained part."""
+
+    policy: optax.GradientTransformation
+    q: optax.GradientTransformation
+    alpha: optax.GradientTransformation
+
+
+class SACOptStates(NamedTuple):
+    policy: Any
+    q: Any
+    alpha: Any
+
+
+class UpdateMetrics(NamedTuple):
+    """Scalars of one gradient update."""
+
+    critic_loss: jax.Array
+    actor_loss: jax.Array
+    alpha_loss: jax.Array
+    alpha: jax.Array
+    """exp(log_alpha) after the update."""
+    entropy: jax.Array
+    """Mean -log pi(a|s) over the batch, a sampled from the policy before the update."""
+
+
+def make_optimizers(config: SACConfig) -> SACOptimizers:
+    """Adam(learning_rate) for the policy and Q networks, Adam(alpha_learning_rate) for log(alpha), as Brax."""
+    return SACOptimizers(optax.adam(config.learning_rate), optax.adam(config.learning_rate),
+                         optax.adam(config.alpha_learning_rate))
+
+
+def init_opt_states(optimizers: SACOptimizers, params: SACParams) -> SACOptStates:
+    return SACOptStates(optimizers.policy.init(params.policy), optimizers.q.init(params.q),
+                        optimizers.alpha.init(params.log_alpha))
+
+
+def soft_update(target: Any, online: Any, tau: float) -> Any:
+    """(1 - tau) * target + tau * online, leaf by leaf."""
+    return jax.tree.map(lambda t, o: t * (1.0 - tau) + o * tau, target, online)
+
+
+def make_gradient_update(
+    networks: SACNetworks,
+    optimizers: SACOptimizers,
+    config: SACConfig,
+) -> Callable[[SACParams, SACOptStates, Batch, jax.Array], tuple[SACParams, SACOptStates, UpdateMetrics]]:
+    """(params, optimizer states, normalized batch [B], key) -> (params, optimizer states, metrics)."""
+    target_entropy = config.resolved_target_entropy(networks.action_size)
+
+    def apply(optimizer: optax.GradientTransformation, grads: Any, opt_state: Any, params: Any):
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    def update(params: SACParams, opt: SACOptStates, batch: Batch, key: jax.Array):
+        alpha_key, critic_key, actor_key = jax.random.split(key, 3)
+        (a_loss, entropy), alpha_grad = jax.value_and_grad(alpha_loss, has_aux=True)(
+            params.log_alpha, params.policy, networks, batch.obs, target_entropy, alpha_key)
+        alpha = jnp.exp(params.log_alpha)
+        c_loss, q_grad = jax.value_and_grad(critic_loss)(
+            params.q, params.policy, params.target_q, alpha, networks, batch, config.reward_scaling,
+            config.discounting, critic_key)
+        p_loss, policy_grad = jax.value_and_grad(actor_loss)(params.policy, params.q, alpha, networks, batch.obs,
+                                                             actor_key)
+        log_alpha, alpha_opt = apply(optimizers.alpha, alpha_grad, opt.alpha, params.log_alpha)
+        q, q_opt = apply(optimizers.q, q_grad, opt.q, params.q)
+        policy, policy_opt = apply(optimizers.policy, policy_grad, opt.policy, params.policy)
+        new_params = SACParams(policy, q, soft_update(params.target_q, q, config.tau), log_alpha)
+        metrics = UpdateMetrics(c_loss, p_loss, a_loss, jnp.exp(log_alpha), entropy)
+        return new_params, SACOptStates(policy_opt, q_opt, alpha_opt), metrics
+
+    return update

@@ -1,0 +1,122 @@
+"""The compiled SAC step on the toy env: fixed shapes (compiled once), replay growth, updates, target, seeds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlfit.algos.sac.config import SACConfig
+from rlfit.algos.sac.networks import make_sac_networks
+from rlfit.algos.sac.step import init_sac_state, make_prefill, make_train_step
+from rlfit.algos.sac.update import make_optimizers
+from rlfit.envs.vec_env import VecEnv
+from tests.toy_env import make as make_toy
+
+N, EPISODE_LENGTH, STEPS = 4, 5, 3
+CONFIG = SACConfig(num_envs=N, batch_size=16, min_replay_size=10, max_replay_size=12 * N, grad_updates_per_step=2,
+                   tau=0.1, learning_rate=1e-3, normalize_observations=True, policy_hidden=(16,), q_hidden=(16,))
+"""Prefill: ceil(10 / 4) = 3 policy steps; the 12-row ring is full after 3 more train steps of 3 policy steps."""
+
+
+class Setup:
+    def __init__(self, config: SACConfig, steps: int):
+        self.config = config
+        self.env = VecEnv(make_toy(), config.num_envs, EPISODE_LENGTH)
+        self.networks = make_sac_networks(jnp.zeros(2), 1, config)
+        self.optimizers = make_optimizers(config)
+        self.prefill = jax.jit(make_prefill(self.env, config), donate_argnums=0)
+        self.step = jax.jit(make_train_step(self.env, self.networks, self.optimizers, config, steps), donate_argnums=0)
+
+    def init(self, seed: int = 0):
+        return init_sac_state(self.env, self.networks, self.optimizers, self.config, seed)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return Setup(CONFIG, STEPS)
+
+
+def avals(tree):
+    return [(leaf.shape, leaf.dtype, jax.typeof(leaf).weak_type) for leaf in jax.tree.leaves(tree)]
+
+
+def copy_tree(tree):
+    return jax.tree.map(lambda x: np.array(x), tree)
+
+
+def test_prefill_fills_the_buffer_with_uniform_random_actions(setup):
+    state = setup.prefill(setup.init())
+    assert int(state.replay.size) == 3 and int(state.policy_steps) == 3 and int(state.grad_steps) == 0
+    actions = np.asarray(state.replay.action[:3])
+    assert np.all(np.abs(actions) <= 1) and np.unique(actions).size == actions.size
+    assert float(state.normalizer.count) == 3 * N
+
+
+def test_state_keeps_shapes_dtypes_and_compiles_once(setup):
+    state = setup.prefill(setup.init())
+    before = avals(state)
+    sizes = []
+    for _ in range(4):
+        state, metrics = setup.step(state)
+        assert avals(state) == before
+        assert bool(metrics.all_finite)
+        sizes.append(int(metrics.replay_size))
+    assert setup.step._cache_size() == 1, "the train step recompiled"
+    assert sizes == [6 * N, 9 * N, 12 * N, 12 * N], "replay grows by num_envs per policy step up to capacity"
+    assert int(state.policy_steps) == 3 + 4 * STEPS and int(state.grad_steps) == 4 * STEPS * 2
+    assert float(state.normalizer.count) == (3 + 4 * STEPS) * N
+
+
+def test_first_step_waits_then_parameters_change_and_the_target_follows_by_tau():
+    setup = Setup(dataclasses.replace(CONFIG, min_replay_size=0, grad_updates_per_step=1), steps=1)
+    state = setup.init()
+    params0 = copy_tree(state.params)
+    state, metrics = setup.step(state)  # one row stored: its successor is not, so nothing to learn from yet
+    assert int(state.grad_steps) == 0 and int(metrics.replay_size) == N
+    for old, new in zip(jax.tree.leaves(params0), jax.tree.leaves(state.params)):
+        np.testing.assert_array_equal(old, new)
+    assert float(metrics.critic_loss) == 0.0 and bool(metrics.all_finite)
+
+    state, metrics = setup.step(state)  # one update on the first row's transitions
+    after = copy_tree(state.params)
+    assert int(state.grad_steps) == 1
+    for name in ("policy", "q", "target_q", "log_alpha"):
+        for old, new in zip(jax.tree.leaves(getattr(params0, name)), jax.tree.leaves(getattr(after, name))):
+            assert not np.allclose(old, new), f"a {name} array did not change"
+    for old_target, q, target in zip(*(jax.tree.leaves(t) for t in (params0.target_q, after.q, after.target_q))):
+        np.testing.assert_allclose(target, 0.9 * old_target + 0.1 * q, rtol=1e-6, atol=1e-7)
+    assert float(metrics.alpha) == pytest.approx(float(np.exp(after.log_alpha)))
+    assert np.isfinite([metrics.critic_loss, metrics.actor_loss, metrics.alpha_loss, metrics.entropy]).all()
+
+
+def test_episode_statistics(setup):
+    state = setup.prefill(setup.init())
+    finished, length_sum = 0.0, 0.0
+    for _ in range(4):
+        state, metrics = setup.step(state)
+        finished += float(metrics.episodes_finished)
+        length_sum += float(metrics.episode_length_sum)
+        assert float(metrics.episode_return_sum) <= float(metrics.episode_length_sum)  # reward <= 1 per step
+    # policy steps 4 to 15 (after 3 of prefill) end episodes at 5, 10, 15 in every environment: the toy point
+    # cannot leave [-2, 2] in 5 steps, so all end at the time limit
+    assert finished == 3 * N and length_sum == 3 * N * EPISODE_LENGTH
+
+
+def test_same_seed_same_result_different_seed_diverges(setup):
+    def run(seed):
+        state = setup.prefill(setup.init(seed))
+        for _ in range(2):
+            state, metrics = setup.step(state)
+        return copy_tree(state.params), float(metrics.critic_loss)
+
+    params_a, loss_a = run(0)
+    params_b, loss_b = run(0)
+    params_c, loss_c = run(1)
+    for a, b in zip(jax.tree.leaves(params_a), jax.tree.leaves(params_b)):
+        np.testing.assert_array_equal(a, b)
+    assert loss_a == loss_b and loss_a != loss_c
+    assert all(not np.allclose(a, c) for a, c in zip(jax.tree.leaves(params_a), jax.tree.leaves(params_c)))
