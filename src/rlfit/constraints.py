@@ -19,7 +19,7 @@ _POSITIVE_INTS = (
     "ppo.unroll_length", "ppo.num_updates_per_batch", "run.num_timesteps", "run.num_eval_envs",
     "run.save_interval", "run.keep_checkpoints",
 )
-_NON_NEGATIVE = ("run.eval_every", "ppo.entropy_cost", "ppo.max_grad_norm", "run.seed")
+_NON_NEGATIVE = ("run.eval_every", "ppo.entropy_cost", "ppo.max_grad_norm")
 _POSITIVE_FLOATS = ("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling")
 _UNIT_INTERVAL = ("ppo.discounting", "ppo.gae_lambda")
 _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS}
@@ -27,6 +27,7 @@ _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation"
 
 def check_config(config: Config) -> None:
     """Raises UserError for the first rule `config` breaks."""
+    check_seed(config.run.seed, "run.seed")
     for name in _POSITIVE_INTS:
         if _get(config, name) <= 0:
             raise UserError(f"{name} must be a positive integer, got {_get(config, name)}")
@@ -46,7 +47,6 @@ def check_config(config: Config) -> None:
         sizes = _get(config, name)
         if not sizes or any(size <= 0 for size in sizes):
             raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
-    check_seed(config.run.seed, "run.seed")
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)

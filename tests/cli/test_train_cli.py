@@ -198,3 +198,57 @@ def test_python_dash_m_and_console_script_agree(tmp_path):
     assert result.returncode == 0
     for flag in ("--preset", "--config", "--set", "--num-envs", "--timesteps", "--seed", "--run-dir", "--quiet"):
         assert flag in result.stdout
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999", "4294967296", "-1"])
+def test_seeds_outside_32_bits_are_refused_before_anything_is_written(capsys, user_dir, seed):
+    code, out, err = cli(capsys, "train", TOY, *TINY, "--seed", seed, "--run-dir", str(user_dir / "run"))
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "run.seed must be an integer from 0 to 4294967295", seed)
+    assert list(user_dir.iterdir()) == []
+
+
+def test_huge_seed_through_the_library_is_a_user_error(user_dir):
+    import rlfit
+    from rlfit.errors import UserError
+
+    with pytest.raises(UserError, match="run.seed must be an integer from 0 to 4294967295"):
+        rlfit.train(TOY, "smoke", overrides=["run.seed=99999999999999999999"], run_dir=user_dir / "run")
+    assert list(user_dir.iterdir()) == []
+
+
+def test_largest_seed_trains_and_differs_from_seed_zero(capsys, user_dir):
+    import json
+
+    digests = []
+    for seed in ("4294967295", "0"):
+        run = user_dir / f"seed-{seed}"
+        code, _, err = cli(capsys, "train", TOY, *TINY, "--seed", seed, "--run-dir", str(run), "--quiet")
+        assert code == 0, err
+        digests.append(json.loads((run / "summary.json").read_text())["params_digest"])
+    assert digests[0] != digests[1]
+
+
+def test_empty_config_file_is_refused(capsys, user_dir, tmp_path):
+    config = tmp_path / "empty.yaml"
+    config.write_text("# nothing here\n")
+    code, _, err = cli(capsys, "train", TOY, *TINY, "--config", str(config))
+    assert code == 2
+    assert_one_line_error(err, "empty.yaml is empty")
+    assert list(user_dir.iterdir()) == []
+
+
+def test_keys_lists_every_activation(capsys):
+    from rlfit.constraints import ACTIVATIONS
+
+    code, out, _ = cli(capsys, "keys")
+    assert code == 0
+    line = next(line for line in out.splitlines() if "network.activation" in line)
+    for activation in ACTIVATIONS:
+        assert activation in line
+
+
+def test_play_refuses_a_huge_seed_first(capsys, user_dir):
+    code, _, err = cli(capsys, "play", str(user_dir / "no-run"), "--seed", "99999999999999999999")
+    assert code == 2
+    assert_one_line_error(err, "--seed must be an integer from 0 to 4294967295")
