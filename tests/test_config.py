@@ -161,8 +161,9 @@ def test_missing_config_file(tmp_path):
     assert "nope.yaml" in message(excinfo)
 
 
-def test_empty_yaml_file_changes_nothing(tmp_path):
-    assert resolve(TOY, config_file=write(tmp_path / "c.yaml", "")) == resolve(TOY)
+def test_empty_yaml_file_is_refused(tmp_path):
+    with pytest.raises(UserError, match="c.yaml is empty; give it sections"):
+        resolve(TOY, config_file=write(tmp_path / "c.yaml", "# only a comment\n"))
 
 
 def test_env_name_conflict_between_file_and_command_line(tmp_path):
