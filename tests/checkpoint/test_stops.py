@@ -70,13 +70,13 @@ def test_failed_save_keeps_earlier_checkpoints_and_stops(tmp_path, monkeypatch):
     real_save = checkpoint.save_checkpoint
     calls = []
 
-    def disk_full_on_second(directory, state, meta):
+    def disk_full_on_third(directory, state, meta, extra_files=None):
         calls.append(meta["iteration"])
         if len(calls) == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_save(directory, state, meta)
+        return real_save(directory, state, meta, extra_files)
 
-    monkeypatch.setattr("rlfit.checkpointer.save_checkpoint", disk_full_on_second)
+    monkeypatch.setattr("rlfit.checkpointer.save_checkpoint", disk_full_on_third)
     run = tmp_path / "run"
     with pytest.raises(SaveFailed, match="No space left on device; earlier checkpoints are intact"):
         train("tests.toy_env:make", "smoke", overrides=["env.episode_length=50", "run.num_timesteps=640",

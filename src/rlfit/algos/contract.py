@@ -1,0 +1,70 @@
+"""The algorithm contract: what the runner, checkpoints, resume, planner, policy file, play and export see.
+
+An algorithm is an `Algorithm` (static facts: its config section, presets, sizes and their rules, the
+back-off) whose `build` returns a `Learner` for one config and plan: a NamedTuple of pure functions in the
+style of Optax's `(init, update)`. The generic code never looks inside the training state beyond three
+fields every state has: `params` (hashed for `params_digest`), `env_state` (replaced after a back-off) and
+`key`. Acting is Brax-style and shared: `policy_logits(policy params, normalized obs) -> [..., 2 * A]` read
+as a tanh-squashed Gaussian by rollout, evaluation (its mode), play and export.
+
+Adding an algorithm: a folder `rlfit/algos/<name>/` whose `algorithm.py` defines `ALGORITHM`, plus one line
+in `rlfit.algos.registry.ALGORITHMS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+
+
+class PolicySpec(NamedTuple):
+    """The acting network as the policy file records it (an MLP read as a tanh-Gaussian)."""
+
+    hidden: tuple[int, ...]
+    activation: str
+    obs_key: str
+    """For dict observations: the entry the policy reads."""
+
+
+class Learner(NamedTuple):
+    """One algorithm built for a config, a plan and its environments."""
+
+    init: Callable[[int], Any]
+    """seed -> a fresh training state (a pytree of arrays: `params`, `env_state`, `key`, ...), ready to train."""
+    step: Callable[[Any], tuple[Any, Any]]
+    """state -> (state, metrics): one iteration (collect and update), pure; the runner compiles it once with
+    the state donated. `metrics` is a NamedTuple of scalars with `all_finite`, `episodes_finished`,
+    `episode_return_sum` and `episode_length_sum`."""
+    metrics_row: Callable[[Any], dict[str, Any]]
+    """host metrics -> the algorithm's own fields of a metrics.jsonl row (losses, ...)."""
+    acting: Callable[[Any], tuple[Any, Any]]
+    """state -> (policy params, observation RunningStats): what evaluation and the policy file read."""
+    policy_logits: Callable[[Any, Any], jax.Array]
+    """(policy params, normalized observation [..]) -> [..., 2 * action_size]."""
+    policy: PolicySpec
+
+
+class Algorithm(NamedTuple):
+    """What an algorithm declares once; `build` makes its Learner."""
+
+    name: str
+    """'ppo', 'sac': the value of the config's `algo` and the name of its config section."""
+    config_type: type
+    """The frozen dataclass of its config section (attribute docstrings become `rlfit keys`)."""
+    presets: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    """preset name -> config layer (sections -> keys)."""
+    sizes_type: type
+    """A NamedTuple of the sizes that shape the compiled step (with `num_envs` and `steps_per_iteration`)."""
+    config_sizes: Callable[[Any], Any]
+    """Config -> its sizes."""
+    check: Callable[[Any], None]
+    """Config -> None, or a UserError naming the rule broken and the nearest valid values."""
+    smaller_sizes: Callable[[Any], Any]
+    """sizes -> the next smaller configuration for the out-of-memory back-off, or None."""
+    build: Callable[[Any, Any, Any, Any], Learner]
+    """(config, plan, train VecEnv, one observation example) -> Learner."""
+    published: Callable[[str], Mapping[str, Mapping[str, Any]]] = lambda env_name: {}
+    """env name -> MuJoCo Playground's published settings for it as a config layer ({} if none)."""
+    non_finite_hint: str = "lower the learning rate"

@@ -1,0 +1,159 @@
+"""SAC behind the algorithm contract: its sizes, presets, rules, back-off and Learner.
+
+An iteration is `policy_steps_per_iteration` policy steps of the `num_envs` environments, each followed by
+`grad_updates_per_step` gradient updates: one compiled call, one metrics row. The replay buffer is prefilled
+to `min_replay_size` with a uniform random policy (compiled) when the state is created, so the starting
+checkpoint already holds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+
+from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.sac.config import SACConfig, check_sac_config
+from rlfit.algos.sac.networks import make_sac_networks
+from rlfit.algos.sac.step import SACMetrics, init_sac_state, make_prefill, make_train_step
+from rlfit.algos.sac.update import make_optimizers
+from rlfit.errors import UserError
+
+
+class SACSizes(NamedTuple):
+    """The sizes that shape SAC's compiled step."""
+
+    num_envs: int
+    batch_size: int
+    max_replay_size: int
+    policy_steps_per_iteration: int
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Policy steps per iteration over all environments: num_envs * policy_steps_per_iteration."""
+        return self.num_envs * self.policy_steps_per_iteration
+
+
+def config_sizes(config: Any) -> SACSizes:
+    s = config.sac
+    return SACSizes(s.num_envs, s.batch_size, s.max_replay_size, s.policy_steps_per_iteration)
+
+
+def check(config: Any) -> None:
+    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps, fp32/bf16."""
+    check_sac_config(config.sac)
+    if config.run.precision == "fp16":
+        raise UserError("run.precision=fp16 (with loss scaling) is implemented for PPO only; use bf16 or fp32 "
+                        "with algo sac")
+
+
+def smaller_sizes(sizes: SACSizes) -> SACSizes | None:
+    """Half the environments (the same policy steps per iteration), then half the replay buffer (the oldest
+    transitions are dropped on resume into a smaller buffer); None when neither can shrink."""
+    if sizes.num_envs >= 2:
+        return sizes._replace(num_envs=sizes.num_envs // 2)
+    if sizes.max_replay_size >= 2 * max(sizes.batch_size, 2 * sizes.num_envs):
+        return sizes._replace(max_replay_size=sizes.max_replay_size // 2)
+    return None
+
+
+def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
+    """The SAC config with the plan's sizes."""
+    return dataclasses.replace(config, num_envs=sizes.num_envs, batch_size=sizes.batch_size,
+                               max_replay_size=sizes.max_replay_size,
+                               min_replay_size=min(config.min_replay_size, sizes.max_replay_size))
+
+
+def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
+    return {
+        "loss/critic": float(metrics.critic_loss),
+        "loss/actor": float(metrics.actor_loss),
+        "loss/alpha": float(metrics.alpha_loss),
+        "alpha": float(metrics.alpha),
+        "entropy": float(metrics.entropy),
+        "replay_size": int(metrics.replay_size),
+        "updates": int(metrics.updates),
+    }
+
+
+def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+    sac = sized_config(config.sac, plan.sizes)
+    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision)
+    optimizers = make_optimizers(sac)
+    prefill = make_prefill(train_env, sac)
+
+    def init(seed: int) -> Any:
+        state = init_sac_state(train_env, networks, optimizers, sac, seed)
+        state = jax.jit(prefill)(state) if sac.min_replay_size > 0 else state
+        return jax.tree.map(lambda x: jax.numpy.array(x, copy=True), state)
+
+    return Learner(
+        init=init,
+        step=make_train_step(train_env, networks, optimizers, sac, steps=plan.sizes.policy_steps_per_iteration),
+        metrics_row=metrics_row,
+        acting=lambda state: (state.params.policy, state.normalizer),
+        policy_logits=networks.policy_logits,
+        policy=PolicySpec(tuple(sac.policy_hidden), sac.activation, sac.policy_obs_key),
+    )
+
+
+def published(env_name: str) -> dict[str, dict[str, Any]]:
+    """MuJoCo Playground's DM Control SAC settings for `env_name`, in rlfit's keys, without the keys Brax's
+    `sac.train` does not take (`num_resets_per_eval`) ({} where Playground publishes none)."""
+    from rlfit.playground_config import published_config
+
+    found = published_config(env_name, "brax_sac_config")
+    if not found:
+        return {}
+    keys = {f.name for f in dataclasses.fields(SACConfig)}
+    layer: dict[str, dict[str, Any]] = {"sac": {k: v for k, v in found.items() if k in keys}, "env": {}, "run": {}}
+    for key in ("episode_length", "action_repeat"):
+        if key in found:
+            layer["env"][key] = found[key]
+    if "num_timesteps" in found:
+        layer["run"]["num_timesteps"] = found["num_timesteps"]
+    network = found.get("network_factory") or {}
+    if "q_network_layer_norm" in network:
+        layer["sac"]["q_layer_norm"] = network["q_network_layer_norm"]
+    return layer
+
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # Minutes on a 2-core CPU: few environments, more updates per transition, small networks.
+    "quick": {
+        "sac": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 4, "min_replay_size": 1024,
+                "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "learning_rate": 1e-3,
+                "discounting": 0.99, "policy_hidden": (64, 64), "q_hidden": (128, 128)},
+        "run": {"num_timesteps": 150_000, "eval_every": 5, "num_eval_envs": 16},
+    },
+    # Playground's published settings for the environment, as Brax users run them.
+    "default": {},
+    # More parallel environments and updates, for a large GPU.
+    "production": {
+        "sac": {"num_envs": 1024, "batch_size": 1024, "grad_updates_per_step": 16},
+        "run": {"eval_every": 20},
+    },
+    # One tiny iteration of anything (checks the pipeline, learns nothing).
+    "smoke": {
+        "sac": {"num_envs": 4, "batch_size": 8, "grad_updates_per_step": 1, "min_replay_size": 8,
+                "max_replay_size": 256, "policy_steps_per_iteration": 4, "policy_hidden": (32, 32),
+                "q_hidden": (32, 32)},
+        "env": {"episode_length": 100},
+        "run": {"num_timesteps": 16, "eval_every": 0, "num_eval_envs": 4},
+    },
+}
+
+
+ALGORITHM = Algorithm(
+    name="sac",
+    config_type=SACConfig,
+    presets=PRESETS,
+    sizes_type=SACSizes,
+    config_sizes=config_sizes,
+    check=check,
+    smaller_sizes=smaller_sizes,
+    build=build,
+    published=published,
+    non_finite_hint="lower sac.learning_rate or set sac.q_layer_norm=true",
+)
