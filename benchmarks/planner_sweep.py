@@ -130,7 +130,7 @@ def train(env_name: str, preset: str, overrides: list[str], sizes: dict[str, int
 
 def steps_per_iteration(sizes: dict[str, int]) -> int:
     """Env steps of one iteration of `sizes` (a plan's sizes as a dict)."""
-    from rlfit.plan import BatchSizes
+    from rlfit.algos.ppo.sizes import BatchSizes
 
     return BatchSizes(**{k: sizes[k] for k in BatchSizes._fields}).steps_per_iteration
 
@@ -142,7 +142,7 @@ def iterations_for(sizes: dict[str, int], args: argparse.Namespace) -> int:
 
 def sweep_sizes(base: dict[str, int], smallest: int, largest: int) -> list[dict[str, int]]:
     """The config's proportions at every power of two in [smallest, largest], as the planner scales them."""
-    from rlfit.plan import BatchSizes
+    from rlfit.algos.ppo.sizes import BatchSizes
     from rlfit.planning.candidates import candidate_sizes
 
     keys = ("num_envs", "batch_size", "num_minibatches", "unroll_length")

@@ -5,7 +5,7 @@ Measures env-steps/s, compile excluded, each a jitted function timed over severa
 
   raw       Playground alone: `jax.vmap(env.step)` in one `lax.scan`, random actions, no wrapper
   vec_env   rlfit's `VecEnv.step` (time limit, auto-reset, episode statistics) in one `lax.scan`, random actions
-  collect   rlfit's rollout (`rlfit.ppo.rollout.collect`): policy network + VecEnv, one iteration's worth
+  collect   rlfit's rollout (`rlfit.algos.ppo.rollout.collect`): policy network + VecEnv, one iteration's worth
   train     rlfit's compiled training iteration (collect + normalizer + GAE + epochs of updates), no evaluation
 
 and the ratios train / vec_env (what the trainer keeps of the simulator), vec_env / raw (the wrapper's cost).
@@ -34,7 +34,7 @@ from common import TMP, finish_record, print_table, start_record
 from rlfit.config import resolve
 from rlfit.jax_setup import configure_jax
 from rlfit.plan import config_sizes, make_plan
-from rlfit.ppo.rollout import collect
+from rlfit.algos.ppo.rollout import collect
 from rlfit.trainer import Trainer
 from rlfit.versions import package_versions
 

@@ -16,6 +16,7 @@ from rlfit.errors import UserError
 from rlfit.networks import TanhGaussian, make_agent
 from rlfit.normalizer import RunningStats, normalize
 from rlfit.policy_io import DESCRIPTION_FILE, WEIGHTS_FILE, save_policy
+from rlfit.algos.contract import PolicySpec
 
 ACTION_SIZE = 3
 DICT_OBS = {"state": jnp.zeros(7), "privileged_state": jnp.zeros(11)}
@@ -36,7 +37,7 @@ def saved_policy(directory: Path, obs_example=DICT_OBS, network=NETWORK, seed=0)
     agent = make_agent(obs_example, ACTION_SIZE, network)
     params = agent.init(jax.random.PRNGKey(seed))
     stats = make_stats(obs_example, seed)
-    save_policy(directory, params.policy, stats, network, obs_example, ACTION_SIZE, "TestEnv", "fp32")
+    save_policy(directory, params.policy, stats, spec_of(network), obs_example, ACTION_SIZE, "TestEnv", "fp32", "ppo")
     return agent, params, stats
 
 
@@ -156,3 +157,8 @@ def test_missing_paths_are_one_line(tmp_path):
     (tmp_path / "run").mkdir()
     with pytest.raises(UserError, match="no saved policy"):
         rlfit.load_policy(tmp_path / "run")
+
+
+def spec_of(network) -> PolicySpec:
+    """The acting network's description from a PPO network config."""
+    return PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key)

@@ -77,5 +77,6 @@ class Checkpointer:
         from rlfit.policy_io import save_policy
 
         t = self.trainer
-        save_policy(directory, state.params.policy, state.normalizer, t.config.network, t.obs_example,
-                    t.agent.action_size, t.config.env.name, t.plan.precision)
+        policy_params, stats = t.learner.acting(state)
+        save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_size,
+                    t.config.env.name, t.plan.precision, t.config.algo)

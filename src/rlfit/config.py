@@ -1,8 +1,12 @@
-"""Frozen, typed run configuration: sections `env`, `ppo`, `network`, `run`.
+"""Frozen, typed run configuration: `algo` (ppo, sac), sections `env`, the algorithm's (`ppo` or `sac`),
+`network` (PPO's networks), `run`.
 
 A config is built once from layers, lowest first:
 
-    rlfit defaults < Playground's published per-environment PPO config < preset < YAML file < --set
+    rlfit defaults < Playground's published per-environment settings for the algorithm < preset < YAML file
+        < --set
+
+The algorithm's section, presets and published settings come from its folder (`rlfit.algos.registry`).
 
 and validated before anything compiles. Nothing downstream mutates it; derived sizes live in
 `rlfit.plan`.
@@ -22,7 +26,7 @@ import yaml
 
 from rlfit.config_values import FrozenDict, plain, to_type
 from rlfit.errors import UserError, did_you_mean
-from rlfit.playground_config import playground_defaults
+from rlfit.algos.registry import ALGORITHMS, DEFAULT_ALGORITHM, config_module
 
 DEFAULT_ENV = "CartpoleBalance"
 
@@ -43,40 +47,6 @@ class EnvConfig:
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
     overrides: Mapping[str, Any] = field(default_factory=FrozenDict)
     """Passed to Playground as `config_overrides` (e.g. `{ctrl_dt: 0.02}`)."""
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    """PPO hyperparameters; names follow Brax's `ppo.train`."""
-
-    num_envs: int = 2048
-    """Parallel training environments."""
-    batch_size: int = 1024
-    """Sequences of `unroll_length` steps per minibatch."""
-    num_minibatches: int = 32
-    """Minibatches per epoch; one iteration collects `batch_size * num_minibatches` sequences."""
-    unroll_length: int = 30
-    """Steps per collected sequence (GAE horizon before bootstrapping)."""
-    num_updates_per_batch: int = 16
-    """Epochs over each collected batch."""
-    learning_rate: float = 1e-3
-    """Adam step size."""
-    entropy_cost: float = 1e-2
-    """Weight of the entropy bonus."""
-    discounting: float = 0.995
-    """Discount factor gamma."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clipping_epsilon: float = 0.3
-    """PPO ratio clip."""
-    reward_scaling: float = 10.0
-    """Rewards are multiplied by this before the loss."""
-    max_grad_norm: float = 0.0
-    """Global gradient-norm clip; 0 disables it."""
-    normalize_observations: bool = True
-    """Running mean/std observation normalization."""
-    normalize_advantage: bool = True
-    """Standardize advantages per minibatch."""
 
 
 @dataclass(frozen=True)
@@ -123,16 +93,27 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class Config:
-    """The whole resolved configuration of one run."""
+    """The whole resolved configuration of one run; `config.ppo` / `config.sac` is an algorithm's section."""
 
+    algo: str = DEFAULT_ALGORITHM
     env: EnvConfig = field(default_factory=EnvConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    algos: Mapping[str, Any] = field(default_factory=lambda: FrozenDict(default_sections()))
+    """Every registered algorithm's section (name -> its frozen dataclass), defaults for those not chosen."""
 
-    def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Plain nested dict (tuples as lists), as written to `config.yaml`."""
-        return plain(dataclasses.asdict(self))
+    def __getattr__(self, name: str) -> Any:
+        algos = self.__dict__.get("algos") or {}
+        if name in algos:
+            return algos[name]
+        raise AttributeError(f"'Config' has no attribute '{name}'")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (tuples as lists), as written to `config.yaml`: `algo`, then the sections (the
+        chosen algorithm's only)."""
+        return {"algo": self.algo, "env": plain(dataclasses.asdict(self.env)),
+                self.algo: plain(dataclasses.asdict(self.algos[self.algo])),
+                "network": plain(dataclasses.asdict(self.network)), "run": plain(dataclasses.asdict(self.run))}
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:
         """A new config with some keys of some sections replaced, validated again."""
@@ -140,42 +121,22 @@ class Config:
         return from_layers([self.to_dict(), _nest(updates)])
 
 
-SECTIONS: dict[str, type] = {"env": EnvConfig, "ppo": PPOConfig, "network": NetworkConfig, "run": RunConfig}
-PPO_KEYS = frozenset(f.name for f in dataclasses.fields(PPOConfig))
+FIXED_SECTIONS: dict[str, type] = {"env": EnvConfig, "network": NetworkConfig, "run": RunConfig}
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # Minutes on a 2-core CPU: fewer environments, shorter run, same algorithm.
-    "quick": {
-        "ppo": {"num_envs": 512, "batch_size": 256, "num_minibatches": 16, "unroll_length": 30,
-                "num_updates_per_batch": 8},
-        "network": {"policy_hidden": (32, 32, 32, 32), "value_hidden": (64, 64)},
-        "run": {"num_timesteps": 10_000_000, "eval_every": 5, "num_eval_envs": 32},
-    },
-    # Playground's published settings for the environment, as Brax users run them.
-    "default": {},
-    # A longer run with more parallel environments, for a large GPU.
-    "production": {
-        "ppo": {"num_envs": 8192, "batch_size": 2048, "num_minibatches": 32},
-        "run": {"eval_every": 20},
-    },
-    # The guides' G1 humanoid recipe: [256]*3 networks, lr 3e-4, 1024 envs on a 16 GB card.
-    "g1": {
-        "ppo": {"num_envs": 1024, "batch_size": 256, "num_minibatches": 32, "unroll_length": 20,
-                "num_updates_per_batch": 4, "learning_rate": 3e-4, "entropy_cost": 5e-3,
-                "discounting": 0.97, "clipping_epsilon": 0.2, "reward_scaling": 1.0, "max_grad_norm": 1.0},
-        "network": {"policy_hidden": (256, 256, 256), "value_hidden": (256, 256, 256)},
-        "run": {"num_timesteps": 1000 * 256 * 32 * 20, "save_interval": 50, "eval_every": 50,
-                "num_eval_envs": 128, "fit_to_device": True},
-    },
-    # One iteration of anything on a 2-core CPU (checks that the pipeline works, learns nothing).
-    "smoke": {
-        "ppo": {"num_envs": 8, "batch_size": 8, "num_minibatches": 2, "unroll_length": 4,
-                "num_updates_per_batch": 1},
-        "network": {"policy_hidden": (32, 32), "value_hidden": (32, 32)},
-        "env": {"episode_length": 100},
-        "run": {"num_timesteps": 64, "eval_every": 0, "num_eval_envs": 4},
-    },
-}
+
+def section_types() -> dict[str, type]:
+    """Every section name -> its dataclass: env, each algorithm's, network, run."""
+    return {"env": EnvConfig, **{name: config_module(name).SECTION for name in ALGORITHMS},
+            "network": NetworkConfig, "run": RunConfig}
+
+
+def default_sections() -> dict[str, Any]:
+    return {name: config_module(name).SECTION() for name in ALGORITHMS}
+
+
+def preset_names() -> list[str]:
+    """Every preset of any algorithm, in order of first appearance."""
+    return list(dict.fromkeys(name for algo in ALGORITHMS for name in config_module(algo).PRESETS))
 
 
 def resolve(
@@ -184,15 +145,24 @@ def resolve(
     config_file: str | Path | None = None,
     overrides: Sequence[str] = (),
 ) -> Config:
-    """The config for `env_name`: defaults < Playground's < preset < file < `key=value` overrides."""
-    if preset not in PRESETS:
-        raise UserError(f"unknown preset '{preset}'{did_you_mean(preset, PRESETS)}; "
-                        f"choose one of: {', '.join(PRESETS)}")
-    layers: list[Mapping[str, Any]] = [{"env": {"name": env_name}}, playground_defaults(env_name, PPO_KEYS),
-                                       PRESETS[preset]]
-    if config_file is not None:
-        layers.append(read_yaml(config_file))
-    layers.append(_nest(dict(parse_override(item) for item in overrides)))
+    """The config for `env_name`: defaults < Playground's < preset < file < `key=value` overrides.
+
+    The algorithm (`algo`) is the overrides', else the file's, else ppo; it picks the preset and the
+    published layer.
+    """
+    file_layer = read_yaml(config_file) if config_file is not None else {}
+    override_layer = _nest(dict(parse_override(item) for item in overrides))
+    algo = override_layer.get("algo", file_layer.get("algo", DEFAULT_ALGORITHM))
+    check_algo(algo)
+    presets = config_module(algo).PRESETS
+    if preset not in presets:
+        hint = did_you_mean(preset, presets)
+        elsewhere = [a for a in ALGORITHMS if preset in config_module(a).PRESETS]
+        hint = hint or (f" (it is a preset of algo {', '.join(elsewhere)})" if elsewhere else "")
+        raise UserError(f"unknown preset '{preset}' for algo {algo}{hint}; choose one of: {', '.join(presets)}")
+    layers: list[Mapping[str, Any]] = [{"algo": algo, "env": {"name": env_name}},
+                                       config_module(algo).published(env_name), presets[preset], file_layer,
+                                       override_layer]
     config = from_layers(layers)
     if config.env.name != env_name:
         raise UserError(f"env.name is '{config.env.name}' in the config but '{env_name}' on the command line; "
@@ -200,19 +170,42 @@ def resolve(
     return config
 
 
+def check_algo(algo: Any) -> None:
+    if algo not in ALGORITHMS:
+        raise UserError(f"unknown algo '{algo}'{did_you_mean(str(algo), ALGORITHMS)}; choose one of: "
+                        f"{', '.join(ALGORITHMS)}")
+
+
 def from_layers(layers: Sequence[Mapping[str, Any]]) -> Config:
-    """Merges nested dicts (later wins), checks every key and type, validates, freezes."""
-    merged: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    """Merges nested dicts (later wins), checks every key and type, validates, freezes.
+
+    A layer may hold `algo` (a name) besides sections; keys of another algorithm's section are refused.
+    """
+    types = section_types()
+    merged: dict[str, dict[str, Any]] = {name: {} for name in types}
+    algo = DEFAULT_ALGORITHM
     for layer in layers:
         for section, keys in layer.items():
-            if section not in SECTIONS:
-                raise UserError(f"unknown config section '{section}'{did_you_mean(section, SECTIONS)}; "
-                                f"sections are {', '.join(SECTIONS)}")
+            if section == "algo":
+                check_algo(keys)
+                algo = keys
+                continue
+            if section not in types:
+                raise UserError(f"unknown config section '{section}'{did_you_mean(section, types)}; "
+                                f"sections are algo, {', '.join(types)}")
+            if keys is None:
+                continue
             if not isinstance(keys, Mapping):
                 raise UserError(f"config section '{section}' must be a mapping of keys, got {keys!r}")
             for key, value in keys.items():
-                merged[section][key] = _coerce(section, key, value)
-    config = Config(**{name: SECTIONS[name](**merged[name]) for name in SECTIONS})
+                merged[section][key] = _coerce(types, section, key, value)
+    for other in ALGORITHMS:
+        if other != algo and merged[other]:
+            key = next(iter(merged[other]))
+            raise UserError(f"{other}.{key} is a setting of algo {other}, but this run's algo is {algo}; "
+                            f"add --algo {other} or drop the {other} settings")
+    algos = FrozenDict({name: types[name](**merged[name]) for name in ALGORITHMS})
+    config = Config(algo, *(types[name](**merged[name]) for name in FIXED_SECTIONS), algos=algos)
     validate(config)
     return config
 
@@ -232,9 +225,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         problem = getattr(error, "problem", None) or "invalid YAML"
         raise UserError(f"malformed YAML in {path}{where}: {problem}; fix the file or pass keys with --set") from None
     if data is None:
-        raise UserError(f"config file {path} is empty; give it sections (env, ppo, network, run) or drop --config")
+        raise UserError(f"config file {path} is empty; give it sections (env, ppo or sac, network, run) or drop --config")
     if not isinstance(data, dict):
-        raise UserError(f"config file {path} must hold a mapping of sections (env, ppo, network, run)")
+        raise UserError(f"config file {path} must hold a mapping of sections (algo, env, ppo or sac, network, run)")
     return data
 
 
@@ -252,7 +245,7 @@ def parse_override(item: str) -> tuple[str, Any]:
 
 def all_keys() -> list[str]:
     """Every 'section.key' the config accepts."""
-    return [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+    return [f"{s}.{f.name}" for s, cls in section_types().items() for f in dataclasses.fields(cls)]
 
 
 def field_docs() -> dict[str, str]:
@@ -261,7 +254,7 @@ def field_docs() -> dict[str, str]:
     import inspect
 
     docs: dict[str, str] = {}
-    for section, cls in SECTIONS.items():
+    for section, cls in section_types().items():
         body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
         for node, after in itertools.pairwise(body):
             if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
@@ -276,8 +269,8 @@ def validate(config: Config) -> None:
     check_config(config)
 
 
-def _coerce(section: str, key: str, value: Any) -> Any:
-    cls = SECTIONS[section]
+def _coerce(types: Mapping[str, type], section: str, key: str, value: Any) -> Any:
+    cls = types[section]
     hints = typing.get_type_hints(cls)
     if key not in hints:
         known = [f"{section}.{k}" for k in hints]
@@ -286,9 +279,12 @@ def _coerce(section: str, key: str, value: Any) -> Any:
     return to_type(f"{section}.{key}", hints[key], value)
 
 
-def _nest(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    nested: dict[str, dict[str, Any]] = {}
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
     for dotted, value in flat.items():
+        if dotted == "algo":
+            nested["algo"] = value
+            continue
         section, _, key = dotted.partition(".")
         if not key:
             raise UserError(f"config key '{dotted}' needs a section, e.g. ppo.{dotted}{did_you_mean(dotted, all_keys())}")

@@ -14,42 +14,45 @@ IMPLS = ("auto", "jax", "warp")
 PRECISIONS = ("fp32", "bf16", "fp16")
 ACTIVATIONS = ("swish", "relu", "tanh", "elu", "gelu")
 
-_POSITIVE_INTS = (
-    "env.episode_length", "env.action_repeat", "ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches",
-    "ppo.unroll_length", "ppo.num_updates_per_batch", "run.num_timesteps", "run.num_eval_envs",
-    "run.save_interval", "run.keep_checkpoints",
-)
-_NON_NEGATIVE = ("run.eval_every", "ppo.entropy_cost", "ppo.max_grad_norm")
-_POSITIVE_FLOATS = ("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling")
-_UNIT_INTERVAL = ("ppo.discounting", "ppo.gae_lambda")
+_POSITIVE_INTS = ("env.episode_length", "env.action_repeat", "run.num_timesteps", "run.num_eval_envs",
+                  "run.save_interval", "run.keep_checkpoints")
+_NON_NEGATIVE = ("run.eval_every",)
 _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS}
 
 
 def check_config(config: Config) -> None:
-    """Raises UserError for the first rule `config` breaks."""
+    """Raises UserError for the first rule `config` breaks: the generic ones, then the algorithm's."""
+    from rlfit.algos.registry import config_module
+
     check_seed(config.run.seed, "run.seed")
-    for name in _POSITIVE_INTS:
-        if _get(config, name) <= 0:
-            raise UserError(f"{name} must be a positive integer, got {_get(config, name)}")
-    for name in _NON_NEGATIVE:
-        if _get(config, name) < 0:
-            raise UserError(f"{name} must be zero or more, got {_get(config, name)}")
-    for name in _POSITIVE_FLOATS:
-        if not _get(config, name) > 0:
-            raise UserError(f"{name} must be greater than 0, got {_get(config, name)}")
-    for name in _UNIT_INTERVAL:
-        if not 0 < _get(config, name) <= 1:
-            raise UserError(f"{name} must be in (0, 1], got {_get(config, name)}")
-    for name, choices in _CHOICES.items():
-        if _get(config, name) not in choices:
-            raise UserError(f"{name} must be one of {', '.join(choices)}, got '{_get(config, name)}'")
+    check_ranges(config, positive_ints=_POSITIVE_INTS, non_negative=_NON_NEGATIVE, choices=_CHOICES)
     for name in ("network.policy_hidden", "network.value_hidden"):
         sizes = _get(config, name)
         if not sizes or any(size <= 0 for size in sizes):
             raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
-    check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)
+    config_module(config.algo).check(config)
+
+
+def check_ranges(config: Config, positive_ints=(), non_negative=(), positive_floats=(), unit_interval=(),
+                 choices=None) -> None:
+    """Raises UserError for the first named key ('section.key') outside its range."""
+    for name in positive_ints:
+        if _get(config, name) <= 0:
+            raise UserError(f"{name} must be a positive integer, got {_get(config, name)}")
+    for name in non_negative:
+        if _get(config, name) < 0:
+            raise UserError(f"{name} must be zero or more, got {_get(config, name)}")
+    for name in positive_floats:
+        if not _get(config, name) > 0:
+            raise UserError(f"{name} must be greater than 0, got {_get(config, name)}")
+    for name in unit_interval:
+        if not 0 < _get(config, name) <= 1:
+            raise UserError(f"{name} must be in (0, 1], got {_get(config, name)}")
+    for name, allowed in (choices or {}).items():
+        if _get(config, name) not in allowed:
+            raise UserError(f"{name} must be one of {', '.join(allowed)}, got '{_get(config, name)}'")
 
 
 SEED_LIMIT = 2**32

@@ -9,30 +9,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from rlfit.config import Config
-
-
-class BatchSizes(NamedTuple):
-    """The sizes that shape the compiled training iteration."""
-
-    num_envs: int
-    batch_size: int
-    num_minibatches: int
-    unroll_length: int
-
-    @property
-    def steps_per_iteration(self) -> int:
-        """Policy steps collected per iteration: batch_size * num_minibatches * unroll_length."""
-        return self.batch_size * self.num_minibatches * self.unroll_length
 
 
 @dataclass(frozen=True)
 class Plan:
     """What will run."""
 
-    sizes: BatchSizes
+    sizes: Any
+    """The algorithm's sizes NamedTuple (`num_envs`, `steps_per_iteration`, ...)."""
     env_steps_per_iteration: int
     """Simulator steps per iteration (policy steps * action_repeat)."""
     num_iterations: int
@@ -51,7 +38,7 @@ class Plan:
         out["reasons"] = list(self.reasons)
         return out
 
-    def with_sizes(self, sizes: BatchSizes, config: Config, done: tuple[int, int], reason: str) -> Plan:
+    def with_sizes(self, sizes: Any, config: Config, done: tuple[int, int], reason: str) -> Plan:
         """The same plan with other batch sizes from a point `done` = (iterations, env steps) on."""
         per_iteration = sizes.steps_per_iteration * config.env.action_repeat
         return dataclasses.replace(self, sizes=sizes, env_steps_per_iteration=per_iteration,
@@ -59,9 +46,18 @@ class Plan:
                                    reasons=self.reasons + (reason,), predicted_bytes=None)
 
 
-def config_sizes(config: Config) -> BatchSizes:
-    p = config.ppo
-    return BatchSizes(p.num_envs, p.batch_size, p.num_minibatches, p.unroll_length)
+def config_sizes(config: Config) -> Any:
+    """The sizes the config asks for, as its algorithm's sizes NamedTuple."""
+    from rlfit.algos.registry import algorithm
+
+    return algorithm(config.algo).config_sizes(config)
+
+
+def sizes_from_dict(config: Config, sizes: dict[str, Any]) -> Any:
+    """Sizes saved in a plan (plan.json, a checkpoint's record) as the config's algorithm's NamedTuple."""
+    from rlfit.algos.registry import algorithm
+
+    return algorithm(config.algo).sizes_type(**sizes)
 
 
 def iterations_to_total(config: Config, per_iteration: int, done: tuple[int, int] = (0, 0)) -> int:
@@ -70,7 +66,7 @@ def iterations_to_total(config: Config, per_iteration: int, done: tuple[int, int
     return iterations + max(0, math.ceil((config.run.num_timesteps - env_steps) / per_iteration))
 
 
-def make_plan(config: Config, sizes: BatchSizes | None = None, reasons: tuple[str, ...] = (),
+def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
               done: tuple[int, int] = (0, 0)) -> Plan:
     """The plan for `config` on the default JAX device, with `sizes` (default: the config's).
 

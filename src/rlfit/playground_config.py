@@ -1,4 +1,4 @@
-"""Playground's published Brax PPO settings for an environment, as a config layer in rlfit's keys."""
+"""MuJoCo Playground's published Brax settings for an environment (PPO's as a config layer in rlfit's keys)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 def playground_defaults(env_name: str, ppo_keys: Collection[str]) -> dict[str, dict[str, Any]]:
     """Playground's published Brax PPO settings for `env_name`, in rlfit's keys ({} if none)."""
-    published = _published_ppo_config(env_name)
+    published = published_config(env_name, "brax_ppo_config")
     if not published:
         return {}
     layer: dict[str, dict[str, Any]] = {"ppo": {}, "network": {}, "run": {}, "env": {}}
@@ -29,7 +29,8 @@ def playground_defaults(env_name: str, ppo_keys: Collection[str]) -> dict[str, d
     return layer
 
 
-def _published_ppo_config(env_name: str) -> dict[str, Any]:
+def published_config(env_name: str, function: str) -> dict[str, Any]:
+    """Playground's `<suite>_params.<function>(env_name)` as a dict ({} where it publishes none)."""
     if ":" in env_name:
         return {}
     try:
@@ -44,8 +45,10 @@ def _published_ppo_config(env_name: str) -> dict[str, Any]:
     for suite, params in ((dm_control_suite, dm_control_suite_params), (locomotion, locomotion_params),
                           (manipulation, manipulation_params)):
         if env_name in suite.ALL_ENVS:
+            if not hasattr(params, function):
+                return {}
             try:
-                return params.brax_ppo_config(env_name, "jax").to_dict()
+                return getattr(params, function)(env_name, "jax").to_dict()
             except Exception:  # noqa: BLE001 - a published config is a convenience, not a requirement
                 return {}
     return {}

@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from rlfit.atomic_files import aside_path, swap_into_place, write_synced
-from rlfit.config import NetworkConfig
 from rlfit.errors import UserError
 
 if TYPE_CHECKING:
+    from rlfit.algos.contract import PolicySpec
     from rlfit.normalizer import RunningStats
 
 FORMAT = "rlfit-policy"
 FORMAT_VERSION = 1
 DESCRIPTION_FILE = "policy.json"
 WEIGHTS_FILE = "weights.npz"
+NETWORK_KIND = "mlp"
+"""The only acting network this rlfit writes and reads: an MLP whose output is a tanh-Gaussian's logits."""
 ARRAY_OBS_NAME = "obs"
 """The name observation_shapes gives an environment's observation when it is one array, not a dict."""
 
@@ -54,20 +56,21 @@ class PolicyFiles(NamedTuple):
     """[obs_dim] running sum of squared deviations (std = sqrt(sum_sq_dev / count), clipped)."""
 
 
-def save_policy(directory: Path, policy_params: Any, stats: RunningStats, network: NetworkConfig, obs_example: Any,
-                action_size: int, env_name: str, precision: str) -> None:
+def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: PolicySpec, obs_example: Any,
+                action_size: int, env_name: str, precision: str, algorithm: str) -> None:
     """Writes the policy to `directory` atomically (a temporary folder renamed into place).
 
     `policy_params`: the policy MLP's flax params; `stats`: the training RunningStats (a pytree like one
-    observation); `obs_example`: one unbatched observation (array or dict) for its shapes.
+    observation); `spec`: the acting network (`Learner.policy`); `obs_example`: one unbatched observation
+    (array or dict) for its shapes; `algorithm`: the algorithm that trained it (recorded).
     """
     directory = Path(directory)
-    obs_key = policy_obs_key(obs_example, network.policy_obs_key)
+    obs_key = policy_obs_key(obs_example, spec.obs_key)
     weights = {f"params/{name}": value for name, value in flatten_params(policy_params).items()}
     weights["normalizer/count"] = np.asarray(stats.count, np.float32)
     weights["normalizer/mean"] = np.asarray(_entry(stats.mean, obs_key), np.float32)
     weights["normalizer/sum_sq_dev"] = np.asarray(_entry(stats.sum_sq_dev, obs_key), np.float32)
-    description = describe(network, obs_example, obs_key, action_size, env_name, precision)
+    description = describe(spec, obs_example, obs_key, action_size, env_name, precision, algorithm)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a policy folder is as readable as the run directory
@@ -82,8 +85,8 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, networ
         raise
 
 
-def describe(network: NetworkConfig, obs_example: Any, obs_key: str | None, action_size: int, env_name: str,
-             precision: str) -> dict[str, Any]:
+def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_size: int, env_name: str,
+             precision: str, algorithm: str) -> dict[str, Any]:
     """The JSON description of a policy (everything but the arrays)."""
     from rlfit import __version__
 
@@ -94,12 +97,13 @@ def describe(network: NetworkConfig, obs_example: Any, obs_key: str | None, acti
         "format_version": FORMAT_VERSION,
         "rlfit_version": __version__,
         "env_name": env_name,
+        "algorithm": algorithm,
         "action_size": int(action_size),
         "precision": precision,
         "network": {
-            "kind": "mlp",
-            "layer_sizes": [int(s) for s in network.policy_hidden] + [2 * int(action_size)],
-            "activation": network.activation,
+            "kind": NETWORK_KIND,
+            "layer_sizes": [int(s) for s in spec.hidden] + [2 * int(action_size)],
+            "activation": spec.activation,
             "output": "first half: mean of a Gaussian over raw actions; action = tanh(mean) in [-1, 1]",
         },
         "observation": {
@@ -225,6 +229,10 @@ def _check_description(description: Any, directory: Path) -> None:
     for key in ("action_size", "precision", "network", "observation", "weights_sha256"):
         if key not in description:
             raise UserError(f"{directory / DESCRIPTION_FILE} lacks '{key}'; save the policy again")
+    kind = description["network"].get("kind") if isinstance(description["network"], dict) else None
+    if kind != NETWORK_KIND:
+        raise UserError(f"the policy in {directory} is a '{kind}' network, which this rlfit cannot load (it reads "
+                        f"'{NETWORK_KIND}'); upgrade rlfit")
 
 
 def _read_npz(data: bytes, directory: Path) -> dict[str, np.ndarray]:

@@ -22,7 +22,7 @@ from rlfit.checkpoint import (CheckpointMeta, CheckpointMismatch, CorruptCheckpo
                               read_meta)
 from rlfit.config import Config, from_layers, read_yaml
 from rlfit.errors import UserError
-from rlfit.plan import BatchSizes, make_plan
+from rlfit.plan import make_plan, sizes_from_dict
 from rlfit.rundir import RunDir, lock_run_dir, write_atomic, write_json
 from rlfit.run_metrics import repair_metrics
 from rlfit.runner import Progress, RunResult
@@ -59,9 +59,16 @@ def open_run(path: str | Path) -> RunDir:
 
 def differences(old: Config, new: Config, allowed: tuple[str, ...] = RESUMABLE_CHANGES) -> list[tuple[str, Any, Any]]:
     """(key, old value, new value) for every key outside `allowed` whose value differs."""
-    a, b = old.to_dict(), new.to_dict()
-    return [(f"{section}.{key}", a[section][key], b[section][key]) for section in a for key in a[section]
-            if f"{section}.{key}" not in allowed and a[section][key] != b[section][key]]
+    a, b = flat_keys(old.to_dict()), flat_keys(new.to_dict())
+    return [(key, a.get(key), b.get(key)) for key in dict.fromkeys([*a, *b])
+            if key not in allowed and a.get(key) != b.get(key)]
+
+
+def flat_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """{'algo': 'ppo', 'env': {'name': ...}} -> {'algo': 'ppo', 'env.name': ...}."""
+    return {(f"{section}.{key}" if isinstance(keys, dict) else section): value
+            for section, keys in config.items()
+            for key, value in (keys.items() if isinstance(keys, dict) else [(None, keys)])}
 
 
 def resume(path: str | Path, *, timesteps: int | None = None, iterations: int | None = None,
@@ -150,7 +157,7 @@ def apply_request(config: Config, request: Request, restarting: bool = False) ->
     if request.timesteps is not None:
         config = config.replace(run={"num_timesteps": max(1, request.timesteps)})
     if restarting and request.iterations is not None:
-        from rlfit.plan import config_sizes
+        from rlfit.plan import config_sizes  # noqa: PLC0415 - imports JAX
 
         per_iteration = config_sizes(config).steps_per_iteration * config.env.action_repeat
         config = config.replace(run={"num_timesteps": request.iterations * per_iteration})
@@ -211,7 +218,7 @@ def restore_newest(directory: RunDir, config: Config) -> tuple[Any, Any, Checkpo
     from rlfit.trainer import Trainer
 
     steps = list_steps(directory.checkpoints)
-    trainers: dict[BatchSizes, Any] = {}
+    trainers: dict[Any, Any] = {}
     problems = []
     for iteration in reversed(steps):
         meta = read_meta(directory.checkpoints, iteration)
@@ -219,7 +226,7 @@ def restore_newest(directory: RunDir, config: Config) -> tuple[Any, Any, Checkpo
             if meta is None:
                 raise CorruptCheckpoint(f"checkpoint {iteration} has no readable meta.json")
             _check_same_run(meta, config)
-            sizes = BatchSizes(**meta.plan["sizes"])
+            sizes = sizes_from_dict(config, meta.plan["sizes"])
             if sizes not in trainers:
                 plan = make_plan(config, sizes, tuple(meta.plan.get("reasons", ())) + ("resumed with the run's sizes",))
                 env = next(iter(trainers.values())).env if trainers else None

@@ -17,7 +17,6 @@ import jax
 import numpy as np
 
 from rlfit.hardware.probe import peak_bytes_in_use
-from rlfit.ppo.iteration import IterationMetrics, TrainState
 from rlfit.rundir import RunDir, write_json
 from rlfit.sinks import Sinks
 from rlfit.trainer import Compiled, Trainer
@@ -53,7 +52,7 @@ class Progress:
 class RunResult:
     """What `run` returns: the final state, its counters and the summary written to disk."""
 
-    state: TrainState
+    state: Any
     progress: Progress
     summary: dict[str, Any]
     run_dir: RunDir
@@ -72,9 +71,13 @@ def params_digest(params: Any) -> str:
     return digest.hexdigest()
 
 
-def train_row(progress: Progress, metrics: IterationMetrics, iteration_s: float, wall_s: float,
+def train_row(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], iteration_s: float, wall_s: float,
               steps: int) -> dict[str, Any]:
-    """The metrics.jsonl row of one iteration (`sps` = env steps of the iteration / its wall time)."""
+    """The metrics.jsonl row of one iteration (`sps` = env steps of the iteration / its wall time).
+
+    `algorithm_row` holds the algorithm's own fields (`Learner.metrics_row`); an `updates` count among them
+    also gives `updates_per_s`.
+    """
     row: dict[str, Any] = {
         "iteration": progress.iteration,
         "env_steps": progress.env_steps,
@@ -82,11 +85,9 @@ def train_row(progress: Progress, metrics: IterationMetrics, iteration_s: float,
         "sps": steps / iteration_s,
         "wall_s": wall_s,
     }
-    row.update({f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items()})
-    row["grad_norm"] = float(metrics.grad_norm)
-    if float(metrics.loss_scale) > 0:  # fp16: the dynamic loss scale and the updates it skipped
-        row["loss_scale"] = float(metrics.loss_scale)
-        row["skipped_updates"] = int(metrics.skipped_updates)
+    row.update(algorithm_row)
+    if "updates" in row:
+        row["updates_per_s"] = row["updates"] / iteration_s
     episodes = float(metrics.episodes_finished)
     row["episodes"] = int(episodes)
     if episodes > 0:
@@ -100,10 +101,11 @@ def config_total_steps(config: Any, plan: Any) -> int:
     return max(config.run.num_timesteps, plan.num_iterations * plan.env_steps_per_iteration)
 
 
-def first_non_finite(metrics: IterationMetrics) -> str:
-    for name, value in metrics.loss._asdict().items():
-        if not np.isfinite(value):
-            return f"loss/{name} = {float(value)}"
+def first_non_finite(row: dict[str, Any]) -> str:
+    """The first non-finite value of an algorithm's metrics row ('loss/critic = nan'), else 'the parameters'."""
+    for name, value in row.items():
+        if isinstance(value, float) and not np.isfinite(value):
+            return f"{name} = {value}"
     return "the parameters"
 
 
@@ -119,7 +121,7 @@ class Runner:
         self.stop_flag = stop_flag
         self.console = console
 
-    def run(self, state: TrainState | None = None, progress: Progress | None = None) -> RunResult:
+    def run(self, state: Any | None = None, progress: Progress | None = None) -> RunResult:
         """Trains from `state`/`progress` (fresh when None) to the plan's last iteration.
 
         On RESOURCE_EXHAUSTED (compiling or stepping) it backs off to the next smaller valid sizes, recompiles
@@ -145,7 +147,7 @@ class Runner:
                 state, progress = self._back_off(error, start)
                 save_first = self.checkpointer is not None  # the environments changed size
 
-    def _train(self, state: TrainState, progress: Progress, save_first: bool) -> RunResult:
+    def _train(self, state: Any, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
         compiled = self.trainer.compile(state)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
@@ -160,10 +162,11 @@ class Runner:
             progress.iteration += 1
             progress.env_steps += plan.env_steps_per_iteration
             session_steps += plan.env_steps_per_iteration
+            algorithm_row = self.trainer.learner.metrics_row(metrics)
             if not bool(metrics.all_finite):
-                raise NonFiniteError(self._non_finite_message(progress, metrics))
-            self.sinks.write("train", train_row(progress, metrics, seconds, time.perf_counter() - started,
-                                                plan.env_steps_per_iteration))
+                raise NonFiniteError(self._non_finite_message(progress, algorithm_row))
+            self.sinks.write("train", train_row(progress, metrics, algorithm_row, seconds,
+                                                time.perf_counter() - started, plan.env_steps_per_iteration))
             last = progress.iteration == plan.num_iterations
             if last or (config.run.eval_every and progress.iteration % config.run.eval_every == 0):
                 eval_started = time.perf_counter()
@@ -180,7 +183,7 @@ class Runner:
         summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, None)
         return RunResult(state, progress, summary, self.run_dir)
 
-    def _write_summary(self, state: TrainState, progress: Progress, compiled: Compiled, started: float,
+    def _write_summary(self, state: Any, progress: Progress, compiled: Compiled, started: float,
                        session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         """Writes summary.json for the session so far (at the end, or when a signal stops the run)."""
         summary = self._summary(state, progress, compiled, time.perf_counter() - started, session_steps, eval_s,
@@ -188,19 +191,21 @@ class Runner:
         write_json(self.run_dir.summary, summary)
         return summary
 
-    def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:
+    def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
         """Smaller sizes after an out-of-memory error; the state to continue from and its counters."""
-        from rlfit.planning.backoff import OutOfMemory, out_of_memory_message, smaller_sizes
+        from rlfit.algos.registry import algorithm
+        from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
 
         old = self.trainer
         allowed = old.config.run.oom_backoff
-        sizes = smaller_sizes(old.plan.sizes) if allowed else None
+        sizes = algorithm(old.config.algo).smaller_sizes(old.plan.sizes) if allowed else None
         if sizes is None:
-            raise OutOfMemory(out_of_memory_message(old.plan.sizes.num_envs, allowed)) from None
+            raise OutOfMemory(out_of_memory_message(old.config.algo, old.plan.sizes.num_envs, allowed)) from None
         state, progress = self._last_good_state(start)
+        smaller = ", ".join(f"{name}={value}" for name, value in sizes._asdict().items()
+                            if value != getattr(old.plan.sizes, name))
         reason = (f"out of memory at num_envs={old.plan.sizes.num_envs} (iteration {progress.iteration}); "
-                  f"backed off to num_envs={sizes.num_envs}, batch_size={sizes.batch_size}, "
-                  f"num_minibatches={sizes.num_minibatches}")
+                  f"backed off to {smaller}")
         plan = old.plan.with_sizes(sizes, old.config, (progress.iteration, progress.env_steps), reason)
         self.trainer = Trainer.build(old.config, plan, env=old.env)
         if self.checkpointer is not None:
@@ -219,7 +224,7 @@ class Runner:
             self.console.retarget(plan.num_iterations, config_total_steps(old.config, plan))
         return state, progress
 
-    def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[TrainState, Progress]:
+    def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
         """The newest checkpoint of this run if it is past the session's start, else the start itself."""
         start_state, start_progress = start
         latest = self.checkpointer.latest_step() if self.checkpointer is not None else None
@@ -231,14 +236,15 @@ class Runner:
         state = jax.tree.map(jax.numpy.asarray, start_state)
         return state, dataclasses.replace(start_progress, events=list(start_progress.events))
 
-    def _step(self, compiled: Compiled, state: TrainState) -> tuple[TrainState, IterationMetrics, float]:
+    def _step(self, compiled: Compiled, state: Any) -> tuple[Any, Any, float]:
         started = time.perf_counter()
         state, metrics = compiled.iteration(state)
         metrics = jax.device_get(metrics)  # waits for the iteration to finish
         return state, metrics, time.perf_counter() - started
 
-    def _evaluate(self, compiled: Compiled, state: TrainState, progress: Progress) -> None:
-        result = jax.device_get(compiled.evaluate(state.params.policy, state.normalizer,
+    def _evaluate(self, compiled: Compiled, state: Any, progress: Progress) -> None:
+        policy_params, stats = self.trainer.learner.acting(state)
+        result = jax.device_get(compiled.evaluate(policy_params, stats,
                                                   eval_key(self.trainer.config.run.seed, progress.iteration)))
         reward = float(result.episode_reward)
         progress.last_eval_reward = reward
@@ -249,14 +255,16 @@ class Runner:
                                   "eval/episode_reward_std": float(result.episode_reward_std),
                                   "eval/episode_length": float(result.episode_length)})
 
-    def _non_finite_message(self, progress: Progress, metrics: IterationMetrics) -> str:
+    def _non_finite_message(self, progress: Progress, row: dict[str, Any]) -> str:
+        from rlfit.algos.registry import algorithm
+
         where = "no checkpoint was written yet"
         if self.checkpointer is not None and self.checkpointer.latest_step() is not None:
             where = f"last good checkpoint: iteration {self.checkpointer.latest_step()} in {self.run_dir.checkpoints}"
-        return (f"training became non-finite at iteration {progress.iteration}: {first_non_finite(metrics)}; "
-                f"this state was not saved ({where}); lower ppo.learning_rate or set ppo.max_grad_norm")
+        return (f"training became non-finite at iteration {progress.iteration}: {first_non_finite(row)}; "
+                f"this state was not saved ({where}); {algorithm(self.trainer.config.algo).non_finite_hint}")
 
-    def _summary(self, state: TrainState, progress: Progress, compiled: Compiled, train_wall_s: float,
+    def _summary(self, state: Any, progress: Progress, compiled: Compiled, train_wall_s: float,
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         plan = self.trainer.plan
         return {

@@ -18,6 +18,7 @@ from rlfit.config import NetworkConfig
 from rlfit.errors import UserError
 from rlfit.networks import make_agent
 from rlfit.policy_io import save_policy
+from rlfit.algos.contract import PolicySpec
 from tests.play.support import make_policy_run, random_stats
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
@@ -49,7 +50,7 @@ def save_dict_obs_policy(run_dir: Path, activation: str, action_size: int = 4):
     network = NetworkConfig(policy_hidden=(32, 16), value_hidden=(8,), activation=activation)
     params = make_agent(obs_example, action_size, network).init(jax.random.PRNGKey(5)).policy
     stats = random_stats(obs_example, seed=7)
-    save_policy(run_dir / "policy", params, stats, network, obs_example, action_size, "DictEnv", "fp32")
+    save_policy(run_dir / "policy", params, stats, spec_of(network), obs_example, action_size, "DictEnv", "fp32", "ppo")
     return params, stats
 
 
@@ -124,3 +125,8 @@ def test_missing_policy_and_corrupt_policy_are_one_line(capsys, tmp_path):
     (tmp_path / "run" / "policy" / "weights.npz").write_bytes(b"garbage")
     assert "corrupt" in one_line_error(capsys, "export", str(tmp_path / "run"))
     assert not (tmp_path / "run" / "policy.onnx").exists()
+
+
+def spec_of(network) -> PolicySpec:
+    """The acting network's description from a PPO network config."""
+    return PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key)

@@ -43,7 +43,7 @@ GENUINE_OOM = textwrap.dedent("""
     import json
     import jax, jax.numpy as jnp
     import numpy as np
-    from rlfit.plan import BatchSizes
+    from rlfit.algos.ppo.sizes import BatchSizes
     from rlfit.planning import is_out_of_memory, smaller_sizes
 
     def error_of(thunk):

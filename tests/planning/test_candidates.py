@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlfit.constraints import check_batch_divisibility, check_device_split
-from rlfit.plan import BatchSizes
+from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.planning import smaller_sizes
 from rlfit.planning.candidates import candidate_sizes, scale_sizes
 

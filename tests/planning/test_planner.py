@@ -9,7 +9,7 @@ from rlfit.constraints import check_batch_divisibility
 from rlfit.errors import UserError
 from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings
-from rlfit.plan import BatchSizes
+from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, cpu_max_num_envs, stated_budget
 from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_line
 from rlfit.planning.planner import check_precision, memory_plan_from_model, nothing_fits_message

@@ -37,11 +37,12 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     config = resolve(env_name, preset, None, overrides)
     plan = make_plan(config)
     trainer = Trainer.build(config, plan)
-    params = trainer.agent.init(jax.random.PRNGKey(seed)).policy
+    params, _ = trainer.learner.acting(trainer.learner.init(seed))
     obs = observation_example(trainer.env)
-    create_run_dir(Path(run_dir), config)
-    save_policy(Path(run_dir) / "policy", params, random_stats(obs, seed), config.network, obs,
-                trainer.agent.action_size, config.env.name, plan.precision)
+    _, lock = create_run_dir(Path(run_dir), config)
+    lock.release()
+    save_policy(Path(run_dir) / "policy", params, random_stats(obs, seed), trainer.learner.policy, obs,
+                trainer.action_size, config.env.name, plan.precision, config.algo)
     return Path(run_dir)
 
 

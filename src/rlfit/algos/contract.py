@@ -7,13 +7,13 @@ fields every state has: `params` (hashed for `params_digest`), `env_state` (repl
 `key`. Acting is Brax-style and shared: `policy_logits(policy params, normalized obs) -> [..., 2 * A]` read
 as a tanh-squashed Gaussian by rollout, evaluation (its mode), play and export.
 
-Adding an algorithm: a folder `rlfit/algos/<name>/` whose `algorithm.py` defines `ALGORITHM`, plus one line
-in `rlfit.algos.registry.ALGORITHMS`.
+Adding an algorithm: a folder `rlfit/algos/<name>/` with `config.py` (SECTION, PRESETS, published, check)
+and `algorithm.py` (ALGORITHM), plus one line in `rlfit.algos.registry.ALGORITHMS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -47,24 +47,17 @@ class Learner(NamedTuple):
 
 
 class Algorithm(NamedTuple):
-    """What an algorithm declares once; `build` makes its Learner."""
+    """What an algorithm declares once; `build` makes its Learner. (Its config section, presets, rules and
+    Playground's published settings live in its pure-Python `config` module: see `rlfit.algos.registry`.)"""
 
     name: str
     """'ppo', 'sac': the value of the config's `algo` and the name of its config section."""
-    config_type: type
-    """The frozen dataclass of its config section (attribute docstrings become `rlfit keys`)."""
-    presets: Mapping[str, Mapping[str, Mapping[str, Any]]]
-    """preset name -> config layer (sections -> keys)."""
     sizes_type: type
     """A NamedTuple of the sizes that shape the compiled step (with `num_envs` and `steps_per_iteration`)."""
     config_sizes: Callable[[Any], Any]
     """Config -> its sizes."""
-    check: Callable[[Any], None]
-    """Config -> None, or a UserError naming the rule broken and the nearest valid values."""
     smaller_sizes: Callable[[Any], Any]
     """sizes -> the next smaller configuration for the out-of-memory back-off, or None."""
     build: Callable[[Any, Any, Any, Any], Learner]
     """(config, plan, train VecEnv, one observation example) -> Learner."""
-    published: Callable[[str], Mapping[str, Mapping[str, Any]]] = lambda env_name: {}
-    """env name -> MuJoCo Playground's published settings for it as a config layer ({} if none)."""
     non_finite_hint: str = "lower the learning rate"

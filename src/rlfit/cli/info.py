@@ -21,9 +21,13 @@ def list_envs(args: argparse.Namespace) -> int:
 
 
 def list_keys(args: argparse.Namespace) -> int:
-    from rlfit.config import Config, field_docs
+    import dataclasses
 
-    defaults = Config().to_dict()
+    from rlfit.config import field_docs, section_types
+    from rlfit.config_values import plain
+
+    defaults = {name: plain(dataclasses.asdict(cls())) for name, cls in section_types().items()}
+    print(f"{'algo':30s} {'ppo':28s} The learning algorithm: ppo or sac (its section holds its settings).")
     for dotted, doc in field_docs().items():
         section, key = dotted.split(".")
         print(f"{dotted:30s} {defaults[section][key]!s:28s} {doc}")

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from rlfit.cli.train import add_config_arguments
+from rlfit.cli.train import add_config_arguments, flag_overrides
 from rlfit.config import DEFAULT_ENV
 
 COLUMNS = ("num_envs", "batch_size", "num_minibatches", "unroll_length")
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.jax_setup import configure_jax
     from rlfit.planning.planner import check_precision, memory_plan, nothing_fits_message
 
-    config = resolve(args.env, args.preset, args.config, args.overrides)
+    config = resolve(args.env, args.preset, args.config, flag_overrides(args))
     configure_jax(config.run.precision)
     device = probe_device()
     if sizes == [None]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from rlfit.config import DEFAULT_ENV, PRESETS
+from rlfit.algos.registry import ALGORITHMS
+from rlfit.config import DEFAULT_ENV, preset_names
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The config layers every command that builds a config accepts."""
-    parser.add_argument("--preset", default="default", help=f"one of {', '.join(PRESETS)} (default: default)")
+    parser.add_argument("--algo", choices=list(ALGORITHMS), help="the learning algorithm (sets algo; default: ppo)")
+    parser.add_argument("--preset", default="default",
+                        help=f"one of {', '.join(preset_names())} (default: default; g1 is PPO's)")
     parser.add_argument("--config", metavar="FILE", help="YAML file with sections env, ppo, network, run")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one key, e.g. --set ppo.learning_rate=3e-4 (repeatable)")
@@ -33,10 +36,29 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
+def chosen_algo(args: argparse.Namespace) -> str:
+    """--algo, else the last `--set algo=...`, else the config file's `algo`, else the default."""
+    from rlfit.algos.registry import DEFAULT_ALGORITHM
+    from rlfit.config import parse_override, read_yaml
+
+    if getattr(args, "algo", None):
+        return args.algo
+    for item in reversed(args.overrides):
+        key, value = parse_override(item)
+        if key == "algo":
+            return str(value)
+    if getattr(args, "config", None):
+        return str(read_yaml(args.config).get("algo", DEFAULT_ALGORITHM))
+    return DEFAULT_ALGORITHM
+
+
 def flag_overrides(args: argparse.Namespace) -> list[str]:
     """The shortcut flags as `--set` items, applied after the explicit ones."""
     items = list(args.overrides)
-    for flag, key in (("num_envs", "ppo.num_envs"), ("timesteps", "run.num_timesteps"), ("seed", "run.seed")):
+    algo = chosen_algo(args)
+    if getattr(args, "algo", None):
+        items.append(f"algo={args.algo}")
+    for flag, key in (("num_envs", f"{algo}.num_envs"), ("timesteps", "run.num_timesteps"), ("seed", "run.seed")):
         value = getattr(args, flag, None)
         if flag == "num_envs" and num_envs_auto(args):
             continue

@@ -7,7 +7,7 @@ The runner catches an error from compiling or running an iteration; when `is_out
 from __future__ import annotations
 
 from rlfit.errors import UserError
-from rlfit.plan import BatchSizes
+from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.planning.candidates import smaller_candidate
 
 OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory allocating", "Out of memory while trying to allocate")
@@ -26,12 +26,12 @@ class OutOfMemory(UserError):
     exit_code = EXIT_OUT_OF_MEMORY
 
 
-def out_of_memory_message(num_envs: int, backoff_allowed: bool) -> str:
+def out_of_memory_message(algo: str, num_envs: int, backoff_allowed: bool) -> str:
     """One line: where memory ran out and what to change."""
     if backoff_allowed:
-        return (f"out of device memory even at ppo.num_envs={num_envs}; use smaller networks "
-                "(network.value_hidden) or a device with more memory")
-    return (f"out of device memory at ppo.num_envs={num_envs} (run.oom_backoff=false); lower ppo.num_envs, "
+        return (f"out of device memory even at {algo}.num_envs={num_envs}; use smaller networks or a device "
+                "with more memory")
+    return (f"out of device memory at {algo}.num_envs={num_envs} (run.oom_backoff=false); lower {algo}.num_envs, "
             "use --num-envs auto, or set run.oom_backoff=true")
 
 

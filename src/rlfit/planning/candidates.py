@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rlfit.constraints import check_batch_divisibility, check_device_split
 from rlfit.errors import UserError
-from rlfit.plan import BatchSizes
+from rlfit.algos.ppo.sizes import BatchSizes
 
 MIN_NUM_ENVS = 16
 MAX_NUM_ENVS = 1 << 16

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlfit.config import Config
-from rlfit.plan import BatchSizes
+from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.planning.candidates import scale_sizes
 
 MEASURE_NUM_ENVS = (256, 2048)

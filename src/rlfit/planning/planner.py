@@ -18,7 +18,8 @@ from typing import Any
 
 from rlfit.config import Config
 from rlfit.errors import UserError
-from rlfit.plan import BatchSizes, Plan, config_sizes, make_plan
+from rlfit.algos.ppo.sizes import BatchSizes
+from rlfit.plan import Plan, config_sizes, make_plan
 from rlfit.hardware.probe import DeviceInfo, usable_cores
 from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin_for, stated_budget
 from rlfit.planning.candidates import MAX_NUM_ENVS, candidate_sizes
@@ -118,8 +119,13 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     """Probes the device (unless given), fits the memory model (two compiles, unless given) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
-    is the backend that device computes on (default: this process's).
+    is the backend that device computes on (default: this process's). The memory model is PPO's; another
+    algorithm is refused in one line.
     """
+    if config.algo != "ppo":
+        raise UserError(f"the memory planner models PPO's iteration; for algo {config.algo} set its sizes "
+                        f"yourself ({config.algo}.num_envs, {config.algo}.max_replay_size) and drop --num-envs auto, "
+                        "--device-memory and run.fit_to_device")
     from rlfit.hardware.probe import probe_device
 
     device = device or probe_device()

@@ -12,8 +12,7 @@ from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.step import init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.vec_env import VecEnv
-from rlfit.networks import Agent
-from rlfit.ppo.evaluate import make_evaluator
+from rlfit.evaluate import make_evaluator
 from tests.toy_env import make as make_toy
 
 EPISODE_LENGTH = 50
@@ -33,9 +32,8 @@ def test_sac_learns_the_toy_env():
     env = VecEnv(make_toy(), CONFIG.num_envs, EPISODE_LENGTH)
     networks = make_sac_networks(jnp.zeros(2), env.action_size, CONFIG)
     optimizers = make_optimizers(CONFIG)
-    # rlfit's evaluator needs only the policy of an Agent: the mean action on 128 fresh episodes
-    agent = Agent(policy_logits=networks.policy_logits, value=None, init=None, action_size=env.action_size)
-    evaluate = jax.jit(make_evaluator(VecEnv(make_toy(), 128, EPISODE_LENGTH), agent))
+    # rlfit's evaluator: the mean action on 128 fresh episodes
+    evaluate = jax.jit(make_evaluator(VecEnv(make_toy(), 128, EPISODE_LENGTH), networks.policy_logits))
     state = jax.jit(make_prefill(env, CONFIG), donate_argnums=0)(init_sac_state(env, networks, optimizers, CONFIG, 0))
     train_step = jax.jit(make_train_step(env, networks, optimizers, CONFIG, steps=50), donate_argnums=0)
     for _ in range(20):

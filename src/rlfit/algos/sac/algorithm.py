@@ -14,11 +14,10 @@ from typing import Any, NamedTuple
 import jax
 
 from rlfit.algos.contract import Algorithm, Learner, PolicySpec
-from rlfit.algos.sac.config import SACConfig, check_sac_config
+from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.step import SACMetrics, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
-from rlfit.errors import UserError
 
 
 class SACSizes(NamedTuple):
@@ -38,14 +37,6 @@ class SACSizes(NamedTuple):
 def config_sizes(config: Any) -> SACSizes:
     s = config.sac
     return SACSizes(s.num_envs, s.batch_size, s.max_replay_size, s.policy_steps_per_iteration)
-
-
-def check(config: Any) -> None:
-    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps, fp32/bf16."""
-    check_sac_config(config.sac)
-    if config.run.precision == "fp16":
-        raise UserError("run.precision=fp16 (with loss scaling) is implemented for PPO only; use bf16 or fp32 "
-                        "with algo sac")
 
 
 def smaller_sizes(sizes: SACSizes) -> SACSizes | None:
@@ -98,62 +89,11 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     )
 
 
-def published(env_name: str) -> dict[str, dict[str, Any]]:
-    """MuJoCo Playground's DM Control SAC settings for `env_name`, in rlfit's keys, without the keys Brax's
-    `sac.train` does not take (`num_resets_per_eval`) ({} where Playground publishes none)."""
-    from rlfit.playground_config import published_config
-
-    found = published_config(env_name, "brax_sac_config")
-    if not found:
-        return {}
-    keys = {f.name for f in dataclasses.fields(SACConfig)}
-    layer: dict[str, dict[str, Any]] = {"sac": {k: v for k, v in found.items() if k in keys}, "env": {}, "run": {}}
-    for key in ("episode_length", "action_repeat"):
-        if key in found:
-            layer["env"][key] = found[key]
-    if "num_timesteps" in found:
-        layer["run"]["num_timesteps"] = found["num_timesteps"]
-    network = found.get("network_factory") or {}
-    if "q_network_layer_norm" in network:
-        layer["sac"]["q_layer_norm"] = network["q_network_layer_norm"]
-    return layer
-
-
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # Minutes on a 2-core CPU: few environments, more updates per transition, small networks.
-    "quick": {
-        "sac": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 4, "min_replay_size": 1024,
-                "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "learning_rate": 1e-3,
-                "discounting": 0.99, "policy_hidden": (64, 64), "q_hidden": (128, 128)},
-        "run": {"num_timesteps": 150_000, "eval_every": 5, "num_eval_envs": 16},
-    },
-    # Playground's published settings for the environment, as Brax users run them.
-    "default": {},
-    # More parallel environments and updates, for a large GPU.
-    "production": {
-        "sac": {"num_envs": 1024, "batch_size": 1024, "grad_updates_per_step": 16},
-        "run": {"eval_every": 20},
-    },
-    # One tiny iteration of anything (checks the pipeline, learns nothing).
-    "smoke": {
-        "sac": {"num_envs": 4, "batch_size": 8, "grad_updates_per_step": 1, "min_replay_size": 8,
-                "max_replay_size": 256, "policy_steps_per_iteration": 4, "policy_hidden": (32, 32),
-                "q_hidden": (32, 32)},
-        "env": {"episode_length": 100},
-        "run": {"num_timesteps": 16, "eval_every": 0, "num_eval_envs": 4},
-    },
-}
-
-
 ALGORITHM = Algorithm(
     name="sac",
-    config_type=SACConfig,
-    presets=PRESETS,
     sizes_type=SACSizes,
     config_sizes=config_sizes,
-    check=check,
     smaller_sizes=smaller_sizes,
     build=build,
-    published=published,
     non_finite_hint="lower sac.learning_rate or set sac.q_layer_norm=true",
 )

@@ -1,15 +1,17 @@
 """SAC hyperparameters; names and defaults follow Brax's `sac.train`, except `num_envs` (Brax: 1) and
 `max_replay_size` (Brax: None, meaning num_timesteps).
 
-Not registered in rlfit's layered config system (`rlfit.config`) yet: build a `SACConfig` directly.
+Pure Python (no JAX): `rlfit.config` reads it to build and check a config.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from rlfit.errors import UserError
-from rlfit.networks import ACTIVATIONS
+from rlfit.constraints import ACTIVATIONS
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class SACConfig:
     """Replay capacity in transitions (rounded down to a multiple of `num_envs`); the oldest are overwritten."""
     grad_updates_per_step: int = 1
     """Gradient updates after each policy step of the `num_envs` environments."""
+    policy_steps_per_iteration: int = 32
+    """Policy steps of the `num_envs` environments per iteration (one compiled call, one metrics row)."""
     reward_scaling: float = 1.0
     """Rewards are multiplied by this in the critic target."""
     normalize_observations: bool = False
@@ -61,7 +65,8 @@ class SACConfig:
 
 def check_sac_config(config: SACConfig) -> None:
     """Raises a one-line UserError naming the fix for a value SAC cannot train with."""
-    positive = ("num_envs", "batch_size", "grad_updates_per_step", "learning_rate", "alpha_learning_rate")
+    positive = ("num_envs", "batch_size", "grad_updates_per_step", "learning_rate", "alpha_learning_rate",
+                "policy_steps_per_iteration")
     for name in positive:
         if not getattr(config, name) > 0:
             raise UserError(f"sac.{name} must be positive, got {getattr(config, name)}")
@@ -77,3 +82,61 @@ def check_sac_config(config: SACConfig) -> None:
                         f"got {config.min_replay_size}")
     if config.activation not in ACTIVATIONS:
         raise UserError(f"unknown sac.activation '{config.activation}'; choose one of: {', '.join(ACTIVATIONS)}")
+
+
+def published(env_name: str) -> dict[str, dict[str, Any]]:
+    """MuJoCo Playground's DM Control SAC settings for `env_name`, in rlfit's keys, without the keys Brax's
+    `sac.train` does not take (`num_resets_per_eval`) ({} where Playground publishes none)."""
+    from rlfit.playground_config import published_config
+
+    found = published_config(env_name, "brax_sac_config")
+    if not found:
+        return {}
+    keys = {f.name for f in dataclasses.fields(SACConfig)}
+    layer: dict[str, dict[str, Any]] = {"sac": {k: v for k, v in found.items() if k in keys}, "env": {}, "run": {}}
+    for key in ("episode_length", "action_repeat"):
+        if key in found:
+            layer["env"][key] = found[key]
+    if "num_timesteps" in found:
+        layer["run"]["num_timesteps"] = found["num_timesteps"]
+    network = found.get("network_factory") or {}
+    if "q_network_layer_norm" in network:
+        layer["sac"]["q_layer_norm"] = network["q_network_layer_norm"]
+    return layer
+
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # Minutes on a 2-core CPU: few environments, more updates per transition, small networks.
+    "quick": {
+        "sac": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 4, "min_replay_size": 1024,
+                "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "learning_rate": 1e-3,
+                "discounting": 0.99, "policy_hidden": (64, 64), "q_hidden": (128, 128)},
+        "run": {"num_timesteps": 150_000, "eval_every": 5, "num_eval_envs": 16},
+    },
+    # Playground's published settings for the environment, as Brax users run them.
+    "default": {},
+    # More parallel environments and updates, for a large GPU.
+    "production": {
+        "sac": {"num_envs": 1024, "batch_size": 1024, "grad_updates_per_step": 16},
+        "run": {"eval_every": 20},
+    },
+    # One tiny iteration of anything (checks the pipeline, learns nothing).
+    "smoke": {
+        "sac": {"num_envs": 4, "batch_size": 8, "grad_updates_per_step": 1, "min_replay_size": 8,
+                "max_replay_size": 256, "policy_steps_per_iteration": 4, "policy_hidden": (32, 32),
+                "q_hidden": (32, 32)},
+        "env": {"episode_length": 100},
+        "run": {"num_timesteps": 16, "eval_every": 0, "num_eval_envs": 4},
+    },
+}
+
+
+SECTION = SACConfig
+
+
+def check(config: Any) -> None:
+    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps, fp32/bf16."""
+    check_sac_config(config.sac)
+    if config.run.precision == "fp16":
+        raise UserError("run.precision=fp16 (with loss scaling) is implemented for PPO only; use bf16 or fp32 "
+                        "with algo sac")

@@ -25,7 +25,7 @@ from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, 
                                     make_gradient_update)
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
-from rlfit.ppo.loss_scale import all_finite, select
+from rlfit.algos.ppo.loss_scale import all_finite, select
 
 
 class SACState(NamedTuple):
@@ -55,6 +55,8 @@ class SACMetrics(NamedTuple):
     """Mean -log pi(a|s) on the sampled observations."""
     replay_size: jax.Array
     """[] int32 transitions in the replay buffer after the step."""
+    updates: jax.Array
+    """[] int32 gradient updates applied in the step."""
     episodes_finished: jax.Array
     episode_return_sum: jax.Array
     episode_length_sum: jax.Array
@@ -153,6 +155,7 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
             alpha=means.alpha,
             entropy=means.entropy,
             replay_size=state.replay.size * env.num_envs,
+            updates=jnp.sum(ready).astype(jnp.int32),
             episodes_finished=jnp.sum(out.finished_length > 0).astype(jnp.float32),
             episode_return_sum=jnp.sum(out.finished_return),
             episode_length_sum=jnp.sum(out.finished_length),

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.envs.vec_env import VecEnv
-from rlfit.networks import Agent, TanhGaussian
+from rlfit.networks import TanhGaussian
 from rlfit.normalizer import RunningStats, normalize
 
 
@@ -20,13 +20,18 @@ class EvalMetrics(NamedTuple):
     episode_length: jax.Array
 
 
-def make_evaluator(env: VecEnv, agent: Agent) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
-    """(policy params, stats, key) -> EvalMetrics over `env.num_envs` episodes of up to `episode_length` steps."""
+def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array]
+                   ) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
+    """(policy params, stats, key) -> EvalMetrics over `env.num_envs` episodes of up to `episode_length` steps.
+
+    `policy_logits(policy params, normalized obs) -> [..., 2 * A]` (any algorithm's acting network); the
+    action is the squashed Gaussian's mode, tanh(mean).
+    """
 
     def evaluate(policy_params: Any, stats: RunningStats, key: jax.Array) -> EvalMetrics:
         def step(carry, _):
             state, alive, total, length = carry
-            logits = agent.policy_logits(policy_params, normalize(stats, state.inner.obs))
+            logits = policy_logits(policy_params, normalize(stats, state.inner.obs))
             state, out = env.step(state, TanhGaussian.from_logits(logits).mode())
             total = total + out.reward * alive
             length = length + alive

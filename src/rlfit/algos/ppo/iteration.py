@@ -13,15 +13,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rlfit.config import PPOConfig
+from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.vec_env import EnvState, VecEnv
 from rlfit.networks import Agent, AgentParams
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
-from rlfit.plan import BatchSizes
-from rlfit.ppo.gae import compute_gae
-from rlfit.ppo.loss_scale import LossScale, adjust, all_finite, init_loss_scale, select, unscale
-from rlfit.ppo.losses import LossBatch, LossTerms, ppo_loss
-from rlfit.ppo.rollout import collect
+from rlfit.algos.ppo.sizes import BatchSizes
+from rlfit.algos.ppo.gae import compute_gae
+from rlfit.algos.ppo.loss_scale import LossScale, adjust, all_finite, init_loss_scale, select, unscale
+from rlfit.algos.ppo.losses import LossBatch, LossTerms, ppo_loss
+from rlfit.algos.ppo.rollout import collect
 
 
 class TrainState(NamedTuple):
@@ -45,6 +45,8 @@ class IterationMetrics(NamedTuple):
     """Mean global gradient norm over the updates that were applied."""
     skipped_updates: jax.Array
     """Minibatch updates skipped because fp16 gradients overflowed (always 0 in fp32/bf16)."""
+    updates: jax.Array
+    """[] int32 minibatch updates applied (num_updates_per_batch * num_minibatches - skipped)."""
     loss_scale: jax.Array
     """The fp16 loss scale after the iteration; 0 without loss scaling."""
     episodes_finished: jax.Array
@@ -86,7 +88,7 @@ def make_train_iteration(
 
     A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
     before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
-    (`rlfit.ppo.loss_scale`).
+    (`rlfit.algos.ppo.loss_scale`).
     """
     num_sequences = sizes.batch_size * sizes.num_minibatches
     num_unrolls = num_sequences // sizes.num_envs
@@ -154,6 +156,7 @@ def make_train_iteration(
             loss=mean_terms,
             grad_norm=jnp.sum(grad_norms) / jnp.maximum(num_applied, 1),
             skipped_updates=(applied.size - num_applied).astype(jnp.float32),
+            updates=num_applied.astype(jnp.int32),
             loss_scale=loss_scale.scale if loss_scale is not None else jnp.asarray(0.0, jnp.float32),
             episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
             episode_return_sum=jnp.sum(data.finished_return),

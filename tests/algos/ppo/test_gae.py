@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlfit.ppo.gae import compute_gae
+from rlfit.algos.ppo.gae import compute_gae
 
 
 def reference_gae(rewards, values, next_values, terminations, truncations, discount, lam):

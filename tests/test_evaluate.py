@@ -7,18 +7,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlfit.envs.vec_env import VecEnv
-from rlfit.networks import Agent
 from rlfit.normalizer import init_stats
-from rlfit.ppo.evaluate import make_evaluator
+from rlfit.evaluate import make_evaluator
 from tests.toy_env import make as make_toy
 
 
-def constant_policy(mean_action: float) -> Agent:
+def constant_policy(mean_action: float):
     """logits = [mean, raw scale]: the mode is tanh(mean) whatever the observation."""
     def logits(params, obs):
         return jnp.broadcast_to(jnp.array([mean_action, 0.0]), obs.shape[:-1] + (2,))
 
-    return Agent(policy_logits=logits, value=None, init=None, action_size=1)
+    return logits
 
 
 def test_standing_still_earns_one_minus_distance_each_step():

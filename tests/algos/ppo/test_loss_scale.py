@@ -10,7 +10,7 @@ import pytest
 
 from rlfit.config import resolve
 from rlfit.plan import make_plan
-from rlfit.ppo.loss_scale import (
+from rlfit.algos.ppo.loss_scale import (
     GROWTH_INTERVAL,
     INITIAL_SCALE,
     MAX_SCALE,

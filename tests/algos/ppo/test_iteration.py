@@ -8,7 +8,6 @@ import pytest
 
 from rlfit.config import resolve
 from rlfit.plan import make_plan
-from rlfit.ppo.iteration import init_train_state
 from rlfit.trainer import Trainer
 
 SIZES = ["ppo.num_envs=8", "ppo.batch_size=4", "ppo.num_minibatches=4", "ppo.unroll_length=5",
@@ -63,7 +62,7 @@ def test_parameters_optimizer_and_statistics_change(trainer, iteration):
 
 def test_same_seed_same_result_different_seed_diverges(trainer, iteration):
     def one_iteration(seed):
-        state = init_train_state(trainer.train_env, trainer.agent, trainer.optimizer, seed)
+        state = trainer.learner.init(seed)
         state, metrics = iteration(state)
         return copy_tree(state.params), float(metrics.loss.total)
 

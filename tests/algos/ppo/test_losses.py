@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlfit.networks import Agent, AgentParams, TanhGaussian
-from rlfit.ppo.losses import LossBatch, ppo_loss
+from rlfit.algos.ppo.losses import LossBatch, ppo_loss
 
 MIN_STD = 1e-3  # Brax's NormalTanhDistribution: std = softplus(raw_scale) + 0.001
 EPS = 0.2

@@ -1,0 +1,52 @@
+"""PPO behind the algorithm contract: its sizes, presets, rules, back-off and Learner (see `rlfit.algos.contract`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
+from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
+from rlfit.networks import make_agent
+
+
+def smaller_sizes(sizes: BatchSizes) -> BatchSizes | None:
+    """Half the environments with the same experience per environment (`rlfit.planning.candidates`)."""
+    from rlfit.planning.backoff import smaller_sizes as halved
+
+    return halved(sizes)
+
+
+def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
+    row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items()}
+    row["grad_norm"] = float(metrics.grad_norm)
+    row["updates"] = int(metrics.updates)
+    if float(metrics.loss_scale) > 0:  # fp16: the dynamic loss scale and the updates it skipped
+        row["loss_scale"] = float(metrics.loss_scale)
+        row["skipped_updates"] = int(metrics.skipped_updates)
+    return row
+
+
+def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+    agent = make_agent(obs_example, int(train_env.action_size), config.network, plan.precision)
+    optimizer = make_optimizer(config.ppo)
+    loss_scaling = plan.precision == "fp16"  # fp16 network compute trains with dynamic loss scaling
+    network = config.network
+    return Learner(
+        init=lambda seed: init_train_state(train_env, agent, optimizer, seed, loss_scaling),
+        step=make_train_iteration(train_env, agent, optimizer, config.ppo, plan.sizes),
+        metrics_row=metrics_row,
+        acting=lambda state: (state.params.policy, state.normalizer),
+        policy_logits=agent.policy_logits,
+        policy=PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key),
+    )
+
+
+ALGORITHM = Algorithm(
+    name="ppo",
+    sizes_type=BatchSizes,
+    config_sizes=config_sizes,
+    smaller_sizes=smaller_sizes,
+    build=build,
+    non_finite_hint="lower ppo.learning_rate or set ppo.max_grad_norm",
+)
