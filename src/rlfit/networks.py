@@ -22,11 +22,13 @@ COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16
 
 
 class MLP(nn.Module):
-    """Dense layers with `activation` between them; parameters fp32, compute in `dtype`."""
+    """Dense layers with `activation` between them (after a LayerNorm with `layer_norm`); parameters fp32,
+    compute in `dtype`."""
 
     layer_sizes: Sequence[int]
     activation: str = "swish"
     dtype: Any = jnp.float32
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -35,6 +37,8 @@ class MLP(nn.Module):
             x = nn.Dense(size, dtype=self.dtype, param_dtype=jnp.float32,
                          kernel_init=nn.initializers.lecun_uniform(), name=f"dense_{index}")(x)
             if index < len(self.layer_sizes) - 1:
+                if self.layer_norm:
+                    x = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32, name=f"norm_{index}")(x)
                 x = ACTIVATIONS[self.activation](x)
         return x.astype(jnp.float32)
 

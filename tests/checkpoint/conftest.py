@@ -57,12 +57,13 @@ def module_tmp(tmp_path_factory) -> Path:
 
 
 class ToyCli:
-    """The helpers above bound to one temporary directory (a fixture, since test modules import nothing)."""
+    """The helpers above bound to one temporary directory and an algorithm (a fixture, since test modules import
+    nothing). Both algorithms' smoke presets collect 64 env steps per iteration, so iteration counts agree."""
 
-    toy = TOY
-
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, algo: str = "ppo"):
         self.tmp_path = tmp_path
+        self.algo = algo
+        self.toy = TOY + ["--algo", algo]
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
         return rlfit(self.tmp_path, *args)
@@ -78,3 +79,9 @@ class ToyCli:
 @pytest.fixture
 def cli(tmp_path) -> ToyCli:
     return ToyCli(tmp_path)
+
+
+@pytest.fixture(params=["ppo", "sac"])
+def any_cli(tmp_path, request) -> ToyCli:
+    """The same test for every algorithm."""
+    return ToyCli(tmp_path, request.param)

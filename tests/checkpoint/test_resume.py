@@ -10,7 +10,10 @@ SMALL = ("--set", "run.save_interval=3", "--set", "run.eval_every=4", "--quiet")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])  # fp16: the loss scale is part of the state
-def test_split_and_resumed_run_is_bit_identical_to_straight_run(cli, precision):
+def test_split_and_resumed_run_is_bit_identical_to_straight_run(any_cli, precision):
+    cli = any_cli
+    if cli.algo == "sac" and precision == "fp16":
+        pytest.skip("fp16 loss scaling is PPO's only; SAC refuses fp16 (tested in tests/algos/sac)")
     half, full = cli.tmp_path / "half", cli.tmp_path / "full"
     settings = (*SMALL, "--set", f"run.precision={precision}")
     first = cli.run("train", *cli.toy, *settings, "--timesteps", "640", "--run-dir", str(half))
@@ -27,7 +30,8 @@ def test_split_and_resumed_run_is_bit_identical_to_straight_run(cli, precision):
     assert [r["iteration"] for r in split_rows] == list(range(1, 21))  # appended, no duplicated steps
     for a, b in zip(split_rows, straight_rows):
         assert a["env_steps"] == b["env_steps"]
-        assert a["loss/total"] == b["loss/total"]
+        assert {k: v for k, v in a.items() if k.startswith("loss/")} == \
+            {k: v for k, v in b.items() if k.startswith("loss/")}
         assert a.get("loss_scale") == b.get("loss_scale")
     assert ("loss_scale" in split_rows[-1]) == (precision == "fp16")
 
@@ -56,7 +60,8 @@ def test_resume_by_iterations_and_refusals(cli):
     assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, 10))
 
 
-def test_corrupt_newest_checkpoint_falls_back_to_previous(cli):
+def test_corrupt_newest_checkpoint_falls_back_to_previous(any_cli):
+    cli = any_cli
     run = cli.tmp_path / "run"
     assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
     checkpoints = sorted(p for p in (run / "checkpoints").iterdir())

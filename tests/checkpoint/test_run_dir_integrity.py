@@ -111,7 +111,8 @@ def test_a_second_writer_is_refused_while_the_first_finishes(cli):
     assert cli.run("resume", str(run), "--iterations", str(done + 2)).returncode == 0  # the next writer may start
 
 
-def test_kill_before_the_first_iteration_leaves_a_resumable_run(cli):
+def test_kill_before_the_first_iteration_leaves_a_resumable_run(any_cli):
+    cli = any_cli
     run = cli.tmp_path / "run"
     process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
     wait_for(lambda: (run / "checkpoints" / "00000000" / "meta.json").exists(), process)

@@ -111,7 +111,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "sac": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 4, "min_replay_size": 1024,
                 "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "learning_rate": 1e-3,
                 "discounting": 0.99, "policy_hidden": (64, 64), "q_hidden": (128, 128)},
-        "run": {"num_timesteps": 150_000, "eval_every": 5, "num_eval_envs": 16},
+        "run": {"num_timesteps": 300_000, "eval_every": 5, "num_eval_envs": 16},
     },
     # Playground's published settings for the environment, as Brax users run them.
     "default": {},
@@ -120,13 +120,14 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "sac": {"num_envs": 1024, "batch_size": 1024, "grad_updates_per_step": 16},
         "run": {"eval_every": 20},
     },
-    # One tiny iteration of anything (checks the pipeline, learns nothing).
+    # One tiny iteration of anything (checks the pipeline, learns nothing): 8 envs x 8 policy steps = 64 env
+    # steps per iteration, as PPO's smoke preset, so the same commands give the same iteration counts.
     "smoke": {
-        "sac": {"num_envs": 4, "batch_size": 8, "grad_updates_per_step": 1, "min_replay_size": 8,
-                "max_replay_size": 256, "policy_steps_per_iteration": 4, "policy_hidden": (32, 32),
+        "sac": {"num_envs": 8, "batch_size": 8, "grad_updates_per_step": 1, "min_replay_size": 16,
+                "max_replay_size": 512, "policy_steps_per_iteration": 8, "policy_hidden": (32, 32),
                 "q_hidden": (32, 32)},
         "env": {"episode_length": 100},
-        "run": {"num_timesteps": 16, "eval_every": 0, "num_eval_envs": 4},
+        "run": {"num_timesteps": 64, "eval_every": 0, "num_eval_envs": 4},
     },
 }
 

@@ -14,30 +14,9 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.algos.sac.config import SACConfig
-from rlfit.networks import ACTIVATIONS, COMPUTE_DTYPES, MLP, select_obs
+from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
 
 NUM_CRITICS = 2
-
-
-class CriticMLP(nn.Module):
-    """One Q function: Dense layers on [obs, action], optionally LayerNorm before each hidden activation."""
-
-    layer_sizes: Sequence[int]
-    activation: str = "relu"
-    layer_norm: bool = False
-    dtype: Any = jnp.float32
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x = x.astype(self.dtype)
-        for index, size in enumerate(self.layer_sizes):
-            x = nn.Dense(size, dtype=self.dtype, param_dtype=jnp.float32,
-                         kernel_init=nn.initializers.lecun_uniform(), name=f"dense_{index}")(x)
-            if index < len(self.layer_sizes) - 1:
-                if self.layer_norm:
-                    x = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32, name=f"norm_{index}")(x)
-                x = ACTIVATIONS[self.activation](x)
-        return x.astype(jnp.float32)
 
 
 class TwinQ(nn.Module):
@@ -51,8 +30,8 @@ class TwinQ(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([obs.astype(jnp.float32), action.astype(jnp.float32)], axis=-1)
-        values = [CriticMLP(tuple(self.hidden) + (1,), self.activation, self.layer_norm, self.dtype,
-                            name=f"critic_{index}")(x) for index in range(NUM_CRITICS)]
+        values = [MLP(tuple(self.hidden) + (1,), self.activation, self.dtype, self.layer_norm,
+                      name=f"critic_{index}")(x) for index in range(NUM_CRITICS)]
         return jnp.concatenate(values, axis=-1)
 
 
