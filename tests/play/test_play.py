@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from rlfit.errors import UserError
+from tests.conftest import cli_environment
 from tests.play.support import headless_gl_reason, make_policy_run
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = "CartpoleBalance"
 
 
@@ -33,7 +33,7 @@ def cartpole_env():
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT)})
+                          timeout=600, env=cli_environment())
 
 
 def test_physics_is_native_mujoco_and_observations_are_the_environments(cartpole_env):
