@@ -25,6 +25,7 @@ quickstart: $(BIN)/.installed
 	$(BIN)/rlfit train CartpoleBalance --preset quick
 
 test: $(BIN)/.installed
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
 clean:

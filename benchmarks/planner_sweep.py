@@ -23,7 +23,8 @@ How a budget is imposed:
     # On a GPU (the G1 assets: env.menagerie_path or RLFIT_MENAGERIE_PATH pointing at a Menagerie copy)
     .venv/bin/python benchmarks/planner_sweep.py --env G1JoystickFlatTerrain --preset g1 --budgets 8 12 16 24 40 full
     # On the CPU
-    .venv/bin/python benchmarks/planner_sweep.py --env CartpoleBalance --preset quick --budgets 0.25 4 --sweep-max 8192 --min-steps 8000000
+    .venv/bin/python benchmarks/planner_sweep.py --env CartpoleBalance --preset quick --budgets 0.25 4 \
+        --sweep-max 8192 --min-steps 8000000
     .venv/bin/python benchmarks/planner_sweep.py --quick     # a check of the script (two tiny runs)
 """
 

@@ -14,6 +14,8 @@ from rlfit.normalizer import RunningStats, normalize
 
 
 class EvalMetrics(NamedTuple):
+    """What one evaluation measured."""
+
     episode_reward: jax.Array
     """[] mean return over the evaluation environments."""
     episode_reward_std: jax.Array

@@ -5,7 +5,7 @@ Shapes: observations [..., obs_dim]; policy output [..., 2 * action_dim] (mean, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -63,12 +63,20 @@ class Agent(NamedTuple):
 
 
 def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
-    """The array a network sees: `obs` itself, or `obs[key]` (else `obs[fallback]`) for dict observations."""
-    if not isinstance(obs, dict):
+    """The array a network sees: `obs` itself, or `obs[key]` (else `obs[fallback]`) for dict observations.
+
+    A dict without either entry is a UserError naming the entries it has (never a silent pick of another).
+    """
+    if not isinstance(obs, Mapping):
         return obs
     if key in obs:
         return obs[key]
-    return obs[fallback] if fallback in obs else obs[sorted(obs)[0]]
+    if fallback is not None and fallback in obs:
+        return obs[fallback]
+    from rlfit.errors import UserError
+
+    raise UserError(f"the observation has no entry '{key}' (it has {', '.join(sorted(map(str, obs)))}); set the "
+                    "network's observation key (network.policy_obs_key, sac.policy_obs_key) to one of them")
 
 
 def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precision: str = "fp32") -> Agent:

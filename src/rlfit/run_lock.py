@@ -5,9 +5,9 @@
 
 The lock is `fcntl.flock` on `RUN/.rlfit.lock`, so the kernel releases it when the holder dies, even by
 `kill -9`: a stale lock is impossible. The file itself stays and records the last holder (pid, host,
-command) for the error message while it is held (it is emptied on release); its presence means nothing. flock is advisory and local: two machines
-sharing a network file system may not see each other's locks (NFS maps it to byte-range locks on Linux,
-which do work across clients; other network file systems may not).
+command) for the error message while it is held (it is emptied on release); its presence means nothing.
+flock is advisory and local: two machines sharing a network file system may not see each other's locks (NFS
+maps it to byte-range locks on Linux, which do work across clients; other network file systems may not).
 """
 
 from __future__ import annotations

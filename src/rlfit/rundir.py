@@ -29,6 +29,8 @@ from rlfit.run_lock import LOCK_FILE, RunLock, check_not_in_use
 
 @dataclass(frozen=True)
 class RunDir:
+    """The paths of one run directory's parts."""
+
     path: Path
 
     @property

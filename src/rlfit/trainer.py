@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from rlfit.algos.contract import Learner
 from rlfit.config import Config
 from rlfit.envs import VecEnv, load_env
+from rlfit.networks import select_obs
 from rlfit.evaluate import EvalMetrics, make_evaluator
 from rlfit.plan import Plan
 
@@ -54,6 +55,7 @@ class Trainer:
         eval_env = VecEnv(env, config.run.num_eval_envs, episode_length, config.env.action_repeat)
         obs_example = observation_example(env)
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
+        select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
         return cls(config, plan, env, train_env, eval_env, learner, obs_example)
 
     @property

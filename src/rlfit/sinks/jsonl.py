@@ -18,6 +18,8 @@ from rlfit.atomic_files import write_atomic
 
 
 class JsonlSink:
+    """Appends each row to metrics.jsonl as one whole line."""
+
     def __init__(self, path: Path):
         self.path = path
         self._descriptor = _open_append(path)

@@ -33,6 +33,8 @@ def scalars(kind: str, row: dict[str, Any]) -> Iterable[tuple[str, float]]:
 
 
 class TensorBoardSink:
+    """Writes each row's numbers as TensorBoard scalars (rebuilt from metrics.jsonl when reopened)."""
+
     def __init__(self, directory: Path, metrics_path: Path):
         self.directory = directory
         self.metrics_path = metrics_path

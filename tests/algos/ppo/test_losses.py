@@ -84,8 +84,8 @@ def test_ppo_loss_matches_hand_computation(normalize):
 
 def test_normalizing_advantages_changes_the_policy_term_only():
     params, batch, case = make_case(seed=3)
-    _, on = ppo_loss(params, batch, STUB, EPS, 0.0, True)
-    _, off = ppo_loss(params, batch, STUB, EPS, 0.0, False)
+    _, on = ppo_loss(params, batch, STUB, EPS, 0.0, True, jax.random.PRNGKey(0))
+    _, off = ppo_loss(params, batch, STUB, EPS, 0.0, False, jax.random.PRNGKey(0))
     assert float(on.value) == pytest.approx(float(off.value))
     assert float(on.policy) != pytest.approx(float(off.policy), rel=1e-3)
 
@@ -93,7 +93,7 @@ def test_normalizing_advantages_changes_the_policy_term_only():
 def test_clipped_samples_give_no_policy_gradient():
     """Where the clipped branch of min(...) is active, the sample's logits get zero gradient; elsewhere not."""
     params, batch, case = make_case()
-    grads = jax.grad(lambda p: ppo_loss(p, batch, STUB, EPS, 0.0, False)[0])(params)
+    grads = jax.grad(lambda p: ppo_loss(p, batch, STUB, EPS, 0.0, False, jax.random.PRNGKey(0))[0])(params)
     ratio, adv = case["ratios"], case["advantages"]
     clipped = ((ratio > 1 + EPS) & (adv > 0)) | ((ratio < 1 - EPS) & (adv < 0))
     assert clipped.any() and (~clipped).any()

@@ -32,7 +32,7 @@ def simulate(num_steps: int, seed: int = 0) -> tuple[list[StepBatch], dict[tuple
     codes = iter(range(1, 10**6))
     current = [make_obs(next(codes)) for _ in range(N)]
     count = [0] * N
-    steps, reference, pending_terminal = [], {}, []
+    steps, reference = [], {}
     for t in range(num_steps):
         action = rng.uniform(-1, 1, (N, A)).astype(np.float32)
         reward = rng.normal(size=N).astype(np.float32)

@@ -41,8 +41,8 @@ def ppo_loss(
     agent: Agent,
     clipping_epsilon: float,
     entropy_cost: float,
-    normalize_advantage: bool = True,
-    entropy_key: jax.Array | None = None,
+    normalize_advantage: bool,
+    entropy_key: jax.Array,
 ) -> tuple[jax.Array, LossTerms]:
     """Brax-compatible PPO loss:
 
@@ -62,8 +62,7 @@ def ppo_loss(
     policy_loss = -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
     value_error = batch.returns - agent.value(params.value, batch.obs)
     value_loss = 0.25 * jnp.mean(value_error**2)
-    key = jax.random.PRNGKey(0) if entropy_key is None else entropy_key
-    entropy_loss = -entropy_cost * jnp.mean(dist.entropy(key))
+    entropy_loss = -entropy_cost * jnp.mean(dist.entropy(entropy_key))
     total = policy_loss + value_loss + entropy_loss
     terms = LossTerms(
         total=total,

@@ -21,6 +21,8 @@ from rlfit.algos.sac.replay import Batch
 
 
 class SACOptimizers(NamedTuple):
+    """Adam for the policy and the Q networks, and for log(alpha)."""
+
     """One Adam per trained part."""
 
     policy: optax.GradientTransformation
@@ -29,6 +31,8 @@ class SACOptimizers(NamedTuple):
 
 
 class SACOptStates(NamedTuple):
+    """The optimizer states of the policy, the Q networks and log(alpha)."""
+
     policy: Any
     q: Any
     alpha: Any
