@@ -8,11 +8,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The test session compiles into its own cache, never the user's ~/.cache/rlfit (subprocesses inherit it).
+os.environ["RLFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="rlfit-test-session-cache-")
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 

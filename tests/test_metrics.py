@@ -89,10 +89,17 @@ def test_summary(run, rows):
 
 
 def test_params_digest_is_sha256_of_the_final_parameters(run):
+    """Recomputed from what the final checkpoint holds on disk (not from the state in memory)."""
+    from rlfit.checkpoint import list_steps, load_checkpoint
+
+    checkpoints = run.run_dir.checkpoints
+    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), run.state)  # the structure only
+    saved, _ = load_checkpoint(checkpoints, list_steps(checkpoints)[-1], like)
     digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(run.state.params):
+    for leaf in jax.tree.leaves(saved.params):
         digest.update(np.asarray(leaf).tobytes())
     assert run.summary["params_digest"] == digest.hexdigest()
+    assert list_steps(checkpoints)[-1] == run.summary["iterations"]
 
 
 def read_scalar_tags(path):

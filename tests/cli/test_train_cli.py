@@ -195,8 +195,11 @@ def test_python_dash_m_and_console_script_agree(tmp_path):
         pytest.skip("console script not installed next to this interpreter")
     result = subprocess.run([str(script), "train", "--help"], capture_output=True, text=True, cwd=tmp_path,
                             timeout=120)
-    assert result.returncode == 0
-    for flag in ("--preset", "--config", "--set", "--num-envs", "--timesteps", "--seed", "--run-dir", "--quiet"):
+    module = subprocess.run([sys.executable, "-m", "rlfit", "train", "--help"], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == module.returncode == 0
+    assert result.stdout.replace("usage: rlfit", "") == module.stdout.replace("usage: rlfit", "")
+    for flag in ("--algo", "--preset", "--config", "--set", "--num-envs", "--timesteps", "--seed", "--run-dir"):
         assert flag in result.stdout
 
 
