@@ -77,21 +77,10 @@ def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransfo
     return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
 
-def make_train_iteration(
-    env: VecEnv,
-    agent: Agent,
-    optimizer: optax.GradientTransformation,
-    ppo: PPOConfig,
-    sizes: BatchSizes,
-) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
-    """The training iteration for these sizes; see the module docstring.
-
-    A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
-    before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
-    (`rlfit.algos.ppo.loss_scale`).
-    """
-    num_sequences = sizes.batch_size * sizes.num_minibatches
-    num_unrolls = num_sequences // sizes.num_envs
+def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig):
+    """`((params, opt_state, loss_scale), (batch, key)) -> (carry, (terms, grad_norm, applied))`: one Adam step
+    on one minibatch, for `lax.scan`. With a loss scale (fp16) the loss is scaled before differentiation, the
+    gradients unscaled, and an update with non-finite gradients skipped."""
 
     def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key)
@@ -121,6 +110,26 @@ def make_train_iteration(
             loss_scale = adjust(loss_scale, finite)
         grad_norm = jnp.where(finite, optax.tree.norm(grads), 0.0)
         return (new_params, new_opt_state, loss_scale), (terms, grad_norm, finite)
+
+    return minibatch_update
+
+
+def make_train_iteration(
+    env: VecEnv,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    ppo: PPOConfig,
+    sizes: BatchSizes,
+) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
+    """The training iteration for these sizes; see the module docstring.
+
+    A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
+    before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
+    (`rlfit.algos.ppo.loss_scale`).
+    """
+    num_sequences = sizes.batch_size * sizes.num_minibatches
+    num_unrolls = num_sequences // sizes.num_envs
+    minibatch_update = make_minibatch_update(agent, optimizer, ppo)
 
     def epoch(carry, key: jax.Array, data: LossBatch):
         shuffle_key, entropy_key = jax.random.split(key)
