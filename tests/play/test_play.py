@@ -139,3 +139,26 @@ def test_frame_stride_keeps_videos_at_most_30_fps():
     from rlfit.play.video import frame_stride
 
     assert [frame_stride(dt) for dt in (0.04, 0.02, 0.01, 0.004, 1 / 30)] == [1, 2, 4, 9, 1]
+
+
+@pytest.mark.slow
+def test_play_and_export_a_sac_run(tmp_path):
+    """A SAC run (trained a few iterations on CartpoleBalance) plays in native MuJoCo and exports to ONNX."""
+    run = tmp_path / "sac-run"
+    trained = run_cli("train", "CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--timesteps", "128",
+                      "--run-dir", str(run), "--quiet", cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    exported = run_cli("export", str(run), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    error = float(exported.stdout.split("within ")[1].split(" ")[0])
+    assert error <= 1e-5  # ONNX against rlfit.load_policy on random observations
+    reason = headless_gl_reason()
+    if reason:
+        pytest.skip(reason)
+    import imageio.v3 as iio
+
+    out = tmp_path / "sac.gif"
+    played = run_cli("play", str(run), "--seconds", "0.6", "--out", str(out), cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    frames = iio.imread(out, index=None)
+    assert max(np.abs(frames[i].astype(int) - frames[0]).mean() for i in range(1, len(frames))) > 0.5

@@ -31,8 +31,7 @@ class SACConfig:
     tau: float = 0.005
     """Soft target update: target <- (1 - tau) * target + tau * online, after every gradient update."""
     min_replay_size: int = 0
-    """Transitions collected with a uniform random policy before training (rounded up to whole policy steps of
-    `num_envs`). Brax's default 0 trains from the first step; a few thousand is usual in practice."""
+    """Transitions collected with a uniform random policy before training (rounded up to whole policy steps)."""
     max_replay_size: int = 1_000_000
     """Replay capacity in transitions (rounded down to a multiple of `num_envs`); the oldest are overwritten."""
     grad_updates_per_step: int = 1
