@@ -108,9 +108,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Minutes on a 2-core CPU: few environments, more updates per transition, small networks.
     "quick": {
         "sac": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 4, "min_replay_size": 1024,
-                "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "learning_rate": 1e-3,
+                "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "learning_rate": 3e-4,
                 "discounting": 0.99, "policy_hidden": (64, 64), "q_hidden": (128, 128)},
-        "run": {"num_timesteps": 300_000, "eval_every": 5, "num_eval_envs": 16},
+        "run": {"num_timesteps": 400_000, "eval_every": 5, "num_eval_envs": 16},
     },
     # Playground's published settings for the environment, as Brax users run them.
     "default": {},
