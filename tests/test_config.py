@@ -263,3 +263,25 @@ def test_batch_divisibility_through_resolve():
 def test_every_preset_is_valid():
     for preset in PRESETS:
         resolve(TOY, preset)
+
+
+def test_algo_sac_config_round_trips_and_holds_only_its_own_section():
+    config = resolve(TOY, "quick", overrides=["algo=sac", "sac.batch_size=64"])
+    assert config.algo == "sac" and config.sac.batch_size == 64
+    saved = config.to_dict()
+    assert list(saved) == ["algo", "env", "sac", "network", "run"]
+    assert from_layers([saved]) == config
+
+
+def test_a_config_without_algo_is_ppo(tmp_path):
+    """config.yaml files written before `algo` existed resume as PPO runs."""
+    old = resolve(TOY, "quick").to_dict()
+    del old["algo"]
+    assert from_layers([old]).algo == "ppo"
+
+
+def test_resume_names_a_changed_algorithm():
+    from rlfit.resume import differences
+
+    ppo, sac = resolve(TOY, "smoke"), resolve(TOY, "smoke", overrides=["algo=sac"])
+    assert differences(ppo, sac)[0] == ("algo", "ppo", "sac")
