@@ -195,8 +195,9 @@ def run_rlfit(shared: dict[str, Any], work: Path, window_start_step: int) -> dic
 
 def rlfit_window(metrics_path: Path, start_iteration: int, train_wall_s: float) -> dict[str, Any]:
     """rlfit's env-steps/s over the same window as Brax's: after `start_iteration` iterations and their eval."""
-    rows = [json.loads(line) for line in metrics_path.read_text().splitlines()]
-    train = {r["iteration"]: r for r in rows if r.get("kind") == "train"}
+    from rlfit.sinks.jsonl import read_rows
+
+    train = {r["iteration"]: r for r in read_rows(metrics_path) if r.get("kind") == "train"}
     after = train[start_iteration + 1]
     window_start_s = after["wall_s"] - after["iteration_s"]  # just after the eval of start_iteration
     window_steps = train[max(train)]["env_steps"] - train[start_iteration]["env_steps"]

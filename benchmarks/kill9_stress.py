@@ -39,15 +39,9 @@ def rlfit_command(*args: str) -> list[str]:
 
 def last_logged_iteration(run_dir: Path) -> int:
     """The last complete train row of metrics.jsonl (a torn line from the kill is ignored)."""
-    last = 0
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("kind") == "train":
-            last = row["iteration"]
-    return last
+    from rlfit.sinks.jsonl import read_rows
+
+    return max((r["iteration"] for r in read_rows(run_dir / "metrics.jsonl") if r.get("kind") == "train"), default=0)
 
 
 def tensorboard_steps(run_dir: Path) -> dict[str, dict[int, float]]:

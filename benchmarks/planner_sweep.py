@@ -85,11 +85,9 @@ def plan_choice(env_name: str, preset: str, overrides: list[str], budget: dict[s
 
 def iteration_sps(run_dir: Path) -> list[float]:
     """Every training iteration's env-steps/s from the run's metrics.jsonl."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r["sps"] for r in rows if r.get("kind") == "train"]
+    from rlfit.sinks.jsonl import read_rows
+
+    return [r["sps"] for r in read_rows(run_dir / "metrics.jsonl") if r.get("kind") == "train"]
 
 
 def train(env_name: str, preset: str, overrides: list[str], sizes: dict[str, int] | None, auto_args: list[str],

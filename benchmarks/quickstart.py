@@ -51,9 +51,10 @@ def train_command(args: argparse.Namespace, seed: int, run_dir: Path) -> list[st
 
 def eval_curve(metrics_path: Path) -> list[dict[str, Any]]:
     """[{iteration, env_steps, wall_s, reward}] for every eval row (wall_s from the train row before it)."""
+    from rlfit.sinks.jsonl import read_rows
+
     curve, wall_s = [], None
-    for line in metrics_path.read_text().splitlines():
-        row = json.loads(line)
+    for row in read_rows(metrics_path):
         if row.get("kind") == "train":
             wall_s = row.get("wall_s")
         elif row.get("kind") == "eval":
