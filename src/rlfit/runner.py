@@ -128,11 +128,11 @@ class Runner:
         and continues from the newest checkpoint or this session's starting state, recording the event.
         """
         progress = progress or Progress()
+        self._events = list(progress.events)
         started = time.perf_counter()
-        state = state if state is not None else self.trainer.init_state()
+        state = state if state is not None else self._fresh_state(progress)
         self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
         start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
-        self._events = list(progress.events)
         if self.checkpointer is not None and self.checkpointer.latest_step() is None:
             self.checkpointer.save(state, progress)  # before compiling: a kill at any instant leaves a resumable run
         save_first = False
@@ -191,27 +191,44 @@ class Runner:
         write_json(self.run_dir.summary, summary)
         return summary
 
+    def _fresh_state(self, progress: Progress) -> Any:
+        """The starting state, backing off to smaller sizes while creating it runs out of memory (a large
+        replay buffer is allocated here)."""
+        from rlfit.planning.backoff import is_out_of_memory
+
+        while True:
+            try:
+                return self.trainer.init_state()
+            except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
+                if not is_out_of_memory(error):
+                    raise
+                self._shrink(error, progress, "init")
+
     def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
         """Smaller sizes after an out-of-memory error; the state to continue from and its counters."""
+        state, progress = self._last_good_state(start)
+        self._shrink(error, progress, "step")
+        env_key = jax.random.fold_in(state.key, progress.iteration)
+        return self.trainer.learner.resize(state, env_key), progress
+
+    def _shrink(self, error: Exception, progress: Progress, where: str) -> None:
+        """Rebuilds the trainer at the next smaller sizes (or raises OutOfMemory), recording why everywhere."""
         from rlfit.algos.registry import algorithm
         from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
 
         old = self.trainer
         allowed = old.config.run.oom_backoff
-        sizes = algorithm(old.config.algo).smaller_sizes(old.plan.sizes) if allowed else None
+        sizes = algorithm(old.config.algo).smaller_sizes(old.plan.sizes, where) if allowed else None
         if sizes is None:
             raise OutOfMemory(out_of_memory_message(old.config.algo, old.plan.sizes.num_envs, allowed)) from None
-        state, progress = self._last_good_state(start)
         smaller = ", ".join(f"{name}={value}" for name, value in sizes._asdict().items()
                             if value != getattr(old.plan.sizes, name))
-        reason = (f"out of memory at num_envs={old.plan.sizes.num_envs} (iteration {progress.iteration}); "
-                  f"backed off to {smaller}")
+        doing = "creating the starting state" if where == "init" else f"iteration {progress.iteration}"
+        reason = f"out of memory at num_envs={old.plan.sizes.num_envs} ({doing}); backed off to {smaller}"
         plan = old.plan.with_sizes(sizes, old.config, (progress.iteration, progress.env_steps), reason)
         self.trainer = Trainer.build(old.config, plan, env=old.env)
         if self.checkpointer is not None:
             self.checkpointer.trainer = self.trainer
-        env_key = jax.random.fold_in(state.key, progress.iteration)
-        state = state._replace(env_state=self.trainer.train_env.reset(env_key))
         event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
                  "from": old.plan.sizes._asdict(), "to": sizes._asdict(), "error": str(error).splitlines()[0][:300]}
         self._events.append(event)
@@ -222,7 +239,6 @@ class Runner:
         self._say(f"rlfit: {reason}")
         if self.console is not None:
             self.console.retarget(plan.num_iterations, config_total_steps(old.config, plan))
-        return state, progress
 
     def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
         """The newest checkpoint of this run if it is past the session's start, else the start itself."""

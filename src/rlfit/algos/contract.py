@@ -44,6 +44,9 @@ class Learner(NamedTuple):
     policy_logits: Callable[[Any, Any], jax.Array]
     """(policy params, normalized observation [..]) -> [..., 2 * action_size]."""
     policy: PolicySpec
+    resize: Callable[[Any, jax.Array], Any]
+    """(a state of this algorithm at other sizes, key) -> the state to continue from at this Learner's sizes,
+    with fresh environments from `key` (after an out-of-memory back-off); parameters and optimizer kept."""
 
 
 class Algorithm(NamedTuple):
@@ -56,8 +59,9 @@ class Algorithm(NamedTuple):
     """A NamedTuple of the sizes that shape the compiled step (with `num_envs` and `steps_per_iteration`)."""
     config_sizes: Callable[[Any], Any]
     """Config -> its sizes."""
-    smaller_sizes: Callable[[Any], Any]
-    """sizes -> the next smaller configuration for the out-of-memory back-off, or None."""
+    smaller_sizes: Callable[[Any, str], Any]
+    """(sizes, where) -> the next smaller configuration for the out-of-memory back-off, or None; `where` is
+    'init' (creating the starting state ran out) or 'step' (compiling or running an iteration did)."""
     build: Callable[[Any, Any, Any, Any], Learner]
     """(config, plan, train VecEnv, one observation example) -> Learner."""
     non_finite_hint: str = "lower the learning rate"

@@ -10,8 +10,9 @@ from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.networks import make_agent
 
 
-def smaller_sizes(sizes: BatchSizes) -> BatchSizes | None:
-    """Half the environments with the same experience per environment (`rlfit.planning.candidates`)."""
+def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
+    """Half the environments with the same experience per environment (`rlfit.planning.candidates`), wherever
+    memory ran out."""
     from rlfit.planning.backoff import smaller_sizes as halved
 
     return halved(sizes)
@@ -39,6 +40,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=agent.policy_logits,
         policy=PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key),
+        resize=lambda state, key: state._replace(env_state=train_env.reset(key)),
     )
 
 

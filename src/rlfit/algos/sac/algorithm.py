@@ -16,7 +16,7 @@ import jax
 from rlfit.algos.contract import Algorithm, Learner, PolicySpec
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
-from rlfit.algos.sac.step import SACMetrics, init_sac_state, make_prefill, make_train_step
+from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 
 
@@ -39,14 +39,19 @@ def config_sizes(config: Any) -> SACSizes:
     return SACSizes(s.num_envs, s.batch_size, s.max_replay_size, s.policy_steps_per_iteration)
 
 
-def smaller_sizes(sizes: SACSizes) -> SACSizes | None:
-    """Half the environments (the same policy steps per iteration), then half the replay buffer (the oldest
-    transitions are dropped on resume into a smaller buffer); None when neither can shrink."""
-    if sizes.num_envs >= 2:
-        return sizes._replace(num_envs=sizes.num_envs // 2)
-    if sizes.max_replay_size >= 2 * max(sizes.batch_size, 2 * sizes.num_envs):
-        return sizes._replace(max_replay_size=sizes.max_replay_size // 2)
-    return None
+def smaller_sizes(sizes: SACSizes, where: str = "step") -> SACSizes | None:
+    """The next smaller sizes after running out of memory, or None.
+
+    Creating the starting state ('init') allocates the replay buffer, so it is halved first (as long as it
+    holds two policy steps and a batch); compiling or running an iteration ('step') scales with the
+    environments, so they are halved first (the same policy steps per iteration). Either falls back to the
+    other. A smaller buffer starts empty and is prefilled again.
+    """
+    can_halve_replay = sizes.max_replay_size // 2 >= max(sizes.batch_size, 2 * sizes.num_envs)
+    halve_replay = sizes._replace(max_replay_size=sizes.max_replay_size // 2) if can_halve_replay else None
+    halve_envs = sizes._replace(num_envs=sizes.num_envs // 2) if sizes.num_envs >= 2 else None
+    first, second = (halve_replay, halve_envs) if where == "init" else (halve_envs, halve_replay)
+    return first or second
 
 
 def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
@@ -74,10 +79,18 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     optimizers = make_optimizers(sac)
     prefill = make_prefill(train_env, sac)
 
-    def init(seed: int) -> Any:
-        state = init_sac_state(train_env, networks, optimizers, sac, seed)
+    def filled(state: Any) -> Any:
         state = jax.jit(prefill)(state) if sac.min_replay_size > 0 else state
         return jax.tree.map(lambda x: jax.numpy.array(x, copy=True), state)
+
+    def init(seed: int) -> Any:
+        return filled(init_sac_state(train_env, networks, optimizers, sac, seed))
+
+    def resize(state: Any, key: jax.Array) -> Any:
+        """New environments and a new, prefilled replay buffer (its layout follows num_envs); the rest kept."""
+        env_state = jax.jit(train_env.reset)(key)
+        one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+        return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, sac, one_obs)))
 
     return Learner(
         init=init,
@@ -86,6 +99,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=networks.policy_logits,
         policy=PolicySpec(tuple(sac.policy_hidden), sac.activation, sac.policy_obs_key),
+        resize=resize,
     )
 
 

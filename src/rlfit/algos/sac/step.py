@@ -12,7 +12,7 @@ observation once, and a transition's next observation is the following step's (s
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -74,14 +74,19 @@ def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers
     params = networks.init(params_key)
     env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
     one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
-    zero = jnp.zeros((), jnp.float32)
-    example = StepBatch(one_obs, jnp.zeros((env.action_size,), jnp.float32), zero, zero, zero, one_obs)
-    replay = init_replay(example, config.max_replay_size, config.num_envs, env.episode_length)
+    replay = empty_replay(env, config, one_obs)
     counter = jnp.zeros((), jnp.int32)
     state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, replay, key,
                      counter, counter)
     # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
     return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+
+
+def empty_replay(env: VecEnv, config: SACConfig, one_obs: Any) -> ReplayState:
+    """An empty replay buffer for `config`'s sizes and observations shaped like `one_obs` (unbatched)."""
+    zero = jnp.zeros((), jnp.float32)
+    example = StepBatch(one_obs, jnp.zeros((env.action_size,), jnp.float32), zero, zero, zero, one_obs)
+    return init_replay(example, config.max_replay_size, config.num_envs, env.episode_length)
 
 
 def act_and_store(env: VecEnv, config: SACConfig, state: SACState, action: jax.Array) -> tuple[SACState, StepOutput]:
