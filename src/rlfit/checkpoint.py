@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ class CheckpointMeta:
     plan: dict[str, Any]
     versions: dict[str, str]
     format_version: int = FORMAT_VERSION
+    trimmed: dict[str, Any] = field(default_factory=dict)
+    """Leaf index -> {'rows': full leading size, 'fill': the value of every row left out}: leaves saved only up
+    to their filled rows (an unfilled replay buffer); restored exactly by padding with `fill`."""
 
 
 def step_dir(directory: Path, iteration: int) -> Path:
@@ -74,17 +77,20 @@ def leaves_checksum(leaves: list[np.ndarray]) -> str:
 
 
 def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
-                    extra_files: dict[str, bytes] | None = None) -> Path:
+                    extra_files: dict[str, bytes] | None = None, stored_rows: list[int | None] | None = None) -> Path:
     """Writes `state` (any pytree of arrays) atomically as checkpoint `meta_fields['iteration']`.
 
     `extra_files` (name -> bytes) are written into the checkpoint's folder too (e.g. a copy of the metrics).
+    `stored_rows` (per leaf, None for all) saves a leaf's first rows only, where every row after them holds one
+    value (an unfilled replay buffer); see `CheckpointMeta.trimmed`.
 
     Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
     """
     import orbax.checkpoint as ocp
 
     leaves = [np.asarray(leaf) for leaf in jax.device_get(jax.tree.leaves(state))]
-    meta = CheckpointMeta(checksum=leaves_checksum(leaves), **meta_fields)
+    trimmed = trim_leaves(leaves, stored_rows or [])
+    meta = CheckpointMeta(checksum=leaves_checksum(leaves), trimmed=trimmed, **meta_fields)
     final = step_dir(directory, meta.iteration)
     tmp = directory / f".tmp-{meta.iteration:08d}-{os.getpid()}"
     directory.mkdir(parents=True, exist_ok=True)
@@ -118,8 +124,10 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
                                 f"({type(error).__name__}: {error})") from None
     stored = (restored.get("leaves") if isinstance(restored, dict) else None) or {}
     treedef = jax.tree.structure(like)
+    trimmed = {int(index): info for index, info in meta.trimmed.items()}
     try:
-        leaves = [_restored_leaf(stored, index, expected) for index, expected in enumerate(jax.tree.leaves(like))]
+        leaves = [_restored_leaf(stored, index, expected, trimmed.get(index))
+                  for index, expected in enumerate(jax.tree.leaves(like))]
     except KeyError:
         raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
                                  f"{len(stored)} arrays, the run needs more)") from None
@@ -128,6 +136,7 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
                                  f"{len(stored)} arrays, the run needs fewer)")
     if leaves_checksum(leaves) != meta.checksum:
         raise CorruptCheckpoint(f"checkpoint {path} is corrupt: it fails its checksum")
+    leaves = [_padded(leaf, trimmed[index]) if index in trimmed else leaf for index, leaf in enumerate(leaves)]
     for leaf, expected in zip(leaves, jax.tree.leaves(like)):
         if leaf.shape != tuple(expected.shape) or leaf.dtype != expected.dtype:
             raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (an array "
@@ -167,7 +176,35 @@ def _as_mapping(leaves: list[np.ndarray]) -> dict[str, np.ndarray]:
     return {f"{index:06d}": leaf for index, leaf in enumerate(leaves) if leaf.size}
 
 
-def _restored_leaf(stored: dict[str, Any], index: int, expected: Any) -> np.ndarray:
-    if int(np.prod(expected.shape)) == 0:
-        return np.zeros(expected.shape, expected.dtype)
+def trim_leaves(leaves: list[np.ndarray], stored_rows: list[int | None]) -> dict[str, Any]:
+    """Cuts `leaves` in place to their stored rows where the rows left out all hold one value; the record."""
+    trimmed: dict[str, Any] = {}
+    for index, rows in enumerate(stored_rows):
+        leaf = leaves[index]
+        if rows is None or leaf.ndim == 0 or rows >= leaf.shape[0]:
+            continue
+        tail = leaf[rows:]
+        fill = tail.flat[0]
+        if np.array_equal(tail, np.full_like(tail, fill)):
+            trimmed[str(index)] = {"rows": int(leaf.shape[0]), "fill": fill.item()}
+            leaves[index] = leaf[:rows]
+    return trimmed
+
+
+def _restored_leaf(stored: dict[str, Any], index: int, expected: Any, trim: dict[str, Any] | None) -> np.ndarray:
+    shape = tuple(expected.shape) if trim is None else (_stored_rows(stored, index),) + tuple(expected.shape[1:])
+    if int(np.prod(shape)) == 0:
+        return np.zeros(shape, expected.dtype)
     return np.asarray(stored[f"{index:06d}"])
+
+
+def _stored_rows(stored: dict[str, Any], index: int) -> int:
+    """Leading size of a trimmed leaf as stored (0 when all its rows were left out: Orbax keeps no empty array)."""
+    key = f"{index:06d}"
+    return int(np.shape(stored[key])[0]) if key in stored else 0
+
+
+def _padded(leaf: np.ndarray, trim: dict[str, Any]) -> np.ndarray:
+    """A trimmed leaf back at its full leading size, the rows left out set to their one value."""
+    rest = np.full((trim["rows"] - leaf.shape[0],) + leaf.shape[1:], trim["fill"], leaf.dtype)
+    return np.concatenate([leaf, rest])

@@ -59,7 +59,9 @@ class Checkpointer:
         try:
             self.sync_metrics()
             extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
-            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra)
+            learner = self.trainer.learner
+            rows = learner.stored_rows(state) if learner.stored_rows is not None else None
+            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows)
             self._save_policy(state, path / "policy")
             self._save_policy(state, self.run_dir.policy)
         except OSError as error:

@@ -59,3 +59,20 @@ def test_prune_keeps_the_newest_and_the_best(tmp_path):
         save_checkpoint(tmp_path, state_like(), meta(iteration, reward))
     assert prune(tmp_path, keep_last=2) == [2, 4, 5]
     assert list_steps(tmp_path) == [2, 4, 5]
+
+
+def test_leaves_saved_up_to_their_filled_rows_are_restored_exactly(tmp_path):
+    ring = np.full((100, 3), -1, np.int32)
+    ring[:4] = np.arange(12).reshape(4, 3)
+    noisy = np.zeros((100, 2), np.float32)
+    noisy[:4], noisy[50] = 1.0, 7.0  # a row past the filled ones differs: this leaf must be saved whole
+    state = {"ring": ring, "noisy": noisy, "empty_ring": np.zeros((100, 2), np.float32)}
+    leaves_order = sorted(state)  # jax flattens dicts by key: empty_ring, noisy, ring
+    rows = {"empty_ring": 0, "noisy": 4, "ring": 4}
+    save_checkpoint(tmp_path, state, meta(1), stored_rows=[rows[name] for name in leaves_order])
+    recorded = json.loads((tmp_path / "00000001" / "meta.json").read_text())["trimmed"]
+    assert recorded == {"0": {"rows": 100, "fill": 0.0}, "2": {"rows": 100, "fill": -1}}
+    restored, _ = load_checkpoint(tmp_path, 1, state)
+    for name in state:
+        np.testing.assert_array_equal(np.asarray(restored[name]), state[name])
+        assert np.asarray(restored[name]).dtype == state[name].dtype

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -108,3 +109,22 @@ def test_train_with_resume_continues_or_refuses_other_settings(cli):
     assert same.returncode == 0, same.stderr
     assert cli.summary(run)["iterations"] == 10
     assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, 11))
+
+
+def test_sac_checkpoints_only_the_filled_part_of_its_replay_buffer_and_resumes_exactly(tmp_path):
+    from tests.checkpoint.conftest import ToyCli
+
+    cli = ToyCli(tmp_path, "sac")
+    big = (*SMALL, "--set", "sac.max_replay_size=400000")  # 50,000 rows of 8 envs; 82 rows get filled
+    half, full = tmp_path / "half", tmp_path / "full"
+    assert cli.run("train", *cli.toy, *big, "--timesteps", "320", "--run-dir", str(half)).returncode == 0
+    assert cli.run("resume", str(half), "--timesteps", "640", "--quiet").returncode == 0
+    assert cli.run("train", *cli.toy, *big, "--timesteps", "640", "--run-dir", str(full)).returncode == 0
+    assert cli.summary(half)["params_digest"] == cli.summary(full)["params_digest"]
+
+    newest = sorted((full / "checkpoints").iterdir())[-1]
+    meta = json.loads((newest / "meta.json").read_text())
+    assert {info["rows"] for info in meta["trimmed"].values()} == {50_000}
+    assert {info["fill"] for info in meta["trimmed"].values()} <= {0, -1}  # zeros; final_slot's -1
+    stored = sum(p.stat().st_size for p in (newest / "state").rglob("*") if p.is_file())
+    assert stored < 2_000_000  # the whole buffer would be > 50,000 rows x 8 envs x 20 bytes = 8 MB

@@ -47,6 +47,9 @@ class Learner(NamedTuple):
     resize: Callable[[Any, jax.Array], Any]
     """(a state of this algorithm at other sizes, key) -> the state to continue from at this Learner's sizes,
     with fresh environments from `key` (after an out-of-memory back-off); parameters and optimizer kept."""
+    stored_rows: Callable[[Any], list[int | None]] | None = None
+    """state -> per leaf, how many leading rows hold data (None: all), so a checkpoint writes only those (an
+    unfilled replay buffer); None: every leaf whole."""
 
 
 class Algorithm(NamedTuple):

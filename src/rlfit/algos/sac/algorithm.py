@@ -92,6 +92,13 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
         return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, sac, one_obs)))
 
+    def stored_rows(state: Any) -> list[int | None]:
+        """The replay buffer's filled rows (all once it has wrapped); every other leaf whole."""
+        filled = int(state.replay.size)
+        rows = state.replay.reward.shape[0]
+        ring = {id(leaf) for leaf in jax.tree.leaves(state.replay) if leaf.ndim and leaf.shape[0] == rows}
+        return [filled if id(leaf) in ring else None for leaf in jax.tree.leaves(state)]
+
     return Learner(
         init=init,
         step=make_train_step(train_env, networks, optimizers, sac, steps=plan.sizes.policy_steps_per_iteration),
@@ -100,6 +107,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         policy_logits=networks.policy_logits,
         policy=PolicySpec(tuple(sac.policy_hidden), sac.activation, sac.policy_obs_key),
         resize=resize,
+        stored_rows=stored_rows,
     )
 
 
