@@ -31,7 +31,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="rlfit", description="Train robot control policies with PPO, sized to your hardware.")
+    parser = OneLineParser(prog="rlfit", description="Train robot control policies with PPO or SAC, sized to your hardware.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     subparsers.required = True
     for name in COMMANDS:
