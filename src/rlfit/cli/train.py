@@ -19,7 +19,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("train", help="train a policy", description="Train a policy on ENV (PPO, or SAC with --algo sac).")
+    parser = subparsers.add_parser("train", help="train a policy",
+                                   description="Train a policy on ENV (PPO, or SAC with --algo sac).")
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
