@@ -26,9 +26,12 @@ def wait_for_rows(run_dir, count: int, process, timeout: float = 300.0) -> None:
     raise AssertionError("training did not start")
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signal_saves_a_resumable_checkpoint(any_cli, signum, code):
-    cli = any_cli
+@pytest.mark.parametrize("algo, signum, code", [("ppo", signal.SIGTERM, 143), ("ppo", signal.SIGINT, 130),
+                                               ("sac", signal.SIGTERM, 143)])
+def test_signal_saves_a_resumable_checkpoint(tmp_path, algo, signum, code):
+    from tests.checkpoint.conftest import ToyCli
+
+    cli = ToyCli(tmp_path, algo)
     run = cli.tmp_path / "run"
     process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run), "--quiet")
     wait_for_rows(run, 3, process)
