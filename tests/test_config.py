@@ -11,7 +11,7 @@ from rlfit.cli import build_parser
 from rlfit.cli.train import flag_overrides
 from rlfit.algos.registry import config_module
 from rlfit.config import Config, from_layers, resolve
-from rlfit.constraints import check_batch_divisibility
+from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
 
 PRESETS = config_module("ppo").PRESETS

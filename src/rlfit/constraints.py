@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from rlfit.errors import UserError
@@ -64,20 +63,6 @@ def check_seed(seed: int, name: str) -> None:
         raise UserError(f"{name} must be an integer from 0 to {SEED_LIMIT - 1} (2^32 - 1), got {seed}")
 
 
-def check_batch_divisibility(num_envs: int, batch_size: int, num_minibatches: int) -> None:
-    """Rule: every iteration collects `batch_size * num_minibatches` sequences, a whole number per env."""
-    sequences = batch_size * num_minibatches
-    if sequences % num_envs == 0:
-        return
-    fixes = [f"num_minibatches={m}" for m in _nearest_multiples(num_minibatches, num_envs // math.gcd(batch_size, num_envs))]
-    fixes += [f"batch_size={b}" for b in _nearest_multiples(batch_size, num_envs // math.gcd(num_minibatches, num_envs))]
-    fixes += [f"num_envs={n}" for n in _nearest_divisors(num_envs, sequences)]
-    raise UserError(
-        f"ppo.batch_size * ppo.num_minibatches ({batch_size} * {num_minibatches} = {sequences}) must be divisible by "
-        f"ppo.num_envs ({num_envs}); nearest valid: {', '.join(fixes)}"
-    )
-
-
 def check_device_split(num_envs: int, num_devices: int) -> None:
     """Rule: environments are split evenly over the devices used."""
     if num_envs % num_devices:
@@ -85,21 +70,6 @@ def check_device_split(num_envs: int, num_devices: int) -> None:
         options = [n for n in (lower, lower + num_devices) if n > 0]
         raise UserError(f"ppo.num_envs ({num_envs}) must be divisible by the number of devices ({num_devices}); "
                         f"nearest valid: {', '.join(f'num_envs={n}' for n in options)}")
-
-
-def _nearest_multiples(value: int, step: int) -> list[int]:
-    """The multiples of `step` just below and just above `value` (below only if positive)."""
-    below = (value // step) * step
-    above = below + step
-    return [m for m in (below, above) if m > 0 and m != value][:2]
-
-
-def _nearest_divisors(value: int, total: int) -> list[int]:
-    """The divisors of `total` just below and just above `value`."""
-    divisors = [d for d in range(1, total + 1) if total % d == 0] if total <= 10_000_000 else []
-    below = [d for d in divisors if d < value]
-    above = [d for d in divisors if d > value]
-    return ([below[-1]] if below else []) + ([above[0]] if above else [])
 
 
 def _get(config: Config, dotted: str):

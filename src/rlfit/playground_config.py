@@ -1,32 +1,8 @@
-"""MuJoCo Playground's published Brax settings for an environment (PPO's as a config layer in rlfit's keys)."""
+"""MuJoCo Playground's published Brax settings for an environment (each algorithm's config turns them into a layer)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
-
-
-def playground_defaults(env_name: str, ppo_keys: Collection[str]) -> dict[str, dict[str, Any]]:
-    """Playground's published Brax PPO settings for `env_name`, in rlfit's keys ({} if none)."""
-    published = published_config(env_name, "brax_ppo_config")
-    if not published:
-        return {}
-    layer: dict[str, dict[str, Any]] = {"ppo": {}, "network": {}, "run": {}, "env": {}}
-    for key, value in published.items():
-        if key in ppo_keys:
-            layer["ppo"][key] = value
-        elif key == "num_timesteps":
-            layer["run"]["num_timesteps"] = value
-        elif key in ("episode_length", "action_repeat"):
-            layer["env"][key] = value
-    network = published.get("network_factory") or {}
-    for theirs, ours in (("policy_hidden_layer_sizes", "policy_hidden"), ("value_hidden_layer_sizes", "value_hidden"),
-                         ("policy_obs_key", "policy_obs_key"), ("value_obs_key", "value_obs_key")):
-        if theirs in network:
-            layer["network"][ours] = network[theirs]
-    if layer["ppo"].get("max_grad_norm") is None:
-        layer["ppo"].pop("max_grad_norm", None)
-    return layer
 
 
 def published_config(env_name: str, function: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlfit.constraints import check_batch_divisibility
+from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.planning.units import parse_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlfit.constraints import check_batch_divisibility, check_device_split
+from rlfit.algos.ppo.sizes import check_batch_divisibility
+from rlfit.constraints import check_device_split
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.planning import smaller_sizes
 from rlfit.planning.candidates import candidate_sizes, scale_sizes

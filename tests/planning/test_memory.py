@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlfit.config import resolve
-from rlfit.constraints import check_batch_divisibility
+from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
 from rlfit.hardware import probe
 from rlfit.jax_setup import configure_jax

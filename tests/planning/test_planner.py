@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlfit.config import resolve
-from rlfit.constraints import check_batch_divisibility
+from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
 from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings

@@ -9,7 +9,8 @@ it. Every candidate satisfies every rule in `rlfit.constraints`. Pure Python, no
 
 from __future__ import annotations
 
-from rlfit.constraints import check_batch_divisibility, check_device_split
+from rlfit.algos.ppo.sizes import check_batch_divisibility
+from rlfit.constraints import check_device_split
 from rlfit.errors import UserError
 from rlfit.algos.ppo.sizes import BatchSizes
 

@@ -81,9 +81,28 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 def published(env_name: str) -> dict[str, dict[str, Any]]:
     """Playground's published Brax PPO settings for `env_name` in rlfit's keys ({} if none)."""
-    from rlfit.playground_config import playground_defaults
+    from rlfit.playground_config import published_config
 
-    return playground_defaults(env_name, frozenset(f.name for f in dataclasses.fields(PPOConfig)))
+    found = published_config(env_name, "brax_ppo_config")
+    if not found:
+        return {}
+    keys = {f.name for f in dataclasses.fields(PPOConfig)}
+    layer: dict[str, dict[str, Any]] = {"ppo": {}, "network": {}, "run": {}, "env": {}}
+    for key, value in found.items():
+        if key in keys:
+            layer["ppo"][key] = value
+        elif key == "num_timesteps":
+            layer["run"]["num_timesteps"] = value
+        elif key in ("episode_length", "action_repeat"):
+            layer["env"][key] = value
+    network = found.get("network_factory") or {}
+    for theirs, ours in (("policy_hidden_layer_sizes", "policy_hidden"), ("value_hidden_layer_sizes", "value_hidden"),
+                         ("policy_obs_key", "policy_obs_key"), ("value_obs_key", "value_obs_key")):
+        if theirs in network:
+            layer["network"][ours] = network[theirs]
+    if layer["ppo"].get("max_grad_norm") is None:
+        layer["ppo"].pop("max_grad_norm", None)
+    return layer
 
 
 SECTION = PPOConfig
@@ -91,7 +110,8 @@ SECTION = PPOConfig
 
 def check(config: Any) -> None:
     """PPO's rules: positive sizes, ranges, and the batch rule (with the nearest valid values)."""
-    from rlfit.constraints import check_batch_divisibility, check_ranges
+    from rlfit.algos.ppo.sizes import check_batch_divisibility
+    from rlfit.constraints import check_ranges
 
     check_ranges(config,
                  positive_ints=("ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches", "ppo.unroll_length",
