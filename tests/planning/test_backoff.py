@@ -44,7 +44,8 @@ GENUINE_OOM = textwrap.dedent("""
     import jax, jax.numpy as jnp
     import numpy as np
     from rlfit.algos.ppo.sizes import BatchSizes
-    from rlfit.planning import is_out_of_memory, smaller_sizes
+    from rlfit.algos.ppo.candidates import smaller_sizes
+    from rlfit.planning import is_out_of_memory
 
     def error_of(thunk):
         try:

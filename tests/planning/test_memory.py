@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rlfit.algos.ppo.candidates import scale_sizes
 from rlfit.config import resolve
 from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
@@ -12,7 +13,6 @@ from rlfit.hardware import probe
 from rlfit.jax_setup import configure_jax
 from rlfit.plan import config_sizes
 from rlfit.planning import plan_for
-from rlfit.planning.candidates import scale_sizes
 from rlfit.planning.memory import analyze_iteration, fit_memory_model
 
 TOY = "tests.toy_env:make"

@@ -11,8 +11,8 @@ from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, cpu_max_num_envs, stated_budget
-from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_line
-from rlfit.planning.planner import check_precision, memory_plan_from_model, nothing_fits_message
+from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients
+from rlfit.planning.planner import check_precision, memory_plan_from_model
 
 GIB = 1 << 30
 SETTINGS = read_xla_memory_settings({})
@@ -24,14 +24,14 @@ def device(name: str, capability: str):
     return gpu_info(Accelerator("gpu", name, 1, 16 * GIB, 16 * GIB, capability), "NVML", "gpu", "test", SETTINGS, [])
 
 
-def point(num_envs: int, total: int) -> MemoryPoint:
-    return MemoryPoint(BatchSizes(num_envs, num_envs, 2, 4), 1000, 1000, 1000, total - 1000, 0)
+def point(num_envs: int, total: int, transitions: int = 0) -> MemoryPoint:
+    return MemoryPoint(BatchSizes(num_envs, num_envs, 2, 4), 1000, 1000, 1000, total - 1000, 0, transitions)
 
 
 def model(intercept: float = 50e6, per_env: float = 2e6, backend: str = "cpu") -> MemoryModel:
     """A line like CartpoleBalance's default config on the CPU (about 2 MB per environment)."""
     points = (point(256, int(intercept + 256 * per_env)), point(2048, int(intercept + 2048 * per_env)))
-    return MemoryModel(intercept, per_env, points, backend)
+    return MemoryModel(intercept, per_env, 0.0, points, backend)
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +81,17 @@ def test_cpu_runs_are_capped_by_cores(config, cores, cap):
     budget = stated_budget(100 * GIB, "cpu", CPU)
     planned = memory_plan_from_model(config, model(), budget, cpu_cores=cores)
     assert planned.chosen.sizes.num_envs == cap
-    assert any(f"capped at {cap} environments on a CPU with {cores} cores" in r for r in planned.reasons)
+    assert any(f"capped at {cap} environments on a CPU" in r for r in planned.reasons)
+    assert any(f"a CPU with {cores} cores steps no faster beyond {cap} environments" in r for r in planned.reasons)
     assert planned.chosen.sizes.num_envs < max(c.sizes.num_envs for c in planned.candidates)  # more would fit
 
 
 def test_nothing_fits_is_reported(config):
     planned = plan_at(config, 10 * 2**20)
     assert planned.chosen is None
-    message = nothing_fits_message(planned)
-    assert "no configuration fits" in message and "\n" not in message
+    message = planned.nothing_fits
+    assert message.startswith("no configuration fits the budget of 10.0 MiB: even num_envs=16 ")
+    assert "larger --device-memory" in message and "\n" not in message
 
 
 def test_plan_json_shape(config):
@@ -99,12 +101,19 @@ def test_plan_json_shape(config):
     assert out["budget_bytes"] == stated_budget(8 * GIB, "gpu", CPU).budget_bytes
 
 
-def test_fit_line_is_least_squares():
+def test_fit_is_least_squares():
     points = (point(100, 1_000), point(200, 2_100), point(300, 2_900))
-    intercept, slope = fit_line(points)
-    assert slope == pytest.approx(9.5) and intercept == pytest.approx(2000 - 9.5 * 200)
+    intercept, slope, per_transition = fit_coefficients(points)
+    assert slope == pytest.approx(9.5) and intercept == pytest.approx(2000 - 9.5 * 200) and per_transition == 0
     with pytest.raises(ValueError):
-        fit_line((point(100, 1), point(100, 2)))
+        fit_coefficients((point(100, 1), point(100, 2)))
+
+
+def test_fit_separates_stored_transitions_from_environments():
+    """Three points of 1000 + 10 per env + 3 per transition give those coefficients back exactly."""
+    exact = [(16, 1000), (32, 1000), (16, 3000)]
+    points = tuple(point(n, 1000 + 10 * n + 3 * t, t) for n, t in exact)
+    assert fit_coefficients(points) == pytest.approx((1000, 10, 3))
 
 
 @pytest.mark.parametrize("name, capability", [("Tesla T4", "7.5"), ("Tesla V100-SXM2-16GB", "7.0"),

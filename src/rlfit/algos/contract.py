@@ -52,6 +52,25 @@ class Learner(NamedTuple):
     unfilled replay buffer); None: every leaf whole."""
 
 
+class MemoryRules(NamedTuple):
+    """How the memory planner (`rlfit.planning`) models and sizes an algorithm. Pure Python (no JAX).
+
+    The planner fits `bytes = intercept + per_env * num_envs + per_transition * stored_transitions(sizes)` to
+    XLA's compile-time analysis of the step at `measured_sizes(config)`, then asks `choose` for the sizes.
+    """
+
+    columns: tuple[str, ...]
+    """The size fields `rlfit plan` shows per candidate."""
+    measured_sizes: Callable[[Any], tuple[Any, ...]]
+    """config -> the sizes whose compiled step is analysed: two or more `num_envs` (and, where the state
+    stores transitions, two or more capacities)."""
+    stored_transitions: Callable[[Any], int]
+    """sizes -> transitions the training state stores (a replay buffer's capacity; 0 without one)."""
+    choose: Callable[[Any, Callable[[Any], Any], int], Any]
+    """(config, judge: sizes -> `rlfit.planning.planner.Candidate`, most environments worth running) ->
+    `rlfit.planning.planner.Choice`: the candidates to show, the chosen one (None if nothing fits), why."""
+
+
 class Algorithm(NamedTuple):
     """What an algorithm declares once; `build` makes its Learner. (Its config section, presets, rules and
     Playground's published settings live in its pure-Python `config` module: see `rlfit.algos.registry`.)"""
@@ -67,4 +86,5 @@ class Algorithm(NamedTuple):
     'init' (creating the starting state ran out) or 'step' (compiling or running an iteration did)."""
     build: Callable[[Any, Any, Any, Any], Learner]
     """(config, plan, train VecEnv, one observation example) -> Learner."""
+    memory: MemoryRules
     non_finite_hint: str = "lower the learning rate"

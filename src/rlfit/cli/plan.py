@@ -9,8 +9,6 @@ import sys
 from rlfit.cli.train import add_config_arguments, flag_overrides
 from rlfit.config import DEFAULT_ENV
 
-COLUMNS = ("num_envs", "batch_size", "num_minibatches", "unroll_length")
-
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -41,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.config import resolve
     from rlfit.hardware.probe import probe_device
     from rlfit.jax_setup import configure_jax
-    from rlfit.planning.planner import check_precision, memory_plan, nothing_fits_message
+    from rlfit.planning.planner import check_precision, memory_plan
 
     config = resolve(args.env, args.preset, args.config, flag_overrides(args))
     configure_jax(config.run.precision)
@@ -57,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
               else "\n".join(comparison(plans, sizes, config.env.name)))
         if all(p.chosen is None for p in plans):
             largest = max(plans, key=lambda p: p.budget.budget_bytes)
-            print(f"rlfit: error: {nothing_fits_message(largest)}", file=sys.stderr)
+            print(f"rlfit: error: {largest.nothing_fits}", file=sys.stderr)
             return UserError.exit_code
         return 0
     planned = plans[0]
@@ -66,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(table(planned, config.env.name)))
     if planned.chosen is None:
-        print(f"rlfit: error: {nothing_fits_message(planned)}", file=sys.stderr)
+        print(f"rlfit: error: {planned.nothing_fits}", file=sys.stderr)
         return UserError.exit_code
     return 0
 
@@ -75,15 +73,16 @@ def comparison(plans, device_sizes: list[int], env_name: str) -> list[str]:
     """One line per device size: the budget it leaves and the configuration chosen for it."""
     from rlfit.planning.units import format_bytes
 
+    columns = plans[0].columns
     lines = [f"{env_name}: the planner's choice per device memory", ""]
-    header = ["device memory", "   budget"] + [f"{c:>{len(c)}s}" for c in COLUMNS] + [f"{'predicted':>11s}"]
+    header = ["device memory", "   budget"] + [f"{c:>{len(c)}s}" for c in columns] + [f"{'predicted':>11s}"]
     lines.append("  ".join(header))
     for planned, device_size in zip(plans, device_sizes, strict=True):
         cells = [f"{format_bytes(device_size):>13s}", f"{format_bytes(planned.budget.budget_bytes):>9s}"]
         if planned.chosen is None:
             cells.append("nothing fits")
         else:
-            cells += [f"{getattr(planned.chosen.sizes, c):>{len(c)}d}" for c in COLUMNS]
+            cells += [f"{getattr(planned.chosen.sizes, c):>{len(c)}d}" for c in columns]
             cells.append(f"{format_bytes(planned.chosen.predicted_bytes):>11s}")
         lines.append("  ".join(cells))
     lines += ["", f"reasons, for {format_bytes(device_sizes[0])} "
@@ -95,12 +94,12 @@ def table(planned, env_name: str) -> list[str]:
     """The guides' table: sizes, predicted memory, fits; then the choice and the reasons."""
     from rlfit.planning.units import format_bytes
 
-    budget = planned.budget
+    budget, columns = planned.budget, planned.columns
     lines = [f"{env_name} on {budget.device}: budget {format_bytes(budget.budget_bytes)}", ""]
-    header = [f"{c:>{len(c)}s}" for c in COLUMNS] + [f"{'predicted':>11s}", "fits"]
+    header = [f"{c:>{len(c)}s}" for c in columns] + [f"{'predicted':>11s}", "fits"]
     lines.append("  ".join(header))
     for candidate in planned.candidates:
-        cells = [f"{getattr(candidate.sizes, c):>{len(c)}d}" for c in COLUMNS]
+        cells = [f"{getattr(candidate.sizes, c):>{len(c)}d}" for c in columns]
         cells += [f"{format_bytes(candidate.predicted_bytes):>11s}", "yes " if candidate.fits else "no  "]
         marks = []
         if planned.chosen is not None and candidate.sizes == planned.chosen.sizes:
@@ -110,7 +109,7 @@ def table(planned, env_name: str) -> list[str]:
         lines.append("  ".join(cells) + " ".join(marks))
     lines.append("")
     if planned.chosen is not None:
-        sizes = " ".join(f"{c}={getattr(planned.chosen.sizes, c)}" for c in COLUMNS)
+        sizes = " ".join(f"{c}={getattr(planned.chosen.sizes, c)}" for c in columns)
         lines.append(f"chosen: {sizes} (predicted {format_bytes(planned.chosen.predicted_bytes)} of "
                      f"{format_bytes(budget.budget_bytes)})")
     else:

@@ -1,14 +1,13 @@
 """Out-of-memory back-off: recognise XLA's out-of-memory error and name the next smaller configuration.
 
-The runner catches an error from compiling or running an iteration; when `is_out_of_memory` says so it asks
-`smaller_sizes` for the next configuration, recompiles, and continues from the current training state.
+The runner catches an error from creating the state, compiling or running an iteration; when
+`is_out_of_memory` says so it asks the algorithm (`Algorithm.smaller_sizes`) for the next configuration,
+rebuilds, and continues from the current training state.
 """
 
 from __future__ import annotations
 
 from rlfit.errors import UserError
-from rlfit.algos.ppo.sizes import BatchSizes
-from rlfit.planning.candidates import smaller_candidate
 
 OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory allocating", "Out of memory while trying to allocate")
 """Text in the message of JAX's `JaxRuntimeError` (formerly `XlaRuntimeError`) when an XLA allocation fails:
@@ -51,17 +50,3 @@ def is_out_of_memory(error: BaseException) -> bool:
         current = current.__cause__ or current.__context__
     return False
 
-
-def smaller_sizes(sizes: BatchSizes, base: BatchSizes | None = None, num_devices: int = 1,
-                  smallest_num_envs: int = 1) -> BatchSizes | None:
-    """The next smaller valid configuration: half the environments, `base`'s proportions kept.
-
-    `base` (default `sizes`) fixes the unrolls per environment, `unroll_length` and `num_minibatches`
-    (reduced only where the sequences no longer divide evenly), so every environment still collects the same
-    experience per iteration and every rule in `rlfit.constraints` holds. None when no configuration with at
-    least `smallest_num_envs` environments is left.
-    """
-    candidate = smaller_candidate(sizes, base or sizes, num_devices)
-    if candidate is None or candidate.num_envs < smallest_num_envs:
-        return None
-    return candidate

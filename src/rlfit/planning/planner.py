@@ -1,37 +1,38 @@
 """Choose the largest valid configuration that fits the device: config + device -> sizes, precision, reasons.
 
-    probe (or --device-memory) -> budget;  compile at two sizes -> line in num_envs;
-    candidates (config's proportions at powers of two) -> predicted bytes (with margin) -> fits?
-    -> the largest that fits -> Plan(sizes, predicted_bytes, reasons)
+    probe (or --device-memory) -> budget;  compile the step at the algorithm's measured sizes -> memory model
+    (bytes = intercept + per env * num_envs + per transition * stored transitions);
+    the algorithm's rules (`Algorithm.memory`) judge candidates with it (predicted bytes with margin <= budget?)
+    and choose -> Plan(sizes, predicted_bytes, reasons)
 
-The choice is monotone: the predicted bytes grow with num_envs, so a larger budget never chooses fewer
-environments.
+PPO chooses the most environments that fit; SAC the largest replay buffer (`rlfit.algos.<name>.planning`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlfit.config import Config
 from rlfit.errors import UserError
-from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.plan import Plan, config_sizes, make_plan
 from rlfit.hardware.probe import DeviceInfo, usable_cores
 from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin_for, stated_budget
-from rlfit.planning.candidates import MAX_NUM_ENVS, candidate_sizes
 from rlfit.planning.memory import MemoryModel, fit_memory_model
 from rlfit.planning.units import format_bytes, parse_size
+
+MAX_NUM_ENVS = 1 << 16
+"""The most environments a plan for a GPU considers."""
 
 
 @dataclass(frozen=True)
 class Candidate:
     """One configuration the planner considered."""
 
-    sizes: BatchSizes
+    sizes: Any
+    """The algorithm's sizes NamedTuple."""
     estimate_bytes: int
     """Fitted device bytes of one iteration."""
     predicted_bytes: int
@@ -41,6 +42,19 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         return {**self.sizes._asdict(), "estimate_bytes": self.estimate_bytes, "predicted_bytes": self.predicted_bytes,
                 "fits": self.fits}
+
+
+class Choice(NamedTuple):
+    """What an algorithm's rules (`MemoryRules.choose`) make of the candidates."""
+
+    candidates: tuple[Candidate, ...]
+    """The candidates worth showing, smallest first."""
+    chosen: Candidate | None
+    reasons: tuple[str, ...]
+    smallest: Candidate
+    """The smallest configuration the rules allow (named when nothing fits)."""
+    fix: str
+    """What to change when nothing fits."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,10 @@ class MemoryPlan:
     """The config's own sizes, predicted the same way."""
     chosen: Candidate | None
     reasons: tuple[str, ...]
+    columns: tuple[str, ...]
+    """The size fields that tell the candidates apart (the algorithm's)."""
+    nothing_fits: str
+    """One line for when `chosen` is None."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.budget.device, "target_backend": self.budget.target_backend,
@@ -64,54 +82,44 @@ class MemoryPlan:
                 "memory_model": self.model.to_dict()}
 
 
-def predict(model: MemoryModel, sizes: BatchSizes, margin: float, budget_bytes: int) -> Candidate:
-    """`sizes` judged against the budget: fitted bytes, bytes with margin, fits or not."""
-    estimate = max(model.estimate(sizes.num_envs), 0)
+def predict(model: MemoryModel, sizes: Any, transitions: int, margin: float, budget_bytes: int) -> Candidate:
+    """`sizes` (storing `transitions`) judged against the budget: fitted bytes, bytes with margin, fits or not."""
+    estimate = max(model.estimate(sizes.num_envs, transitions), 0)
     predicted = math.ceil(estimate * margin)
     return Candidate(sizes, estimate, predicted, predicted <= budget_bytes)
 
 
-def choose(candidates: Sequence[Candidate], max_num_envs: int = MAX_NUM_ENVS) -> Candidate | None:
-    """The candidate with the most environments (up to `max_num_envs`) that fits, or None."""
-    fitting = [c for c in candidates if c.fits and c.sizes.num_envs <= max_num_envs]
-    return max(fitting, key=lambda c: c.sizes.num_envs) if fitting else None
-
-
-def shown_candidates(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
-    """Every candidate that fits, then the first that does not (larger ones fit even less)."""
-    shown: list[Candidate] = []
-    for candidate in sorted(candidates, key=lambda c: c.sizes.num_envs):
-        shown.append(candidate)
-        if not candidate.fits:
-            break
-    return tuple(shown)
-
-
 def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
                            cpu_cores: int | None = None) -> MemoryPlan:
-    """The candidates, their predictions and the choice for a fitted model and a budget (pure; no JAX).
+    """The candidates, their predictions and the choice for a fitted model and a budget (compiles nothing).
 
     `cpu_cores` (default: this process's) sets the cap on environments when the target is a CPU.
     """
+    from rlfit.algos.registry import algorithm
+
+    rules = algorithm(config.algo).memory
     margin, margin_reason = margin_for(model.backend, budget.target_backend)
     cores = cpu_cores or usable_cores()
     cap = cpu_max_num_envs(cores) if budget.target_backend == "cpu" else MAX_NUM_ENVS
-    candidates = tuple(predict(model, sizes, margin, budget.budget_bytes) for sizes in candidate_sizes(config_sizes(config)))
-    requested = predict(model, config_sizes(config), margin, budget.budget_bytes)
-    chosen = choose(candidates, cap)
+
+    def judge(sizes: Any) -> Candidate:
+        return predict(model, sizes, rules.stored_transitions(sizes), margin, budget.budget_bytes)
+
+    requested = judge(config_sizes(config))
+    choice = rules.choose(config, judge, cap)
     reasons = list(budget.reasons) + [margin_reason, _fit_reason(model)]
-    reasons.append(f"the config's num_envs={requested.sizes.num_envs} is predicted at "
-                   f"{format_bytes(requested.predicted_bytes)}: {'fits' if requested.fits else 'does not fit'}")
-    largest_fitting = choose(candidates)
-    if chosen is not None and largest_fitting is not None and largest_fitting.sizes.num_envs > cap:
-        reasons.append(f"chose num_envs={chosen.sizes.num_envs} (predicted {format_bytes(chosen.predicted_bytes)}): "
-                       f"capped at {cap} environments on a CPU with {cores} cores, where more do not step faster "
-                       f"(up to {largest_fitting.sizes.num_envs} would fit the budget)")
-    elif chosen is not None:
-        reasons.append(f"chose num_envs={chosen.sizes.num_envs}, the largest power of two whose predicted "
-                       f"{format_bytes(chosen.predicted_bytes)} fits the budget")
+    if budget.target_backend == "cpu":
+        reasons.append(f"a CPU with {cores} cores steps no faster beyond {cap} environments")
+    reasons.append(f"the config's sizes are predicted at {format_bytes(requested.predicted_bytes)}: "
+                   f"{'fits' if requested.fits else 'does not fit'}")
+    reasons += choice.reasons
     reasons.append("the evaluation program runs apart and is not included; the trainer uses one device")
-    return MemoryPlan(budget, margin, model, shown_candidates(candidates), requested, chosen, tuple(reasons))
+    smallest = choice.smallest
+    described = " ".join(f"{c}={getattr(smallest.sizes, c)}" for c in rules.columns)
+    nothing_fits = (f"no configuration fits the budget of {format_bytes(budget.budget_bytes)}: even {described} "
+                    f"is predicted at {format_bytes(smallest.predicted_bytes)}; {choice.fix}")
+    return MemoryPlan(budget, margin, model, choice.candidates, requested, choice.chosen, tuple(reasons),
+                      rules.columns, nothing_fits)
 
 
 def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
@@ -119,13 +127,8 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     """Probes the device (unless given), fits the memory model (two compiles, unless given) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
-    is the backend that device computes on (default: this process's). The memory model is PPO's; another
-    algorithm is refused in one line.
+    is the backend that device computes on (default: this process's).
     """
-    if config.algo != "ppo":
-        raise UserError(f"the memory planner models PPO's iteration; for algo {config.algo} set its sizes "
-                        f"yourself ({config.algo}.num_envs, {config.algo}.max_replay_size) and drop --num-envs auto, "
-                        "--device-memory and run.fit_to_device")
     from rlfit.hardware.probe import probe_device
 
     device = device or probe_device()
@@ -176,23 +179,21 @@ def plan_for(config: Config, device_memory: int | str | None = None, auto_num_en
         return dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
                                    predicted_bytes=planned.requested.predicted_bytes, extra=extra)
     if planned.chosen is None:
-        raise UserError(nothing_fits_message(planned))
+        raise UserError(planned.nothing_fits)
     reasons = ("num_envs auto: sizes chosen by the memory planner",) + planned.reasons
     return dataclasses.replace(make_plan(config, planned.chosen.sizes, reasons),
                                predicted_bytes=planned.chosen.predicted_bytes, extra=extra)
 
 
-def nothing_fits_message(planned: MemoryPlan) -> str:
-    smallest = planned.candidates[0] if planned.candidates else planned.requested
-    return (f"no configuration fits the budget of {format_bytes(planned.budget.budget_bytes)}: even "
-            f"num_envs={smallest.sizes.num_envs} is predicted at {format_bytes(smallest.predicted_bytes)}; "
-            "free device memory, pass a larger --device-memory, or use smaller networks (network.value_hidden)")
-
-
 def _fit_reason(model: MemoryModel) -> str:
-    points = ", ".join(f"{p.sizes.num_envs} envs: {format_bytes(p.total_bytes)}" for p in model.points)
-    return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env "
-            f"(line through XLA's analysis at {points})")
+    def point(p: Any) -> str:
+        stored = f" storing {p.transitions:,}" if p.transitions else ""
+        return f"{p.sizes.num_envs} envs{stored}: {format_bytes(p.total_bytes)}"
+
+    stored = (f" + {model.bytes_per_transition:,.0f} B per stored transition" if model.bytes_per_transition
+              else "")
+    return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env{stored} "
+            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)})")
 
 
 def _cpu_device(device: DeviceInfo) -> DeviceInfo:

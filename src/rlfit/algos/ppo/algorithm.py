@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.ppo.candidates import smaller_sizes as halved
+from rlfit.algos.ppo.planning import MEMORY_RULES
 from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.networks import make_agent
@@ -13,8 +15,6 @@ from rlfit.networks import make_agent
 def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
     """Half the environments with the same experience per environment (`rlfit.planning.candidates`), wherever
     memory ran out."""
-    from rlfit.planning.backoff import smaller_sizes as halved
-
     return halved(sizes)
 
 
@@ -50,5 +50,6 @@ ALGORITHM = Algorithm(
     config_sizes=config_sizes,
     smaller_sizes=smaller_sizes,
     build=build,
+    memory=MEMORY_RULES,
     non_finite_hint="lower ppo.learning_rate or set ppo.max_grad_norm",
 )

@@ -9,49 +9,17 @@ checkpoint already holds it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 
 from rlfit.algos.contract import Algorithm, Learner, PolicySpec
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
+from rlfit.algos.sac.planning import MEMORY_RULES
+from rlfit.algos.sac.sizes import SACSizes, config_sizes, smaller_sizes
 from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
-
-
-class SACSizes(NamedTuple):
-    """The sizes that shape SAC's compiled step."""
-
-    num_envs: int
-    batch_size: int
-    max_replay_size: int
-    policy_steps_per_iteration: int
-
-    @property
-    def steps_per_iteration(self) -> int:
-        """Policy steps per iteration over all environments: num_envs * policy_steps_per_iteration."""
-        return self.num_envs * self.policy_steps_per_iteration
-
-
-def config_sizes(config: Any) -> SACSizes:
-    s = config.sac
-    return SACSizes(s.num_envs, s.batch_size, s.max_replay_size, s.policy_steps_per_iteration)
-
-
-def smaller_sizes(sizes: SACSizes, where: str = "step") -> SACSizes | None:
-    """The next smaller sizes after running out of memory, or None.
-
-    Creating the starting state ('init') allocates the replay buffer, so it is halved first (as long as it
-    holds two policy steps and a batch); compiling or running an iteration ('step') scales with the
-    environments, so they are halved first (the same policy steps per iteration). Either falls back to the
-    other. A smaller buffer starts empty and is prefilled again.
-    """
-    can_halve_replay = sizes.max_replay_size // 2 >= max(sizes.batch_size, 2 * sizes.num_envs)
-    halve_replay = sizes._replace(max_replay_size=sizes.max_replay_size // 2) if can_halve_replay else None
-    halve_envs = sizes._replace(num_envs=sizes.num_envs // 2) if sizes.num_envs >= 2 else None
-    first, second = (halve_replay, halve_envs) if where == "init" else (halve_envs, halve_replay)
-    return first or second
 
 
 def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
@@ -80,8 +48,8 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     prefill = make_prefill(train_env, sac)
 
     def filled(state: Any) -> Any:
-        state = jax.jit(prefill)(state) if sac.min_replay_size > 0 else state
-        return jax.tree.map(lambda x: jax.numpy.array(x, copy=True), state)
+        """`state` after the prefill, which updates the buffer in place (donated: the buffer is not doubled)."""
+        return jax.jit(prefill, donate_argnums=0)(state) if sac.min_replay_size > 0 else state
 
     def init(seed: int) -> Any:
         return filled(init_sac_state(train_env, networks, optimizers, sac, seed))
@@ -117,5 +85,6 @@ ALGORITHM = Algorithm(
     config_sizes=config_sizes,
     smaller_sizes=smaller_sizes,
     build=build,
+    memory=MEMORY_RULES,
     non_finite_hint="lower sac.learning_rate or set sac.q_layer_norm=true",
 )

@@ -161,19 +161,23 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
     row = (oldest + index // num_envs) % rows
     env = index % num_envs
     next_row = (row + 1) % rows
-    slot = state.final_slot[row, env]
+    slot = state.final_slot.reshape(-1)[row * num_envs + env]
     truncated = slot >= 0
     safe_slot = jnp.maximum(slot, 0)
 
+    def at(buffer, rows):
+        """buffer[rows, env], gathered from the buffer seen as [C * N, ...] (a reshape XLA need not copy)."""
+        return buffer.reshape((-1,) + buffer.shape[2:])[rows * num_envs + env]
+
     def next_obs(buffer, final):
         mask = truncated.reshape((batch_size,) + (1,) * (buffer.ndim - 2))
-        return jnp.where(mask, final[safe_slot, env], buffer[next_row, env])
+        return jnp.where(mask, final[safe_slot, env], at(buffer, next_row))
 
     return Batch(
-        obs=jax.tree.map(lambda buffer: buffer[row, env], state.obs),
-        action=state.action[row, env],
-        reward=state.reward[row, env],
-        discount=state.discount[row, env],
+        obs=jax.tree.map(lambda buffer: at(buffer, row), state.obs),
+        action=at(state.action, row),
+        reward=at(state.reward, row),
+        discount=at(state.discount, row),
         next_obs=jax.tree.map(next_obs, state.obs, state.final_obs),
     )
 

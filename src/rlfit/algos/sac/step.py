@@ -74,12 +74,13 @@ def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers
     params = networks.init(params_key)
     env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
     one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
-    replay = empty_replay(env, config, one_obs)
     counter = jnp.zeros((), jnp.int32)
-    state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, replay, key,
+    state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, None, key,
                      counter, counter)
-    # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
-    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+    # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays). The replay
+    # buffer's leaves are each allocated once, and not copied: it may be most of the device's memory.
+    state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+    return state._replace(replay=empty_replay(env, config, one_obs))
 
 
 def empty_replay(env: VecEnv, config: SACConfig, one_obs: Any) -> ReplayState:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlfit.algos.ppo.sizes import check_batch_divisibility
+from rlfit.algos.ppo.candidates import candidate_sizes, scale_sizes, smaller_sizes
+from rlfit.algos.ppo.sizes import BatchSizes, check_batch_divisibility
 from rlfit.constraints import check_device_split
-from rlfit.algos.ppo.sizes import BatchSizes
-from rlfit.planning import smaller_sizes
-from rlfit.planning.candidates import candidate_sizes, scale_sizes
 
 CARTPOLE = BatchSizes(num_envs=2048, batch_size=1024, num_minibatches=32, unroll_length=30)
 ODD = BatchSizes(num_envs=1000, batch_size=500, num_minibatches=24, unroll_length=20)  # 12 unrolls per env

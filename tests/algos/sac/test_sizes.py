@@ -3,7 +3,7 @@ first when an iteration did; each falls back to the other, and stops where neith
 
 from __future__ import annotations
 
-from rlfit.algos.sac.algorithm import SACSizes, smaller_sizes
+from rlfit.algos.sac.sizes import SACSizes, smaller_sizes
 
 
 def test_init_halves_the_buffer_then_the_environments():

@@ -4,15 +4,14 @@ A candidate keeps the config's `unroll_length` and its number of unrolls per env
 (`batch_size * num_minibatches / num_envs`), so each environment collects as much experience per iteration as
 before and the batch grows with `num_envs` (as the guides' tables do: 1024 envs with batch 256, 2048 with
 512). `num_minibatches` stays the config's where the sequences divide evenly, else the largest divisor below
-it. Every candidate satisfies every rule in `rlfit.constraints`. Pure Python, no JAX.
+it. Every candidate satisfies PPO's batch rule and `rlfit.constraints`. Pure Python, no JAX.
 """
 
 from __future__ import annotations
 
-from rlfit.algos.ppo.sizes import check_batch_divisibility
+from rlfit.algos.ppo.sizes import BatchSizes, check_batch_divisibility
 from rlfit.constraints import check_device_split
 from rlfit.errors import UserError
-from rlfit.algos.ppo.sizes import BatchSizes
 
 MIN_NUM_ENVS = 16
 MAX_NUM_ENVS = 1 << 16
@@ -56,11 +55,18 @@ def candidate_sizes(base: BatchSizes, num_devices: int = 1, smallest: int = MIN_
     return tuple(sizes for sizes in scaled if is_valid(sizes, num_devices))
 
 
-def smaller_candidate(sizes: BatchSizes, base: BatchSizes, num_devices: int = 1) -> BatchSizes | None:
-    """The largest valid candidate with fewer environments than `sizes` (halving first), or None."""
+def smaller_sizes(sizes: BatchSizes, base: BatchSizes | None = None, num_devices: int = 1,
+                  smallest_num_envs: int = 1) -> BatchSizes | None:
+    """The next smaller valid configuration (the out-of-memory back-off): half the environments (or the
+    largest valid number below that), `base`'s proportions kept.
+
+    `base` (default `sizes`) fixes the unrolls per environment, `unroll_length` and `num_minibatches`
+    (reduced only where the sequences no longer divide evenly), so every environment still collects the same
+    experience per iteration. None when no configuration with at least `smallest_num_envs` environments is left.
+    """
     num_envs = sizes.num_envs // 2
-    while num_envs >= max(1, num_devices):
-        candidate = scale_sizes(base, num_envs)
+    while num_envs >= max(1, num_devices, smallest_num_envs):
+        candidate = scale_sizes(base or sizes, num_envs)
         if is_valid(candidate, num_devices):
             return candidate
         num_envs -= 1

@@ -1,0 +1,68 @@
+"""How the memory planner sizes PPO: the most environments that fit, in the config's proportions.
+
+PPO's memory grows with `num_envs` (rollout buffer, shuffled copy, per-minibatch activations, environment
+state), so the candidates are the config's proportions at powers of two (`rlfit.algos.ppo.candidates`) and
+the choice is the largest that fits, capped on a CPU where more environments step no faster. Pure Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rlfit.algos.contract import MemoryRules
+from rlfit.algos.ppo.candidates import MAX_NUM_ENVS, candidate_sizes, scale_sizes
+from rlfit.algos.ppo.sizes import config_sizes
+
+MEASURE_NUM_ENVS = (256, 2048)
+"""The two sizes compiled for the fit (compile-only, so their size costs nothing)."""
+
+
+def measured_sizes(config: Any) -> tuple[Any, ...]:
+    """The config's proportions at MEASURE_NUM_ENVS environments."""
+    return tuple(scale_sizes(config_sizes(config), n) for n in MEASURE_NUM_ENVS)
+
+
+def largest(candidates: Sequence[Any], max_num_envs: int = MAX_NUM_ENVS) -> Any:
+    """The fitting candidate with the most environments (up to `max_num_envs`), or None."""
+    fitting = [c for c in candidates if c.fits and c.sizes.num_envs <= max_num_envs]
+    return max(fitting, key=lambda c: c.sizes.num_envs) if fitting else None
+
+
+def shown_candidates(candidates: Sequence[Any]) -> tuple[Any, ...]:
+    """Every candidate that fits, then the first that does not (larger ones fit even less)."""
+    shown: list[Any] = []
+    for candidate in sorted(candidates, key=lambda c: c.sizes.num_envs):
+        shown.append(candidate)
+        if not candidate.fits:
+            break
+    return tuple(shown)
+
+
+def choose(config: Any, judge: Callable[[Any], Any], cap: int) -> Any:
+    """The largest power-of-two `num_envs` in the config's proportions that fits, at most `cap`."""
+    from rlfit.planning.planner import Choice
+    from rlfit.planning.units import format_bytes
+
+    candidates = tuple(judge(sizes) for sizes in candidate_sizes(config_sizes(config)))
+    chosen, most = largest(candidates, cap), largest(candidates)
+    if chosen is not None and most is not None and most.sizes.num_envs > cap:
+        reason = (f"chose num_envs={chosen.sizes.num_envs} (predicted {format_bytes(chosen.predicted_bytes)}): "
+                  f"capped at {cap} environments on a CPU, where more do not step faster "
+                  f"(up to {most.sizes.num_envs} would fit the budget)")
+    elif chosen is not None:
+        reason = (f"chose num_envs={chosen.sizes.num_envs}, the largest power of two whose predicted "
+                  f"{format_bytes(chosen.predicted_bytes)} fits the budget")
+    else:
+        reason = "no number of environments fits the budget"
+    fix = "free device memory, pass a larger --device-memory, or use smaller networks (network.value_hidden)"
+    smallest = min(candidates, key=lambda c: c.sizes.num_envs) if candidates else judge(config_sizes(config))
+    return Choice(shown_candidates(candidates), chosen, (reason,), smallest, fix)
+
+
+MEMORY_RULES = MemoryRules(
+    columns=("num_envs", "batch_size", "num_minibatches", "unroll_length"),
+    measured_sizes=measured_sizes,
+    stored_transitions=lambda sizes: 0,
+    choose=choose,
+)
