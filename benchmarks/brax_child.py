@@ -1,11 +1,13 @@
-"""Trains one Playground environment with Brax's `ppo.train`; run by brax_compare.py inside benchmarks/.venv-brax.
+"""Trains one Playground environment with Brax's `ppo.train` or `sac.train`; run by brax_compare.py inside
+benchmarks/.venv-brax.
 
     benchmarks/.venv-brax/bin/python benchmarks/brax_child.py SPEC.json OUT.json
 
-SPEC.json holds `env`, `seed` and `ppo` (keyword arguments of `ppo.train`, plus `policy_hidden` and
-`value_hidden`). OUT.json gets every progress callback with its time since `ppo.train` was called, Brax's
-own `training/sps`, the eval reward, the process CPU time so far, and the times of imports, environment
-loading and the call.
+SPEC.json holds `env`, `seed` and either `ppo` (keyword arguments of `ppo.train`, plus `policy_hidden` and
+`value_hidden`) or `sac` (keyword arguments of `sac.train`, plus `policy_hidden`, `q_hidden` and
+`q_layer_norm`). OUT.json gets every progress callback with its time since the train call, Brax's own
+`training/sps`, the eval reward, the process CPU time so far, and the times of imports, environment loading
+and the call.
 Imports only Brax, Playground and the standard library (this venv has no rlfit).
 """
 
@@ -23,6 +25,8 @@ from collections.abc import Callable  # noqa: E402
 import jax  # noqa: E402
 from brax.training.agents.ppo import networks as ppo_networks  # noqa: E402
 from brax.training.agents.ppo import train as ppo  # noqa: E402
+from brax.training.agents.sac import networks as sac_networks  # noqa: E402
+from brax.training.agents.sac import train as sac  # noqa: E402
 from mujoco_playground import registry, wrapper  # noqa: E402
 
 IMPORTED = time.perf_counter()
@@ -45,22 +49,51 @@ def progress_recorder(t0: list[float], callbacks: list[dict]) -> Callable[[int, 
     return record
 
 
+def ppo_network_factory(kwargs: dict) -> Callable:
+    """`make_ppo_networks` with the policy and value sizes popped from `kwargs`."""
+    return functools.partial(ppo_networks.make_ppo_networks,
+                             policy_hidden_layer_sizes=tuple(kwargs.pop("policy_hidden")),
+                             value_hidden_layer_sizes=tuple(kwargs.pop("value_hidden")))
+
+
+def sac_network_factory(kwargs: dict) -> Callable:
+    """SAC networks with the policy and Q sizes (and Q LayerNorm) popped from `kwargs`.
+
+    Brax's `make_sac_networks` takes one `hidden_layer_sizes` for both networks, so it is called twice (the
+    policy from one call, the Q networks from the other); every other argument keeps Brax's default.
+    """
+    policy_hidden, q_hidden = tuple(kwargs.pop("policy_hidden")), tuple(kwargs.pop("q_hidden"))
+    q_layer_norm = kwargs.pop("q_layer_norm")
+
+    def factory(observation_size, action_size, preprocess_observations_fn):
+        make = functools.partial(sac_networks.make_sac_networks, observation_size, action_size,
+                                 preprocess_observations_fn)
+        policy = make(hidden_layer_sizes=policy_hidden)
+        q = make(hidden_layer_sizes=q_hidden, q_network_layer_norm=q_layer_norm)
+        return sac_networks.SACNetworks(policy_network=policy.policy_network, q_network=q.q_network,
+                                        parametric_action_distribution=policy.parametric_action_distribution)
+
+    return factory
+
+
+TRAINERS = {"ppo": (ppo.train, ppo_network_factory), "sac": (sac.train, sac_network_factory)}
+
+
 def train(spec: dict) -> dict:
-    """Loads the environment (impl='jax'), runs `ppo.train` with spec's settings, returns the timings."""
+    """Loads the environment (impl='jax'), runs Brax's trainer with spec's settings, returns the timings."""
+    algo = next(name for name in TRAINERS if name in spec)
+    train_fn, network_factory = TRAINERS[algo]
     env_started = time.perf_counter()
     env = registry.load(spec["env"], config_overrides={"impl": "jax"})
     env_loaded = time.perf_counter()
-    kwargs = dict(spec["ppo"])
-    network_factory = functools.partial(ppo_networks.make_ppo_networks,
-                                        policy_hidden_layer_sizes=tuple(kwargs.pop("policy_hidden")),
-                                        value_hidden_layer_sizes=tuple(kwargs.pop("value_hidden")))
+    kwargs = dict(spec[algo])
+    factory = network_factory(kwargs)
     callbacks: list[dict] = []
     t0 = [0.0]
     progress = progress_recorder(t0, callbacks)
     t0[0] = time.perf_counter()
-    _, _, final_metrics = ppo.train(environment=env, wrap_env_fn=wrapper.wrap_for_brax_training,
-                                    network_factory=network_factory, progress_fn=progress, seed=spec["seed"],
-                                    **kwargs)
+    _, _, final_metrics = train_fn(environment=env, wrap_env_fn=wrapper.wrap_for_brax_training,
+                                   network_factory=factory, progress_fn=progress, seed=spec["seed"], **kwargs)
     call_s = time.perf_counter() - t0[0]
     return {
         "import_s": IMPORTED - STARTED,

@@ -77,19 +77,20 @@ def leaves_checksum(leaves: list[np.ndarray]) -> str:
 
 
 def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
-                    extra_files: dict[str, bytes] | None = None, stored_rows: list[int | None] | None = None) -> Path:
+                    extra_files: dict[str, bytes] | None = None, stored_rows: list[int | None] | None = None,
+                    drop_trimmed: bool = False) -> Path:
     """Writes `state` (any pytree of arrays) atomically as checkpoint `meta_fields['iteration']`.
 
     `extra_files` (name -> bytes) are written into the checkpoint's folder too (e.g. a copy of the metrics).
     `stored_rows` (per leaf, None for all) saves a leaf's first rows only, where every row after them holds one
-    value (an unfilled replay buffer); see `CheckpointMeta.trimmed`.
+    value (an unfilled replay buffer); see `CheckpointMeta.trimmed`. With `drop_trimmed` the rows after them
+    are left out whatever they hold (`run.checkpoint_replay: false`) and restored as zeros.
 
     Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
     """
     import orbax.checkpoint as ocp
 
-    leaves = [np.asarray(leaf) for leaf in jax.device_get(jax.tree.leaves(state))]
-    trimmed = trim_leaves(leaves, stored_rows or [])
+    leaves, trimmed = fetch_leaves(state, stored_rows or [], drop_trimmed)
     meta = CheckpointMeta(checksum=leaves_checksum(leaves), trimmed=trimmed, **meta_fields)
     final = step_dir(directory, meta.iteration)
     tmp = directory / f".tmp-{meta.iteration:08d}-{os.getpid()}"
@@ -176,19 +177,32 @@ def _as_mapping(leaves: list[np.ndarray]) -> dict[str, np.ndarray]:
     return {f"{index:06d}": leaf for index, leaf in enumerate(leaves) if leaf.size}
 
 
-def trim_leaves(leaves: list[np.ndarray], stored_rows: list[int | None]) -> dict[str, Any]:
-    """Cuts `leaves` in place to their stored rows where the rows left out all hold one value; the record."""
-    trimmed: dict[str, Any] = {}
-    for index, rows in enumerate(stored_rows):
-        leaf = leaves[index]
-        if rows is None or leaf.ndim == 0 or rows >= leaf.shape[0]:
-            continue
-        tail = leaf[rows:]
-        fill = tail.flat[0]
-        if np.array_equal(tail, np.full_like(tail, fill)):
-            trimmed[str(index)] = {"rows": int(leaf.shape[0]), "fill": fill.item()}
-            leaves[index] = leaf[:rows]
-    return trimmed
+def fetch_leaves(state: Any, stored_rows: list[int | None], drop_trimmed: bool = False
+                 ) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Host copies of `state`'s leaves, each cut to its stored rows where the rows left out all hold one value
+    (or whatever they hold, with `drop_trimmed`), and the record of the cuts (`CheckpointMeta.trimmed`).
+
+    A leaf is cut where it lives (on the device) before it is copied, so the rows left out are never fetched.
+    """
+    leaves, trimmed = [], {}
+    for index, leaf in enumerate(jax.tree.leaves(state)):
+        rows = stored_rows[index] if index < len(stored_rows) else None
+        if rows is not None and np.ndim(leaf) and rows < np.shape(leaf)[0]:
+            tail = leaf[rows:]
+            fill = np.asarray(jax.device_get(tail.reshape(-1)[0])).item()
+            if drop_trimmed:
+                trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": 0, "dropped": True}
+                leaf = leaf[:rows]
+            elif bool(jax.numpy.all(tail == fill)):
+                trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": fill}
+                leaf = leaf[:rows]
+        leaves.append(np.asarray(jax.device_get(leaf)))
+    return leaves, trimmed
+
+
+def dropped_leaves(meta: CheckpointMeta) -> bool:
+    """True when the checkpoint left rows out whatever they held (saved with `run.checkpoint_replay: false`)."""
+    return any(info.get("dropped") for info in meta.trimmed.values())
 
 
 def _restored_leaf(stored: dict[str, Any], index: int, expected: Any, trim: dict[str, Any] | None) -> np.ndarray:

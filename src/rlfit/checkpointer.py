@@ -61,7 +61,10 @@ class Checkpointer:
             extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
             learner = self.trainer.learner
             rows = learner.stored_rows(state) if learner.stored_rows is not None else None
-            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows)
+            drop = rows is not None and not self.run_config.checkpoint_replay
+            if drop:  # the stored experience (a replay buffer) is left out: resume collects it again
+                rows = [None if r is None else 0 for r in rows]
+            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop)
             self._save_policy(state, path / "policy")
             self._save_policy(state, self.run_dir.policy)
         except OSError as error:

@@ -89,6 +89,9 @@ class RunConfig:
     """Let the planner size num_envs and the batch to this device's memory (as `--num-envs auto`)."""
     oom_backoff: bool = True
     """On out-of-memory, halve num_envs, recompile and continue (false: stop with exit code 5)."""
+    checkpoint_replay: bool = True
+    """Checkpoints hold the filled part of an off-policy algorithm's replay buffer, so a resumed run is the same
+    run; false leaves it out (for huge buffers): resume then collects it again and the run is no longer bit-exact."""
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from rlfit.checkpoint import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint, list_steps, load_checkpoint,
-                              read_meta)
+from rlfit.checkpoint import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint, dropped_leaves, list_steps,
+                              load_checkpoint, read_meta)
 from rlfit.config import Config, from_layers, read_yaml
 from rlfit.errors import UserError
 from rlfit.plan import make_plan, sizes_from_dict
@@ -29,7 +29,7 @@ from rlfit.runner import Progress, RunResult
 
 # Keys that may differ between the run and the resumed session; all others must match.
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
-                     "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff")
+                     "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff", "run.checkpoint_replay")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +97,10 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     check_device_precision(config.run.precision)
     configure_jax(config.run.precision)
     trainer, state, meta = restore_newest(directory, config)
+    if dropped_leaves(meta):
+        state = trainer.learner.refill(state)
+        warn(f"rlfit: checkpoint {meta.iteration} was saved without its replay buffer (run.checkpoint_replay=false): "
+             "collected again as at the start; from here the run is not bit-identical to an uninterrupted one")
     done = (meta.iteration, meta.env_steps)
     if request.iterations is not None:
         config = config.replace(run={"num_timesteps": max(1, meta.env_steps + (request.iterations - meta.iteration)

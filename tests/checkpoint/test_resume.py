@@ -126,3 +126,26 @@ def test_sac_checkpoints_only_the_filled_part_of_its_replay_buffer_and_resumes_e
     assert {info["fill"] for info in meta["trimmed"].values()} <= {0, -1}  # zeros; final_slot's -1
     stored = sum(p.stat().st_size for p in (newest / "state").rglob("*") if p.is_file())
     assert stored < 2_000_000  # the whole buffer would be > 50,000 rows x 8 envs x 20 bytes = 8 MB
+
+
+def test_sac_without_its_replay_buffer_in_checkpoints_refills_on_resume_and_says_so(tmp_path):
+    from tests.checkpoint.conftest import ToyCli
+
+    cli = ToyCli(tmp_path, "sac")
+    light = (*SMALL, "--set", "sac.max_replay_size=400000", "--set", "run.checkpoint_replay=false")
+    run = tmp_path / "run"
+    assert cli.run("train", *cli.toy, *light, "--timesteps", "320", "--run-dir", str(run)).returncode == 0
+    newest = sorted((run / "checkpoints").iterdir())[-1]
+    meta = json.loads((newest / "meta.json").read_text())
+    assert meta["trimmed"] and all(info["dropped"] for info in meta["trimmed"].values())
+    stored = sum(p.stat().st_size for p in (newest / "state").rglob("*") if p.is_file())
+    assert stored < 500_000  # no replay rows: parameters, optimizer states, environments only
+
+    resumed = cli.run("resume", str(run), "--timesteps", "640", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "was saved without its replay buffer (run.checkpoint_replay=false)" in resumed.stderr
+    assert "not bit-identical" in resumed.stderr
+    rows = cli.train_rows(run)
+    assert [r["iteration"] for r in rows] == list(range(1, 11))
+    # the buffer was collected again: the prefill (16) plus one iteration's 8 policy steps x 8 envs
+    assert rows[5]["replay_size"] == 16 + 64 < rows[4]["replay_size"]

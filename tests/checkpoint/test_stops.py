@@ -80,11 +80,11 @@ def test_failed_save_keeps_earlier_checkpoints_and_stops(tmp_path, monkeypatch):
     real_save = checkpoint.save_checkpoint
     calls = []
 
-    def disk_full_on_third(directory, state, meta, *args):
+    def disk_full_on_third(directory, state, meta, *args, **kwargs):
         calls.append(meta["iteration"])
         if len(calls) == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_save(directory, state, meta, *args)
+        return real_save(directory, state, meta, *args, **kwargs)
 
     monkeypatch.setattr("rlfit.checkpointer.save_checkpoint", disk_full_on_third)
     run = tmp_path / "run"

@@ -50,6 +50,9 @@ class Learner(NamedTuple):
     stored_rows: Callable[[Any], list[int | None]] | None = None
     """state -> per leaf, how many leading rows hold data (None: all), so a checkpoint writes only those (an
     unfilled replay buffer); None: every leaf whole."""
+    refill: Callable[[Any], Any] | None = None
+    """state restored from a checkpoint that left out what `stored_rows` trims (`run.checkpoint_replay: false`;
+    those rows come back as zeros) -> the state with that experience emptied and collected again as at the start."""
 
 
 class MemoryRules(NamedTuple):

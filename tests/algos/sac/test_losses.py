@@ -114,5 +114,5 @@ def test_networks_parameters():
     assert float(params.log_alpha) == 0.0
     plain = make_sac_networks(jnp.zeros(D), A, SACConfig(q_hidden=(8,))).init(jax.random.PRNGKey(0))
     assert set(plain.q["params"]["critic_0"]) == {"dense_0", "dense_1"}
-    with pytest.raises(ValueError, match="fp16"):
-        make_sac_networks(jnp.zeros(D), A, config, precision="fp16")
+    half = make_sac_networks(jnp.zeros(D), A, config, precision="fp16")
+    assert {leaf.dtype for leaf in jax.tree.leaves(half.init(jax.random.PRNGKey(0)))} == {np.dtype("float32")}

@@ -9,6 +9,7 @@ from rlfit.algos.ppo.candidates import smaller_sizes as halved
 from rlfit.algos.ppo.planning import MEMORY_RULES
 from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
+from rlfit.loss_scale import loss_scale_row
 from rlfit.networks import make_agent
 
 
@@ -22,10 +23,7 @@ def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
     row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items()}
     row["grad_norm"] = float(metrics.grad_norm)
     row["updates"] = int(metrics.updates)
-    if float(metrics.loss_scale) > 0:  # fp16: the dynamic loss scale and the updates it skipped
-        row["loss_scale"] = float(metrics.loss_scale)
-        row["skipped_updates"] = int(metrics.skipped_updates)
-    return row
+    return {**row, **loss_scale_row(metrics)}
 
 
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:

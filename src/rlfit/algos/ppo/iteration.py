@@ -19,7 +19,7 @@ from rlfit.networks import Agent, AgentParams
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.algos.ppo.gae import compute_gae
-from rlfit.algos.ppo.loss_scale import LossScale, adjust, all_finite, init_loss_scale, select, unscale
+from rlfit.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
 from rlfit.algos.ppo.losses import LossBatch, LossTerms, ppo_loss
 from rlfit.algos.ppo.rollout import collect
 
@@ -85,24 +85,10 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
     def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key)
 
-    def gradients(params: AgentParams, batch: LossBatch, key: jax.Array, loss_scale: LossScale | None):
-        """(gradients of the loss, its terms, [] bool: the gradients are finite)."""
-        if loss_scale is None:
-            grads, terms = jax.grad(loss_fn, has_aux=True)(params, batch, key)
-            return grads, terms, jnp.asarray(True)
-
-        def scaled_loss(p, b, k):
-            loss, terms = loss_fn(p, b, k)
-            return loss * loss_scale.scale, terms
-
-        grads, terms = jax.grad(scaled_loss, has_aux=True)(params, batch, key)
-        grads = unscale(grads, loss_scale)
-        return grads, terms, all_finite(grads)
-
     def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
         params, opt_state, loss_scale = carry
         batch, key = inputs
-        grads, terms, finite = gradients(params, batch, key, loss_scale)
+        grads, _, terms, finite = gradients_with(loss_fn, loss_scale)(params, batch, key)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
         if loss_scale is not None:  # an overflowing fp16 update is skipped and the scale adjusted
@@ -125,7 +111,7 @@ def make_train_iteration(
 
     A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
     before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
-    (`rlfit.algos.ppo.loss_scale`).
+    (`rlfit.loss_scale`).
     """
     num_sequences = sizes.batch_size * sizes.num_minibatches
     num_unrolls = num_sequences // sizes.num_envs

@@ -20,6 +20,7 @@ from rlfit.algos.sac.planning import MEMORY_RULES
 from rlfit.algos.sac.sizes import SACSizes, config_sizes, smaller_sizes
 from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
+from rlfit.loss_scale import loss_scale_row
 
 
 def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
@@ -38,6 +39,7 @@ def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
         "entropy": float(metrics.entropy),
         "replay_size": int(metrics.replay_size),
         "updates": int(metrics.updates),
+        **loss_scale_row(metrics),
     }
 
 
@@ -52,7 +54,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         return jax.jit(prefill, donate_argnums=0)(state) if sac.min_replay_size > 0 else state
 
     def init(seed: int) -> Any:
-        return filled(init_sac_state(train_env, networks, optimizers, sac, seed))
+        return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
 
     def resize(state: Any, key: jax.Array) -> Any:
         """New environments and a new, prefilled replay buffer (its layout follows num_envs); the rest kept."""
@@ -60,12 +62,25 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
         return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, sac, one_obs)))
 
+    def refill(state: Any) -> Any:
+        """The restored buffer marked empty (its rows are zeros) and prefilled again; the rest kept."""
+        replay = state.replay
+        emptied = replay._replace(final_slot=jax.numpy.full_like(replay.final_slot, -1),
+                                  final_position=jax.numpy.zeros_like(replay.final_position),
+                                  insert_position=jax.numpy.zeros_like(replay.insert_position),
+                                  size=jax.numpy.zeros_like(replay.size))
+        return filled(state._replace(replay=emptied))
+
     def stored_rows(state: Any) -> list[int | None]:
-        """The replay buffer's filled rows (all once it has wrapped); every other leaf whole."""
-        filled = int(state.replay.size)
-        rows = state.replay.reward.shape[0]
-        ring = {id(leaf) for leaf in jax.tree.leaves(state.replay) if leaf.ndim and leaf.shape[0] == rows}
-        return [filled if id(leaf) in ring else None for leaf in jax.tree.leaves(state)]
+        """The replay buffer's filled rows (all once it has wrapped), its final-observation slots while it holds
+        anything; every other leaf whole."""
+        replay = state.replay
+        rows_filled = int(replay.size)
+        slots = 0 if rows_filled == 0 else jax.tree.leaves(replay.final_obs)[0].shape[0]
+        stored = {id(leaf): rows_filled for leaf in (*jax.tree.leaves(replay.obs), replay.action, replay.reward,
+                                                     replay.discount, replay.final_slot)}
+        stored.update({id(leaf): slots for leaf in jax.tree.leaves(replay.final_obs)})
+        return [stored.get(id(leaf)) for leaf in jax.tree.leaves(state)]
 
     return Learner(
         init=init,
@@ -76,6 +91,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         policy=PolicySpec(tuple(sac.policy_hidden), sac.activation, sac.policy_obs_key),
         resize=resize,
         stored_rows=stored_rows,
+        refill=refill,
     )
 
 

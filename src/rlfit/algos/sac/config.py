@@ -135,8 +135,5 @@ SECTION = SACConfig
 
 
 def check(config: Any) -> None:
-    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps, fp32/bf16."""
+    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps."""
     check_sac_config(config.sac)
-    if config.run.precision == "fp16":
-        raise UserError("run.precision=fp16 (with loss scaling) is implemented for PPO only; use bf16 or fp32 "
-                        "with algo sac")

@@ -61,10 +61,8 @@ class SACNetworks(NamedTuple):
 def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, precision: str = "fp32") -> SACNetworks:
     """The networks for observations shaped like `obs_example` (one unbatched observation).
 
-    `precision` is the compute dtype, fp32 or bf16 (parameters stay fp32); fp16 would need loss scaling.
+    `precision` is the compute dtype, fp32, bf16 or fp16 (parameters stay fp32; fp16 trains with loss scaling).
     """
-    if precision not in ("fp32", "bf16"):
-        raise ValueError(f"SAC supports precision fp32 or bf16, not '{precision}'")
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
     q_net = TwinQ(tuple(config.q_hidden), config.activation, config.q_layer_norm, dtype)

@@ -25,7 +25,7 @@ from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, 
                                     make_gradient_update)
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
-from rlfit.algos.ppo.loss_scale import all_finite, select
+from rlfit.loss_scale import LossScale, all_finite, init_loss_scale, select
 
 
 class SACState(NamedTuple):
@@ -42,6 +42,8 @@ class SACState(NamedTuple):
     """[] int32 policy steps taken by each environment (transitions collected = policy_steps * num_envs)."""
     grad_steps: jax.Array
     """[] int32 gradient updates applied."""
+    loss_scale: LossScale | None = None
+    """The dynamic loss scale with fp16 compute (`rlfit.loss_scale`); None otherwise."""
 
 
 class SACMetrics(NamedTuple):
@@ -57,6 +59,10 @@ class SACMetrics(NamedTuple):
     """[] int32 transitions in the replay buffer after the step."""
     updates: jax.Array
     """[] int32 gradient updates applied in the step."""
+    loss_scale: jax.Array
+    """[] float32 the loss scale after the step (fp16), 0 without one."""
+    skipped_updates: jax.Array
+    """[] int32 updates skipped because fp16 gradients overflowed."""
     episodes_finished: jax.Array
     episode_return_sum: jax.Array
     episode_length_sum: jax.Array
@@ -65,8 +71,9 @@ class SACMetrics(NamedTuple):
 
 
 def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers, config: SACConfig,
-                   seed: int) -> SACState:
-    """Fresh parameters, optimizer states, statistics, environments and an empty replay buffer from `seed`."""
+                   seed: int, loss_scaling: bool = False) -> SACState:
+    """Fresh parameters, optimizer states, statistics, environments and an empty replay buffer from `seed`
+    (and a loss scale with `loss_scaling`, for fp16 compute)."""
     check_sac_config(config)
     if env.num_envs != config.num_envs:
         raise ValueError(f"the environment batch has {env.num_envs} environments but num_envs is {config.num_envs}")
@@ -76,7 +83,7 @@ def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers
     one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
     counter = jnp.zeros((), jnp.int32)
     state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, None, key,
-                     counter, counter)
+                     counter, counter, init_loss_scale() if loss_scaling else None)
     # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays). The replay
     # buffer's leaves are each allocated once, and not copied: it may be most of the device's memory.
     state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
@@ -132,13 +139,16 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
         batch, key = inputs
         stats = state.normalizer
         batch = batch._replace(obs=normalize(stats, batch.obs), next_obs=normalize(stats, batch.next_obs))
-        params, opt_state, metrics = gradient_update(state.params, state.opt_state, batch, key)
+        params, opt_state, loss_scale, metrics, finite = gradient_update(
+            state.params, state.opt_state, state.loss_scale, batch, key)
         ready = num_valid(state.replay) > 0
-        params, opt_state = select(ready, (params, opt_state), (state.params, state.opt_state))
-        state = state._replace(params=params, opt_state=opt_state, grad_steps=state.grad_steps + ready)
-        return state, (metrics, ready)
+        learned = select(ready, (params, opt_state, loss_scale), (state.params, state.opt_state, state.loss_scale))
+        applied = ready & finite
+        state = state._replace(params=learned[0], opt_state=learned[1], loss_scale=learned[2],
+                               grad_steps=state.grad_steps + applied)
+        return state, (metrics, applied, ready & ~finite)
 
-    def policy_step(state: SACState, _) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, StepOutput]]:
+    def policy_step(state: SACState, _) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, jax.Array, StepOutput]]:
         key, action_key, sample_key, update_key = jax.random.split(state.key, 4)
         obs = normalize(state.normalizer, state.env_state.inner.obs)
         action, _ = sample_action(networks, state.params.policy, obs, action_key)
@@ -146,13 +156,13 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
         batches = sample(state.replay, sample_key, num_updates * config.batch_size)
         batches = jax.tree.map(lambda x: x.reshape((num_updates, config.batch_size) + x.shape[1:]), batches)
         update_keys = jax.random.split(update_key, num_updates)
-        state, (metrics, ready) = jax.lax.scan(one_update, state, (batches, update_keys))
-        return state, (metrics, ready, out)
+        state, (metrics, applied, skipped) = jax.lax.scan(one_update, state, (batches, update_keys))
+        return state, (metrics, applied, skipped, out)
 
     def train_step(state: SACState) -> tuple[SACState, SACMetrics]:
-        state, (metrics, ready, out) = jax.lax.scan(policy_step, state, None, length=steps)
-        count = jnp.maximum(jnp.sum(ready), 1).astype(jnp.float32)
-        means = jax.tree.map(lambda x: jnp.sum(jnp.where(ready, x, 0.0)) / count, metrics)
+        state, (metrics, applied, skipped, out) = jax.lax.scan(policy_step, state, None, length=steps)
+        count = jnp.maximum(jnp.sum(applied), 1).astype(jnp.float32)
+        means = jax.tree.map(lambda x: jnp.sum(jnp.where(applied, x, 0.0)) / count, metrics)
         finite = jnp.logical_and(all_finite(means), all_finite(state.params))
         return state, SACMetrics(
             critic_loss=means.critic_loss,
@@ -161,7 +171,9 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
             alpha=means.alpha,
             entropy=means.entropy,
             replay_size=state.replay.size * env.num_envs,
-            updates=jnp.sum(ready).astype(jnp.int32),
+            updates=jnp.sum(applied).astype(jnp.int32),
+            loss_scale=state.loss_scale.scale if state.loss_scale is not None else jnp.zeros((), jnp.float32),
+            skipped_updates=jnp.sum(skipped).astype(jnp.int32),
             episodes_finished=jnp.sum(out.finished_length > 0).astype(jnp.float32),
             episode_return_sum=jnp.sum(out.finished_return),
             episode_length_sum=jnp.sum(out.finished_length),

@@ -18,12 +18,11 @@ from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
 from rlfit.algos.sac.networks import SACNetworks, SACParams
 from rlfit.algos.sac.replay import Batch
+from rlfit.loss_scale import LossScale, adjust, gradients_with, select
 
 
 class SACOptimizers(NamedTuple):
     """Adam for the policy and the Q networks, and for log(alpha)."""
-
-    """One Adam per trained part."""
 
     policy: optax.GradientTransformation
     q: optax.GradientTransformation
@@ -70,29 +69,44 @@ def make_gradient_update(
     networks: SACNetworks,
     optimizers: SACOptimizers,
     config: SACConfig,
-) -> Callable[[SACParams, SACOptStates, Batch, jax.Array], tuple[SACParams, SACOptStates, UpdateMetrics]]:
-    """(params, optimizer states, normalized batch [B], key) -> (params, optimizer states, metrics)."""
+) -> Callable[..., tuple[SACParams, SACOptStates, LossScale | None, UpdateMetrics, jax.Array]]:
+    """(params, optimizer states, loss scale or None, normalized batch [B], key) -> (params, optimizer states,
+    loss scale, metrics, [] bool: applied).
+
+    With a loss scale (fp16 compute) each loss is scaled before differentiation and its gradients unscaled; an
+    update whose gradients overflowed is skipped whole (nothing changes but the halved scale).
+    """
     target_entropy = config.resolved_target_entropy(networks.action_size)
 
     def apply(optimizer: optax.GradientTransformation, grads: Any, opt_state: Any, params: Any):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    def update(params: SACParams, opt: SACOptStates, batch: Batch, key: jax.Array):
+    def critic(q_params, params: SACParams, alpha, batch: Batch, key):
+        return critic_loss(q_params, params.policy, params.target_q, alpha, networks, batch, config.reward_scaling,
+                           config.discounting, key), None
+
+    def actor(policy_params, q_params, alpha, obs, key):
+        return actor_loss(policy_params, q_params, alpha, networks, obs, key), None
+
+    def update(params: SACParams, opt: SACOptStates, loss_scale: LossScale | None, batch: Batch, key: jax.Array):
         alpha_key, critic_key, actor_key = jax.random.split(key, 3)
-        (a_loss, entropy), alpha_grad = jax.value_and_grad(alpha_loss, has_aux=True)(
+        alpha_grad, a_loss, entropy, alpha_finite = gradients_with(alpha_loss, loss_scale)(
             params.log_alpha, params.policy, networks, batch.obs, target_entropy, alpha_key)
         alpha = jnp.exp(params.log_alpha)
-        c_loss, q_grad = jax.value_and_grad(critic_loss)(
-            params.q, params.policy, params.target_q, alpha, networks, batch, config.reward_scaling,
-            config.discounting, critic_key)
-        p_loss, policy_grad = jax.value_and_grad(actor_loss)(params.policy, params.q, alpha, networks, batch.obs,
-                                                             actor_key)
+        q_grad, c_loss, _, q_finite = gradients_with(critic, loss_scale)(params.q, params, alpha, batch, critic_key)
+        policy_grad, p_loss, _, policy_finite = gradients_with(actor, loss_scale)(
+            params.policy, params.q, alpha, batch.obs, actor_key)
         log_alpha, alpha_opt = apply(optimizers.alpha, alpha_grad, opt.alpha, params.log_alpha)
         q, q_opt = apply(optimizers.q, q_grad, opt.q, params.q)
         policy, policy_opt = apply(optimizers.policy, policy_grad, opt.policy, params.policy)
         new_params = SACParams(policy, q, soft_update(params.target_q, q, config.tau), log_alpha)
-        metrics = UpdateMetrics(c_loss, p_loss, a_loss, jnp.exp(log_alpha), entropy)
-        return new_params, SACOptStates(policy_opt, q_opt, alpha_opt), metrics
+        new_opt = SACOptStates(policy_opt, q_opt, alpha_opt)
+        finite = alpha_finite & q_finite & policy_finite
+        if loss_scale is not None:  # an overflowing fp16 update is skipped and the scale adjusted
+            new_params, new_opt = select(finite, (new_params, new_opt), (params, opt))
+            loss_scale = adjust(loss_scale, finite)
+        metrics = UpdateMetrics(c_loss, p_loss, a_loss, jnp.exp(new_params.log_alpha), entropy)
+        return new_params, new_opt, loss_scale, metrics, finite
 
     return update

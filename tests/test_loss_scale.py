@@ -10,7 +10,7 @@ import pytest
 
 from rlfit.config import resolve
 from rlfit.plan import make_plan
-from rlfit.algos.ppo.loss_scale import (
+from rlfit.loss_scale import (
     GROWTH_INTERVAL,
     INITIAL_SCALE,
     MAX_SCALE,
@@ -23,7 +23,7 @@ from rlfit.algos.ppo.loss_scale import (
 )
 from rlfit.trainer import Trainer
 
-from .test_iteration import SIZES, avals
+from tests.algos.ppo.test_iteration import SIZES, avals
 
 
 def reference_scales(flags, scale=INITIAL_SCALE):
