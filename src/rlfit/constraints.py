@@ -63,15 +63,6 @@ def check_seed(seed: int, name: str) -> None:
         raise UserError(f"{name} must be an integer from 0 to {SEED_LIMIT - 1} (2^32 - 1), got {seed}")
 
 
-def check_device_split(num_envs: int, num_devices: int) -> None:
-    """Rule: environments are split evenly over the devices used."""
-    if num_envs % num_devices:
-        lower = num_envs - num_envs % num_devices
-        options = [n for n in (lower, lower + num_devices) if n > 0]
-        raise UserError(f"ppo.num_envs ({num_envs}) must be divisible by the number of devices ({num_devices}); "
-                        f"nearest valid: {', '.join(f'num_envs={n}' for n in options)}")
-
-
 def _get(config: Config, dotted: str):
     section, key = dotted.split(".")
     return getattr(getattr(config, section), key)

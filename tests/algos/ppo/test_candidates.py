@@ -6,17 +6,15 @@ import pytest
 
 from rlfit.algos.ppo.candidates import candidate_sizes, scale_sizes, smaller_sizes
 from rlfit.algos.ppo.sizes import BatchSizes, check_batch_divisibility
-from rlfit.constraints import check_device_split
 
 CARTPOLE = BatchSizes(num_envs=2048, batch_size=1024, num_minibatches=32, unroll_length=30)
 ODD = BatchSizes(num_envs=1000, batch_size=500, num_minibatches=24, unroll_length=20)  # 12 unrolls per env
 
 
-def assert_valid(sizes: BatchSizes, num_devices: int = 1) -> None:
+def assert_valid(sizes: BatchSizes) -> None:
     """Raises (UserError) when `sizes` break a rule in rlfit.constraints."""
     assert min(sizes) > 0
     check_batch_divisibility(sizes.num_envs, sizes.batch_size, sizes.num_minibatches)
-    check_device_split(sizes.num_envs, num_devices)
 
 
 @pytest.mark.parametrize("base", [CARTPOLE, ODD, BatchSizes(8, 8, 2, 4)])
@@ -39,11 +37,6 @@ def test_scaling_to_the_base_size_gives_the_base_back_and_matches_the_guides():
     assert scale_sizes(thirds, 256) == BatchSizes(256, 128, 2, 20)  # 256 sequences do not split into 3
 
 
-def test_device_split_filters_candidates():
-    assert all(c.num_envs % 32 == 0 for c in candidate_sizes(CARTPOLE, num_devices=32))
-    assert candidate_sizes(CARTPOLE, num_devices=3) == ()
-
-
 def test_smaller_sizes_halves_the_environments_and_keeps_the_rules():
     sizes, seen = CARTPOLE, []
     while sizes is not None:
@@ -61,7 +54,6 @@ def test_smaller_sizes_of_an_odd_configuration_stays_valid():
     assert sizes.batch_size * sizes.num_minibatches == 500 * 12
 
 
-def test_smaller_sizes_respects_a_floor_and_devices():
-    assert smaller_sizes(BatchSizes(32, 32, 4, 10), smallest_num_envs=32) is None
-    assert smaller_sizes(BatchSizes(24, 24, 4, 10), num_devices=8).num_envs == 8
-    assert smaller_sizes(BatchSizes(8, 8, 2, 10), num_devices=8) is None
+def test_smaller_sizes_ends_below_one_environment():
+    assert smaller_sizes(BatchSizes(1, 1, 1, 10)) is None
+    assert smaller_sizes(BatchSizes(3, 3, 1, 10)) == BatchSizes(1, 1, 1, 10)

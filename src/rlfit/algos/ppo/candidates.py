@@ -4,13 +4,12 @@ A candidate keeps the config's `unroll_length` and its number of unrolls per env
 (`batch_size * num_minibatches / num_envs`), so each environment collects as much experience per iteration as
 before and the batch grows with `num_envs` (as the guides' tables do: 1024 envs with batch 256, 2048 with
 512). `num_minibatches` stays the config's where the sequences divide evenly, else the largest divisor below
-it. Every candidate satisfies PPO's batch rule and `rlfit.constraints`. Pure Python, no JAX.
+it. Every candidate satisfies PPO's batch rule. Pure Python, no JAX.
 """
 
 from __future__ import annotations
 
 from rlfit.algos.ppo.sizes import BatchSizes, check_batch_divisibility
-from rlfit.constraints import check_device_split
 from rlfit.errors import UserError
 
 MIN_NUM_ENVS = 16
@@ -30,44 +29,34 @@ def scale_sizes(base: BatchSizes, num_envs: int) -> BatchSizes:
     return BatchSizes(num_envs, sequences // num_minibatches, num_minibatches, base.unroll_length)
 
 
-def is_valid(sizes: BatchSizes, num_devices: int = 1) -> bool:
-    """True when `sizes` satisfy every batch-size rule the trainer checks."""
+def is_valid(sizes: BatchSizes) -> bool:
+    """True when `sizes` are positive and satisfy PPO's batch rule."""
     if min(sizes) <= 0:
         return False
     try:
         check_batch_divisibility(sizes.num_envs, sizes.batch_size, sizes.num_minibatches)
-        check_device_split(sizes.num_envs, num_devices)
     except UserError:
         return False
     return True
 
 
-def candidate_sizes(base: BatchSizes, num_devices: int = 1, smallest: int = MIN_NUM_ENVS,
-                    largest: int = MAX_NUM_ENVS) -> tuple[BatchSizes, ...]:
+def candidate_sizes(base: BatchSizes, smallest: int = MIN_NUM_ENVS, largest: int = MAX_NUM_ENVS
+                    ) -> tuple[BatchSizes, ...]:
     """`base` scaled to every power-of-two `num_envs` in [smallest, largest], smallest first, valid ones only."""
-    powers = []
-    num_envs = 1
-    while num_envs <= largest:
-        if num_envs >= smallest:
-            powers.append(num_envs)
-        num_envs *= 2
-    scaled = (scale_sizes(base, n) for n in powers)
-    return tuple(sizes for sizes in scaled if is_valid(sizes, num_devices))
+    powers = [1 << k for k in range(largest.bit_length()) if smallest <= 1 << k <= largest]
+    return tuple(sizes for sizes in (scale_sizes(base, n) for n in powers) if is_valid(sizes))
 
 
-def smaller_sizes(sizes: BatchSizes, base: BatchSizes | None = None, num_devices: int = 1,
-                  smallest_num_envs: int = 1) -> BatchSizes | None:
+def smaller_sizes(sizes: BatchSizes) -> BatchSizes | None:
     """The next smaller valid configuration (the out-of-memory back-off): half the environments (or the
-    largest valid number below that), `base`'s proportions kept.
-
-    `base` (default `sizes`) fixes the unrolls per environment, `unroll_length` and `num_minibatches`
-    (reduced only where the sequences no longer divide evenly), so every environment still collects the same
-    experience per iteration. None when no configuration with at least `smallest_num_envs` environments is left.
+    largest valid number below that) in `sizes`' proportions: the same unrolls per environment and
+    `unroll_length`, `num_minibatches` reduced only where the sequences no longer divide evenly, so every
+    environment still collects the same experience per iteration. None below one environment.
     """
     num_envs = sizes.num_envs // 2
-    while num_envs >= max(1, num_devices, smallest_num_envs):
-        candidate = scale_sizes(base or sizes, num_envs)
-        if is_valid(candidate, num_devices):
+    while num_envs >= 1:
+        candidate = scale_sizes(sizes, num_envs)
+        if is_valid(candidate):
             return candidate
         num_envs -= 1
     return None
