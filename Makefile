@@ -26,7 +26,7 @@ quickstart: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

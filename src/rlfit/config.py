@@ -86,7 +86,8 @@ class RunConfig:
     continue_on_save_error: bool = False
     """Keep training when a checkpoint cannot be written (default: stop)."""
     fit_to_device: bool = False
-    """Let the planner size num_envs and the batch to this device's memory (as `--num-envs auto`)."""
+    """Let the planner size the run to this device's memory, as `--num-envs auto` (PPO: num_envs and the batch;
+    SAC: the replay buffer)."""
     oom_backoff: bool = True
     """On out-of-memory, halve num_envs, recompile and continue (false: stop with exit code 5)."""
     checkpoint_replay: bool = True

@@ -25,7 +25,8 @@ def register(subparsers) -> None:
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
     parser.add_argument("--num-envs", metavar="N",
-                        help="parallel environments (overrides ppo.num_envs); 'auto': the largest that fits memory")
+                        help="parallel environments (overrides the algorithm's num_envs); 'auto': size the run to the device's "
+                             "memory (PPO: the most environments that fit; SAC: the largest replay buffer)")
     parser.add_argument("--device-memory", metavar="SIZE",
                         help="with --num-envs auto: plan for this much device memory (e.g. 12GiB), not all of it")
     parser.add_argument("--timesteps", metavar="N", help="total env steps (overrides run.num_timesteps)")
