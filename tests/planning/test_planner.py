@@ -82,7 +82,6 @@ def test_cpu_runs_are_capped_by_cores(config, cores, cap):
     planned = memory_plan_from_model(config, model(), budget, cpu_cores=cores)
     assert planned.chosen.sizes.num_envs == cap
     assert any(f"capped at {cap} environments on a CPU" in r for r in planned.reasons)
-    assert any(f"a CPU with {cores} cores steps no faster beyond {cap} environments" in r for r in planned.reasons)
     assert planned.chosen.sizes.num_envs < max(c.sizes.num_envs for c in planned.candidates)  # more would fit
 
 

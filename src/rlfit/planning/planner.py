@@ -108,8 +108,6 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     requested = judge(config_sizes(config))
     choice = rules.choose(config, judge, cap)
     reasons = list(budget.reasons) + [margin_reason, _fit_reason(model)]
-    if budget.target_backend == "cpu":
-        reasons.append(f"a CPU with {cores} cores steps no faster beyond {cap} environments")
     reasons.append(f"the config's sizes are predicted at {format_bytes(requested.predicted_bytes)}: "
                    f"{'fits' if requested.fits else 'does not fit'}")
     reasons += choice.reasons

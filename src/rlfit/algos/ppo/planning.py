@@ -42,13 +42,14 @@ def shown_candidates(candidates: Sequence[Any]) -> tuple[Any, ...]:
 def choose(config: Any, judge: Callable[[Any], Any], cap: int) -> Any:
     """The largest power-of-two `num_envs` in the config's proportions that fits, at most `cap`."""
     from rlfit.planning.planner import Choice
+    from rlfit.planning.budget import CPU_ENVS_PER_CORE
     from rlfit.planning.units import format_bytes
 
     candidates = tuple(judge(sizes) for sizes in candidate_sizes(config_sizes(config)))
     chosen, most = largest(candidates, cap), largest(candidates)
     if chosen is not None and most is not None and most.sizes.num_envs > cap:
         reason = (f"chose num_envs={chosen.sizes.num_envs} (predicted {format_bytes(chosen.predicted_bytes)}): "
-                  f"capped at {cap} environments on a CPU, where more do not step faster "
+                  f"capped at {cap} environments on a CPU ({CPU_ENVS_PER_CORE} per core), where more do not step faster "
                   f"(up to {most.sizes.num_envs} would fit the budget)")
     elif chosen is not None:
         reason = (f"chose num_envs={chosen.sizes.num_envs}, the largest power of two whose predicted "
