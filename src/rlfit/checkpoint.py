@@ -189,13 +189,14 @@ def fetch_leaves(state: Any, stored_rows: list[int | None], drop_trimmed: bool =
         rows = stored_rows[index] if index < len(stored_rows) else None
         if rows is not None and np.ndim(leaf) and rows < np.shape(leaf)[0]:
             tail = leaf[rows:]
-            fill = np.asarray(jax.device_get(tail.reshape(-1)[0])).item()
             if drop_trimmed:
                 trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": 0, "dropped": True}
                 leaf = leaf[:rows]
-            elif bool(jax.numpy.all(tail == fill)):
-                trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": fill}
-                leaf = leaf[:rows]
+            elif np.size(tail):
+                fill = np.asarray(jax.device_get(tail.reshape(-1)[0])).item()
+                if bool(jax.numpy.all(tail == fill)):
+                    trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": fill}
+                    leaf = leaf[:rows]
         leaves.append(np.asarray(jax.device_get(leaf)))
     return leaves, trimmed
 

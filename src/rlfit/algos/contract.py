@@ -70,7 +70,7 @@ class MemoryRules(NamedTuple):
     stored_transitions: Callable[[Any], int]
     """sizes -> transitions the training state stores (a replay buffer's capacity; 0 without one)."""
     choose: Callable[[Any, Callable[[Any], Any], int], Any]
-    """(config, judge: sizes -> `rlfit.planning.planner.Candidate`, most environments worth running) ->
+    """(config, judge: sizes -> `rlfit.planning.planner.Candidate`, most environments worth running or None) ->
     `rlfit.planning.planner.Choice`: the candidates to show, the chosen one (None if nothing fits), why."""
 
 

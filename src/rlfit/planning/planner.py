@@ -23,10 +23,6 @@ from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin
 from rlfit.planning.memory import MemoryModel, fit_memory_model
 from rlfit.planning.units import format_bytes, parse_size
 
-MAX_NUM_ENVS = 1 << 16
-"""The most environments a plan for a GPU considers."""
-
-
 @dataclass(frozen=True)
 class Candidate:
     """One configuration the planner considered."""
@@ -100,7 +96,7 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     rules = algorithm(config.algo).memory
     margin, margin_reason = margin_for(model.backend, budget.target_backend)
     cores = cpu_cores or usable_cores()
-    cap = cpu_max_num_envs(cores) if budget.target_backend == "cpu" else MAX_NUM_ENVS
+    cap = cpu_max_num_envs(cores) if budget.target_backend == "cpu" else None
 
     def judge(sizes: Any) -> Candidate:
         return predict(model, sizes, rules.stored_transitions(sizes), margin, budget.budget_bytes)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlfit.algos.contract import MemoryRules
-from rlfit.algos.ppo.candidates import MAX_NUM_ENVS, candidate_sizes, scale_sizes
+from rlfit.algos.ppo.candidates import candidate_sizes, scale_sizes
 from rlfit.algos.ppo.sizes import config_sizes
 
 MEASURE_NUM_ENVS = (256, 2048)
@@ -23,9 +23,9 @@ def measured_sizes(config: Any) -> tuple[Any, ...]:
     return tuple(scale_sizes(config_sizes(config), n) for n in MEASURE_NUM_ENVS)
 
 
-def largest(candidates: Sequence[Any], max_num_envs: int = MAX_NUM_ENVS) -> Any:
-    """The fitting candidate with the most environments (up to `max_num_envs`), or None."""
-    fitting = [c for c in candidates if c.fits and c.sizes.num_envs <= max_num_envs]
+def largest(candidates: Sequence[Any], max_num_envs: int | None = None) -> Any:
+    """The fitting candidate with the most environments (up to `max_num_envs`, if given), or None."""
+    fitting = [c for c in candidates if c.fits and (max_num_envs is None or c.sizes.num_envs <= max_num_envs)]
     return max(fitting, key=lambda c: c.sizes.num_envs) if fitting else None
 
 
@@ -39,15 +39,15 @@ def shown_candidates(candidates: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(shown)
 
 
-def choose(config: Any, judge: Callable[[Any], Any], cap: int) -> Any:
-    """The largest power-of-two `num_envs` in the config's proportions that fits, at most `cap`."""
+def choose(config: Any, judge: Callable[[Any], Any], cap: int | None) -> Any:
+    """The largest power-of-two `num_envs` in the config's proportions that fits, at most `cap` (if given)."""
     from rlfit.planning.planner import Choice
     from rlfit.planning.budget import CPU_ENVS_PER_CORE
     from rlfit.planning.units import format_bytes
 
     candidates = tuple(judge(sizes) for sizes in candidate_sizes(config_sizes(config)))
     chosen, most = largest(candidates, cap), largest(candidates)
-    if chosen is not None and most is not None and most.sizes.num_envs > cap:
+    if chosen is not None and most is not None and cap is not None and most.sizes.num_envs > cap:
         reason = (f"chose num_envs={chosen.sizes.num_envs} (predicted {format_bytes(chosen.predicted_bytes)}): "
                   f"capped at {cap} environments on a CPU ({CPU_ENVS_PER_CORE} per core), where more do not step faster "
                   f"(up to {most.sizes.num_envs} would fit the budget)")

@@ -43,7 +43,7 @@ def largest_fitting_rows(fits: Callable[[int], bool], low: int, high: int) -> in
     return low
 
 
-def choose(config: Any, judge: Callable[[SACSizes], Any], cap: int) -> Any:
+def choose(config: Any, judge: Callable[[SACSizes], Any], cap: int | None) -> Any:
     """The config's buffer if it fits, else the largest whole number of policy steps between min_replay_size
     and max_replay_size that fits; None when even the smallest does not."""
     from rlfit.planning.planner import Choice
