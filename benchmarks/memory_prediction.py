@@ -117,7 +117,7 @@ def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
     from rlfit.envs import load_env
     from rlfit.plan import config_sizes
     from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN
-    from rlfit.planning.candidates import scale_sizes
+    from rlfit.algos.ppo.candidates import scale_sizes
     from rlfit.planning.memory import fit_memory_model
 
     config = resolve(name, "smoke", overrides=list(OVERRIDES))
@@ -153,6 +153,7 @@ def main() -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_SETTINGS})
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CartpoleBalance at two small sizes (checks the script)")
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), help=f"environments to measure (default: {' '.join(ENVS)})")
     args = parser.parse_args()
 
     import jax
@@ -165,8 +166,11 @@ def main() -> None:
     record["device"] = str(jax.devices()[0].device_kind)
     record["method"] = __doc__.split("Measurement:")[1].split("Error =")[0].strip()
     record["malloc"] = MALLOC_SETTINGS
-    envs, sizes = (ENVS[:1], QUICK_NUM_ENVS) if args.quick else (ENVS, NUM_ENVS)
-    record["results"] = [benchmark_env(name, sizes) for name in envs]
+    envs, sizes = (ENVS[:1], QUICK_NUM_ENVS) if args.quick else (tuple(args.envs), NUM_ENVS)
+    record["results"] = []
+    for name in envs:  # written after each environment, so a run stopped by a time limit keeps what it measured
+        record["results"].append(benchmark_env(name, sizes))
+        finish_record(record)
     rows = [(r["env"], row["num_envs"], row["measured_bytes"] / 2**20, row["line_bytes"] / 2**20,
              f"{row['line_error']:+.1%}", f"{row['xla_exact_error']:+.1%}",
              f"{row['line_with_same_backend_margin_error']:+.1%}")
@@ -174,7 +178,6 @@ def main() -> None:
     print()
     print_table(rows, ("env", "num_envs", "measured MiB", "predicted MiB", "error", "error (XLA at size)",
                        "error with margin"))
-    finish_record(record)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def iterations_for(sizes: dict[str, int], args: argparse.Namespace) -> int:
 def sweep_sizes(base: dict[str, int], smallest: int, largest: int) -> list[dict[str, int]]:
     """The config's proportions at every power of two in [smallest, largest], as the planner scales them."""
     from rlfit.algos.ppo.sizes import BatchSizes
-    from rlfit.planning.candidates import candidate_sizes
+    from rlfit.algos.ppo.candidates import candidate_sizes
 
     keys = ("num_envs", "batch_size", "num_minibatches", "unroll_length")
     scaled = candidate_sizes(BatchSizes(*(base[k] for k in keys)), smallest=smallest, largest=largest)
