@@ -78,7 +78,8 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         rows_filled = int(replay.size)
         slots = 0 if rows_filled == 0 else jax.tree.leaves(replay.final_obs)[0].shape[0]
         stored = {id(leaf): rows_filled for leaf in (*jax.tree.leaves(replay.obs), replay.action, replay.reward,
-                                                     replay.discount, replay.final_slot)}
+                                                     replay.discount, replay.final_slot,
+                                                     *jax.tree.leaves(replay.episode_step))}
         stored.update({id(leaf): slots for leaf in jax.tree.leaves(replay.final_obs)})
         return [stored.get(id(leaf)) for leaf in jax.tree.leaves(state)]
 

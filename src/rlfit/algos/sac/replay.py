@@ -13,6 +13,7 @@ every leaf keeps its own dtype and shape (uint8 frames stay uint8).
     final_position  [N] int32                     the slot each environment writes next
     insert_position [] int32                      the row written next
     size            [] int32                      rows filled, at most C
+    episode_step    [C, N] int32 or None          policy steps since the reset when `obs` was seen (frame stacks)
 
 Each observation is stored once. The next observation of transition (row t, env e) is
 - `final_obs[final_slot[t, e], e]` where the time limit truncated the episode at t (the value beyond it is
@@ -22,13 +23,22 @@ Each observation is stored once. The next observation of transition (row t, env 
   computed from it by discount = 0, so the true final observation is never needed and not stored.
 The newest row's successor is not stored yet, so sampling draws from the (size - 1) * N older transitions.
 
+Frame stacks (`stacked_keys`: dict entries shaped [T, H, W, C], the last frame the newest) are stored one frame
+per row: `obs[key]` is [C, N, H, W, C], and `sample` rebuilds the stack of row t from rows t - T + 1 .. t of the
+same environment, repeating the episode's first frame where the episode is younger than T steps (as the
+environment fills its stack at a reset; `episode_step` says how young). So a stack is never stored T times.
+Sampling skips the oldest T - 1 rows, whose earlier frames are overwritten. `final_obs` keeps whole stacks
+(one slot per L rows).
+
 F slots suffice: `VecEnv` truncates an environment at most once every L policy steps, so the truncation that
 reuses a slot comes at least F * L >= C rows after the one that wrote it, when that row is already overwritten.
 `episode_length` must therefore not exceed the environment's time limit (a smaller value only costs memory).
 
-Bytes per stored transition, with obs_bytes = sum over observation leaves of itemsize * prod(leaf_shape):
+Bytes per stored transition, with obs_bytes = sum over observation leaves of itemsize * prod(leaf_shape)
+(row_bytes the same with one frame of each stack):
 
-    obs_bytes * (1 + F / C) + A * action_itemsize + 4 (reward) + 4 (discount) + 4 (final_slot)
+    row_bytes + obs_bytes * F / C + A * action_itemsize + 4 (reward) + 4 (discount) + 4 (final_slot)
+        + 4 (episode_step, with frame stacks)
 
 that is about obs_bytes * (1 + 1 / L) + 4 * A + 12 for float32 actions, instead of 2 * obs_bytes + ... when
 every transition stores its next observation.
@@ -59,6 +69,8 @@ class StepBatch(NamedTuple):
     """[N] float32, 1 where the time limit ended the episode (then `next_obs` is stored)."""
     next_obs: Any
     """[N, ...] observation reached, before any reset; read only where `truncation` is 1."""
+    episode_step: Any = None
+    """[N] int32 policy steps since each environment's reset when `obs` was seen (needed with frame stacks)."""
 
 
 class Batch(NamedTuple):
@@ -84,6 +96,7 @@ class ReplayState(NamedTuple):
     final_position: jax.Array
     insert_position: jax.Array
     size: jax.Array
+    episode_step: jax.Array | None = None
 
 
 def replay_rows(capacity: int, num_envs: int, episode_length: int) -> tuple[int, int]:
@@ -95,15 +108,35 @@ def replay_rows(capacity: int, num_envs: int, episode_length: int) -> tuple[int,
     return rows, math.ceil(rows / max(episode_length, 1))
 
 
-def init_replay(example: StepBatch, capacity: int, num_envs: int, episode_length: int) -> ReplayState:
-    """An empty buffer for transitions shaped like `example` (one unbatched transition; only obs, action used)."""
+def newest_frames(obs: Any, stacked_keys: tuple[str, ...]) -> Any:
+    """`obs` with each frame stack [..., T, H, W, C] cut to its newest frame [..., H, W, C] (what a row stores)."""
+    if not stacked_keys:
+        return obs
+    if not isinstance(obs, dict) or not set(stacked_keys) <= set(obs):
+        raise ValueError(f"frame stacks {stacked_keys} must be entries of a dict observation")
+    return {key: (value[..., -1, :, :, :] if key in stacked_keys else value) for key, value in obs.items()}
+
+
+def stacked_keys_of(state: ReplayState) -> tuple[str, ...]:
+    """The observation entries stored one frame per row (a final slot holds one more axis than a row)."""
+    if not isinstance(state.obs, dict):
+        return ()
+    return tuple(key for key in state.obs if state.final_obs[key].ndim == state.obs[key].ndim + 1)
+
+
+def init_replay(example: StepBatch, capacity: int, num_envs: int, episode_length: int,
+                stacked_keys: tuple[str, ...] = ()) -> ReplayState:
+    """An empty buffer for transitions shaped like `example` (one unbatched transition; only obs, action used).
+
+    `stacked_keys`: dict entries of the observation that are frame stacks [T, H, W, C] (stored a frame a row).
+    """
     rows, slots = replay_rows(capacity, num_envs, episode_length)
 
     def zeros(leading: int):
         return lambda x: jnp.zeros((leading, num_envs) + jnp.shape(x), jnp.asarray(x).dtype)
 
     return ReplayState(
-        obs=jax.tree.map(zeros(rows), example.obs),
+        obs=jax.tree.map(zeros(rows), newest_frames(example.obs, stacked_keys)),
         action=zeros(rows)(example.action),
         reward=jnp.zeros((rows, num_envs), jnp.float32),
         discount=jnp.zeros((rows, num_envs), jnp.float32),
@@ -112,6 +145,7 @@ def init_replay(example: StepBatch, capacity: int, num_envs: int, episode_length
         final_position=jnp.zeros((num_envs,), jnp.int32),
         insert_position=jnp.zeros((), jnp.int32),
         size=jnp.zeros((), jnp.int32),
+        episode_step=jnp.zeros((rows, num_envs), jnp.int32) if stacked_keys else None,
     )
 
 
@@ -132,8 +166,11 @@ def insert(state: ReplayState, step: StepBatch) -> ReplayState:
         kept = buffer[slot, envs]
         return buffer.at[slot, envs].set(jnp.where(mask, value.astype(buffer.dtype), kept))
 
+    stacked_keys = stacked_keys_of(state)
+    if stacked_keys and step.episode_step is None:
+        raise ValueError("a replay buffer of frame stacks needs each step's episode_step")
     return ReplayState(
-        obs=jax.tree.map(write_row, state.obs, step.obs),
+        obs=jax.tree.map(write_row, state.obs, newest_frames(step.obs, stacked_keys)),
         action=write_row(state.action, step.action),
         reward=write_row(state.reward, step.reward),
         discount=write_row(state.discount, step.discount),
@@ -142,12 +179,19 @@ def insert(state: ReplayState, step: StepBatch) -> ReplayState:
         final_position=jnp.where(truncated, (slot + 1) % slots, slot).astype(jnp.int32),
         insert_position=((row + 1) % rows).astype(jnp.int32),
         size=jnp.minimum(state.size + 1, rows).astype(jnp.int32),
+        episode_step=None if state.episode_step is None else write_row(state.episode_step, step.episode_step),
     )
 
 
+def stack_length(state: ReplayState) -> int:
+    """T, the longest frame stack stored (1 without frame stacks)."""
+    return max((state.final_obs[key].shape[2] for key in stacked_keys_of(state)), default=1)
+
+
 def num_valid(state: ReplayState) -> jax.Array:
-    """[] int32 transitions `sample` draws from: all but the newest row's."""
-    return jnp.maximum(state.size - 1, 0) * state.reward.shape[1]
+    """[] int32 transitions `sample` draws from: all but the newest row's and, with frame stacks of T frames,
+    the oldest T - 1 rows'."""
+    return jnp.maximum(state.size - stack_length(state), 0) * state.reward.shape[1]
 
 
 def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
@@ -156,9 +200,10 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
     With no valid transition (fewer than 2 rows filled) the batch is meaningless (but finite); check `num_valid`.
     """
     rows, num_envs = state.reward.shape
+    stacked_keys = stacked_keys_of(state)
     index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(num_valid(state), 1))
     oldest = (state.insert_position - state.size) % rows
-    row = (oldest + index // num_envs) % rows
+    row = (oldest + stack_length(state) - 1 + index // num_envs) % rows
     env = index % num_envs
     next_row = (row + 1) % rows
     slot = state.final_slot.reshape(-1)[row * num_envs + env]
@@ -169,20 +214,35 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
         """buffer[rows, env], gathered from the buffer seen as [C * N, ...] (a reshape XLA need not copy)."""
         return buffer.reshape((-1,) + buffer.shape[2:])[rows * num_envs + env]
 
-    def next_obs(buffer, final):
-        mask = truncated.reshape((batch_size,) + (1,) * (buffer.ndim - 2))
-        return jnp.where(mask, final[safe_slot, env], at(buffer, next_row))
+    def stack_at(buffer, rows_, frames):
+        """[B, T, ...]: rows_ - T + 1 .. rows_ of each env, none older than the episode's first (episode_step)."""
+        back = at(state.episode_step, rows_)
+        wanted = frames - 1 - jnp.arange(frames)
+        source = (rows_[:, None] - jnp.minimum(wanted[None, :], back[:, None])) % rows
+        return buffer.reshape((-1,) + buffer.shape[2:])[source * num_envs + env[:, None]]
+
+    def gather(rows_):
+        """The observations of rows_ [B], with frame stacks rebuilt."""
+        if not stacked_keys:
+            return jax.tree.map(lambda buffer: at(buffer, rows_), state.obs)
+        return {key: (stack_at(buffer, rows_, state.final_obs[key].shape[2]) if key in stacked_keys
+                      else jax.tree.map(lambda b: at(b, rows_), buffer)) for key, buffer in state.obs.items()}
+
+    def next_obs(following, final):
+        mask = truncated.reshape((batch_size,) + (1,) * (following.ndim - 1))
+        return jnp.where(mask, final[safe_slot, env], following)
 
     return Batch(
-        obs=jax.tree.map(lambda buffer: at(buffer, row), state.obs),
+        obs=gather(row),
         action=at(state.action, row),
         reward=at(state.reward, row),
         discount=at(state.discount, row),
-        next_obs=jax.tree.map(next_obs, state.obs, state.final_obs),
+        next_obs=jax.tree.map(next_obs, gather(next_row), state.final_obs),
     )
 
 
-def bytes_per_transition(example: StepBatch, capacity: int, num_envs: int, episode_length: int) -> float:
+def bytes_per_transition(example: StepBatch, capacity: int, num_envs: int, episode_length: int,
+                         stacked_keys: tuple[str, ...] = ()) -> float:
     """Buffer bytes per stored transition (the module docstring's formula), for a memory planner."""
     rows, slots = replay_rows(capacity, num_envs, episode_length)
 
@@ -190,5 +250,6 @@ def bytes_per_transition(example: StepBatch, capacity: int, num_envs: int, episo
         return int(np.prod(jnp.shape(x), dtype=np.int64)) * jnp.asarray(x).dtype.itemsize
 
     obs_bytes = sum(nbytes(leaf) for leaf in jax.tree.leaves(example.obs))
-    scalar_bytes = 4 + 4 + 4  # reward, discount, final_slot
-    return obs_bytes * (1 + slots / rows) + nbytes(example.action) + scalar_bytes
+    row_bytes = sum(nbytes(leaf) for leaf in jax.tree.leaves(newest_frames(example.obs, stacked_keys)))
+    scalar_bytes = 4 + 4 + 4 + (4 if stacked_keys else 0)  # reward, discount, final_slot, episode_step
+    return row_bytes + obs_bytes * slots / rows + nbytes(example.action) + scalar_bytes

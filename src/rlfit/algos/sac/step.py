@@ -23,6 +23,7 @@ from rlfit.algos.sac.networks import SACNetworks, SACParams
 from rlfit.algos.sac.replay import Batch, ReplayState, StepBatch, init_replay, insert, num_valid, sample
 from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, init_opt_states,
                                     make_gradient_update)
+from rlfit.envs.pixels import frame_stack_keys
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.loss_scale import LossScale, all_finite, init_loss_scale, select
@@ -94,14 +95,16 @@ def empty_replay(env: VecEnv, config: SACConfig, one_obs: Any) -> ReplayState:
     """An empty replay buffer for `config`'s sizes and observations shaped like `one_obs` (unbatched)."""
     zero = jnp.zeros((), jnp.float32)
     example = StepBatch(one_obs, jnp.zeros((env.action_size,), jnp.float32), zero, zero, zero, one_obs)
-    return init_replay(example, config.max_replay_size, config.num_envs, env.episode_length)
+    return init_replay(example, config.max_replay_size, config.num_envs, env.episode_length,
+                       stacked_keys=frame_stack_keys(one_obs))
 
 
 def act_and_store(env: VecEnv, config: SACConfig, state: SACState, action: jax.Array) -> tuple[SACState, StepOutput]:
     """Steps the N environments with `action` [N, A], stores the transitions, updates the statistics."""
     obs = state.env_state.inner.obs
     env_state, out = env.step(state.env_state, action)
-    step = StepBatch(obs, action, out.reward, 1.0 - out.termination, out.truncation, out.next_obs)
+    step = StepBatch(obs, action, out.reward, 1.0 - out.termination, out.truncation, out.next_obs,
+                     episode_step=state.env_state.step_count)
     stats = update_stats(state.normalizer, obs) if config.normalize_observations else state.normalizer
     state = state._replace(normalizer=stats, env_state=env_state, replay=insert(state.replay, step),
                            policy_steps=state.policy_steps + 1)
