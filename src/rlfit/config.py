@@ -47,6 +47,19 @@ class EnvConfig:
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
     overrides: Mapping[str, Any] = field(default_factory=FrozenDict)
     """Passed to Playground as `config_overrides` (e.g. `{ctrl_dt: 0.02}`)."""
+    observation: str = "state"
+    """What the policy sees: `state` (the environment's vector) or `pixels` (camera frames; the state stays
+    available to a critic as privileged input)."""
+    camera: str = ""
+    """With pixels: a camera named in the model, or empty for rlfit's default view tracking the first body."""
+    image_size: int = 64
+    """With pixels: frame height and width in pixels."""
+    channels: str = "rgb"
+    """With pixels: `rgb`, `gray`, `depth` or `rgbd` (every channel uint8; depth quantized, see the README)."""
+    frames: int = 3
+    """With pixels: how many recent frames the policy sees (1 an image, 3 a frame stack, 8 or 16 a clip)."""
+    renderer: str = "auto"
+    """With pixels: `jax` (MJX ray casting, any device), `warp` (MuJoCo Warp, CUDA GPU), `auto` (jax)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,14 @@ class NetworkConfig:
     """For dict observations: the entry the policy sees."""
     value_obs_key: str = "privileged_state"
     """For dict observations: the entry the value function sees (falls back to `policy_obs_key`)."""
+    encoder: str = "auto"
+    """With pixel observations: `simple2dcnn`, `simple3dcnn`, `r3d18`, `timesformer` or `auto` (by device)."""
+    encoder_features: int = 50
+    """With pixel observations: the width of the encoder's output features."""
+    pretrained: str = ""
+    """A safetensors file of encoder weights (`rlfit convert-weights` makes one), or empty to train from scratch."""
+    freeze_encoder: bool = False
+    """Keep the encoder's weights fixed (sensible with `pretrained`)."""
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,18 @@ IMPLS = ("auto", "jax", "warp")
 PRECISIONS = ("fp32", "bf16", "fp16")
 ACTIVATIONS = ("swish", "relu", "tanh", "elu", "gelu")
 
+OBSERVATIONS = ("state", "pixels")
+CHANNELS = ("rgb", "gray", "depth", "rgbd")
+RENDERERS = ("auto", "jax", "warp")
+ENCODERS = ("auto", "simple2dcnn", "simple3dcnn", "r3d18", "timesformer")
+
 _POSITIVE_INTS = ("env.episode_length", "env.action_repeat", "run.num_timesteps", "run.num_eval_envs",
-                  "run.save_interval", "run.keep_checkpoints")
+                  "run.save_interval", "run.keep_checkpoints", "env.image_size", "env.frames",
+                  "network.encoder_features")
 _NON_NEGATIVE = ("run.eval_every",)
-_CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS}
+_CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS,
+            "env.observation": OBSERVATIONS, "env.channels": CHANNELS, "env.renderer": RENDERERS,
+            "network.encoder": ENCODERS}
 
 
 def check_config(config: Config) -> None:
@@ -31,6 +39,7 @@ def check_config(config: Config) -> None:
             raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
+    check_pixels(config)
     config_module(config.algo).check(config)
 
 
@@ -52,6 +61,25 @@ def check_ranges(config: Config, positive_ints=(), non_negative=(), positive_flo
     for name, allowed in (choices or {}).items():
         if _get(config, name) not in allowed:
             raise UserError(f"{name} must be one of {', '.join(allowed)}, got '{_get(config, name)}'")
+
+
+def check_pixels(config: Config) -> None:
+    """Rules of pixel observations: a sensible frame size and a pretrained file that exists and is not a pickle
+    (its contents are checked when it is loaded)."""
+    env, network = config.env, config.network
+    if env.observation != "pixels":
+        return
+    if not 8 <= env.image_size <= 512:
+        raise UserError(f"env.image_size must be from 8 to 512 pixels, got {env.image_size}")
+    if env.frames > 64:
+        raise UserError(f"env.frames must be at most 64 (a 16-frame clip is long), got {env.frames}")
+    if network.pretrained:
+        from pathlib import Path
+
+        path = Path(network.pretrained).expanduser()
+        if not path.is_file():
+            raise UserError(f"network.pretrained: no file at {path}; give a safetensors file "
+                            "(`rlfit convert-weights` makes one) or drop the setting to train from scratch")
 
 
 SEED_LIMIT = 2**32

@@ -42,9 +42,11 @@ def playground_names() -> tuple[str, ...]:
 
 def load_env(config: EnvConfig, backend: str | None = None) -> Any:
     """Builds the environment `config.name` names; raises UserError when it cannot."""
+    from rlfit.envs.pixels import wrap_pixels
+
     if ":" in config.name:
-        return _load_factory(config)
-    return _load_playground(config, choose_impl(config.impl, backend))
+        return wrap_pixels(_load_factory(config), config)
+    return wrap_pixels(_load_playground(config, choose_impl(config.impl, backend)), config)
 
 
 def _load_playground(config: EnvConfig, impl: str) -> Any:

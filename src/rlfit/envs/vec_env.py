@@ -82,12 +82,16 @@ class VecEnv:
         return next_state, output
 
     def _repeat_step(self, inner: Any, action: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
+        """`action_repeat` physics steps; an env with `advance` and `observe` (pixels) renders once, after them."""
+        advance = getattr(self.env, "advance", self.env.step)
         reward = jnp.zeros(self.num_envs)
         terminal = jnp.zeros(self.num_envs)
         for _ in range(self.action_repeat):
-            inner = jax.vmap(self.env.step)(inner, action)
+            inner = jax.vmap(advance)(inner, action)
             reward = reward + inner.reward * (1.0 - terminal)
             terminal = jnp.maximum(terminal, inner.done.astype(jnp.float32))
+        if hasattr(self.env, "observe"):
+            inner = jax.vmap(self.env.observe)(inner)
         return inner, reward, terminal
 
     def _reset_finished(self, state: EnvState, finished: jax.Array) -> EnvState:

@@ -6,7 +6,8 @@ space (1, 2, 2), so short-range motion between neighbouring frames is seen at fu
 average pool throws positions away (DrQ flattens for the same reason). Dense(features), LayerNorm, tanh as in DrQ.
 
 At 8 frames of 64x64 the maps are 8x32x32x16 -> 8x16x16x32 -> 4x8x8x32, flattened to 8,192; with features=50 the
-encoder has about 0.45 M parameters, 0.41 M of them in the dense layer.
+encoder has about 0.45 M parameters, 0.41 M of them in the dense layer. On a CPU the convolutions run as sums of
+2D convolutions (`conv_impl='taps'`, rlfit.networks.conv3d), 25-70x faster there than XLA's native 3D ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlfit.networks.conv3d import Conv3D
 from rlfit.networks.frames import prepare_frames
 
 LAYERS = ((16, (1, 2, 2)), (32, (1, 2, 2)), (32, (2, 2, 2)))
@@ -30,14 +32,16 @@ class Simple3DCNN(nn.Module):
     features: int = 50
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
+    conv_impl: str = "native"
+    """How the 3D convolutions are computed (rlfit.networks.conv3d): 'native' or 'taps' (fast on a CPU)."""
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
         x = prepare_frames(frames, self.mean, self.std, self.dtype)  # [B, T, H, W, C]
         for index, (filters, strides) in enumerate(LAYERS):
-            x = nn.Conv(filters, (3, 3, 3), strides=strides, padding="SAME", dtype=self.dtype,
-                        param_dtype=jnp.float32, name=f"conv_{index}")(x)
+            x = Conv3D(filters, (3, 3, 3), strides=strides, padding="SAME", impl=self.conv_impl, dtype=self.dtype,
+                       name=f"conv_{index}")(x)
             x = nn.relu(x)
         x = x.reshape(x.shape[0], -1)
         x = nn.Dense(self.features, dtype=self.dtype, param_dtype=jnp.float32, name="dense")(x)

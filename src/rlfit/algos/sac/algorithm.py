@@ -21,6 +21,7 @@ from rlfit.algos.sac.sizes import SACSizes, config_sizes, smaller_sizes
 from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.loss_scale import loss_scale_row
+from rlfit.networks.pixel_spec import encoder_spec_for
 
 
 def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
@@ -45,8 +46,9 @@ def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
 
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     sac = sized_config(config.sac, plan.sizes)
-    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision)
-    optimizers = make_optimizers(sac)
+    encoder = encoder_spec_for(config.network, obs_example, plan.backend)
+    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder)
+    optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
     prefill = make_prefill(train_env, sac)
 
     def filled(state: Any) -> Any:

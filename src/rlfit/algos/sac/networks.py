@@ -2,6 +2,11 @@
 
 Shapes: observations [..., obs_dim] (or dicts of them); actions [..., A] in [-1, 1];
 policy output [..., 2 * A] (mean, raw scale, read by `rlfit.networks.TanhGaussian`); Q values [..., 2].
+
+With camera frames (an `EncoderSpec`), as DrQ: one encoder [B, T, H, W, C] -> [B, features] in front of both Q
+networks, trained by the critic loss alone; the policy applies a copy of it with its output detached (the actor
+loss does not train it), refreshed from the critic's after every update (`share_encoder`), so the policy's
+parameters alone act (play, export). Observations here are batched: [B, ...].
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.algos.sac.config import SACConfig
+from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
+from rlfit.networks.encoders import EncoderSpec, make_encoder
+
+ENCODER = "encoder"
 
 NUM_CRITICS = 2
 
@@ -33,6 +42,34 @@ class TwinQ(nn.Module):
         values = [MLP(tuple(self.hidden) + (1,), self.activation, self.dtype, self.layer_norm,
                       name=f"critic_{index}")(x) for index in range(NUM_CRITICS)]
         return jnp.concatenate(values, axis=-1)
+
+
+class PixelPolicy(nn.Module):
+    """frames [B, T, H, W, C] -> the encoder's features, detached -> the policy MLP -> [B, 2 * A]."""
+
+    encoder: nn.Module
+    head: nn.Module
+
+    @nn.compact
+    def __call__(self, frames: jax.Array) -> jax.Array:
+        return self.head(jax.lax.stop_gradient(self.encoder(frames)))
+
+
+class PixelTwinQ(nn.Module):
+    """(frames [B, T, H, W, C], action [B, A]) -> the encoder's features -> TwinQ -> [B, NUM_CRITICS]."""
+
+    encoder: nn.Module
+    head: nn.Module
+
+    @nn.compact
+    def __call__(self, frames: jax.Array, action: jax.Array) -> jax.Array:
+        return self.head(self.encoder(frames), action)
+
+
+def share_encoder(policy_params: Any, q_params: Any) -> Any:
+    """The policy's parameters with the Q networks' encoder in place of its own copy (every collection)."""
+    return {collection: ({**tree, ENCODER: q_params[collection][ENCODER]} if ENCODER in tree else tree)
+            for collection, tree in policy_params.items()}
 
 
 class SACParams(NamedTuple):
@@ -56,12 +93,16 @@ class SACNetworks(NamedTuple):
     init: Callable[[jax.Array], SACParams]
     """key -> fresh parameters (target Q = Q, log_alpha = 0)."""
     action_size: int
+    encoder: EncoderSpec | None = None
+    """The encoder of camera frames, None for vector observations."""
 
 
-def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, precision: str = "fp32") -> SACNetworks:
+def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, precision: str = "fp32",
+                      encoder: EncoderSpec | None = None) -> SACNetworks:
     """The networks for observations shaped like `obs_example` (one unbatched observation).
 
     `precision` is the compute dtype, fp32, bf16 or fp16 (parameters stay fp32; fp16 trains with loss scaling).
+    With `encoder`, the policy and Q networks see the observation's frames through it (module docstring).
     """
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
@@ -73,10 +114,23 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
     def q_obs(obs):
         return select_obs(obs, config.q_obs_key, config.policy_obs_key)
 
+    if encoder is not None:
+        policy_net = PixelPolicy(make_encoder(encoder, dtype), policy_net)
+        q_net = PixelTwinQ(make_encoder(encoder, dtype), q_net)
+
+        def policy_obs(obs):  # noqa: F811 (frames, batched for the encoder)
+            return obs[PIXELS_KEY]
+
+        q_obs = policy_obs
+
     def init(key: jax.Array) -> SACParams:
         policy_key, q_key = jax.random.split(key)
-        policy = policy_net.init(policy_key, policy_obs(obs_example))
-        q = q_net.init(q_key, q_obs(obs_example), jnp.zeros((action_size,), jnp.float32))
+        one = jax.tree.map(lambda x: x[None], obs_example) if encoder is not None else obs_example
+        action = jnp.zeros((1, action_size) if encoder is not None else (action_size,), jnp.float32)
+        policy = policy_net.init(policy_key, policy_obs(one))
+        q = q_net.init(q_key, q_obs(one), action)
+        if encoder is not None:
+            policy = share_encoder(policy, q)
         return SACParams(policy, q, jax.tree.map(jnp.copy, q), jnp.zeros((), jnp.float32))
 
     return SACNetworks(
@@ -84,4 +138,5 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
         q_values=lambda params, obs, action: q_net.apply(params, q_obs(obs), action),
         init=init,
         action_size=action_size,
+        encoder=encoder,
     )

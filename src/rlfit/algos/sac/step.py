@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.sac.augment import augment_batch
 from rlfit.algos.sac.config import SACConfig, check_sac_config
 from rlfit.algos.sac.losses import sample_action
 from rlfit.algos.sac.networks import SACNetworks, SACParams
@@ -142,6 +143,9 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
         batch, key = inputs
         stats = state.normalizer
         batch = batch._replace(obs=normalize(stats, batch.obs), next_obs=normalize(stats, batch.next_obs))
+        if networks.encoder is not None:
+            augment_key, key = jax.random.split(key)
+            batch = augment_batch(batch, augment_key)
         params, opt_state, loss_scale, metrics, finite = gradient_update(
             state.params, state.opt_state, state.loss_scale, batch, key)
         ready = num_valid(state.replay) > 0

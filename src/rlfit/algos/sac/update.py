@@ -16,7 +16,7 @@ import optax
 
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
-from rlfit.algos.sac.networks import SACNetworks, SACParams
+from rlfit.algos.sac.networks import ENCODER, SACNetworks, SACParams, share_encoder
 from rlfit.algos.sac.replay import Batch
 from rlfit.loss_scale import LossScale, adjust, gradients_with, select
 
@@ -49,10 +49,28 @@ class UpdateMetrics(NamedTuple):
     """Mean -log pi(a|s) over the batch, a sampled from the policy before the update."""
 
 
-def make_optimizers(config: SACConfig) -> SACOptimizers:
-    """Adam(learning_rate) for the policy and Q networks, Adam(alpha_learning_rate) for log(alpha), as Brax."""
-    return SACOptimizers(optax.adam(config.learning_rate), optax.adam(config.learning_rate),
-                         optax.adam(config.alpha_learning_rate))
+def make_optimizers(config: SACConfig, encoder: bool = False, freeze_encoder: bool = False) -> SACOptimizers:
+    """Adam(learning_rate) for the policy and Q networks, Adam(alpha_learning_rate) for log(alpha), as Brax.
+
+    With an `encoder`, frozen batch-norm statistics (the `batch_stats` collection) never change, and with
+    `freeze_encoder` neither does the encoder (their gradients are set to zero).
+    """
+    if not encoder:
+        return SACOptimizers(optax.adam(config.learning_rate), optax.adam(config.learning_rate),
+                             optax.adam(config.alpha_learning_rate))
+
+    def labels(params: Any) -> Any:
+        def label(path, _) -> str:
+            names = [str(getattr(entry, "key", entry)) for entry in path]
+            frozen = names[0] == "batch_stats" or (freeze_encoder and ENCODER in names)
+            return "frozen" if frozen else "trained"
+
+        return jax.tree_util.tree_map_with_path(label, params)
+
+    def adam(learning_rate: float) -> optax.GradientTransformation:
+        return optax.multi_transform({"trained": optax.adam(learning_rate), "frozen": optax.set_to_zero()}, labels)
+
+    return SACOptimizers(adam(config.learning_rate), adam(config.learning_rate), optax.adam(config.alpha_learning_rate))
 
 
 def init_opt_states(optimizers: SACOptimizers, params: SACParams) -> SACOptStates:
@@ -100,6 +118,8 @@ def make_gradient_update(
         log_alpha, alpha_opt = apply(optimizers.alpha, alpha_grad, opt.alpha, params.log_alpha)
         q, q_opt = apply(optimizers.q, q_grad, opt.q, params.q)
         policy, policy_opt = apply(optimizers.policy, policy_grad, opt.policy, params.policy)
+        if networks.encoder is not None:
+            policy = share_encoder(policy, q)
         new_params = SACParams(policy, q, soft_update(params.target_q, q, config.tau), log_alpha)
         new_opt = SACOptStates(policy_opt, q_opt, alpha_opt)
         finite = alpha_finite & q_finite & policy_finite

@@ -1,0 +1,158 @@
+"""Pretrained encoder weights as safetensors files, never pickle: save, load, and put into a model's variables.
+
+A file holds the flattened variables of one encoder (`params.stem_conv.kernel`, `batch_stats.stem_norm.mean`, ...:
+the nested dict's keys joined with '.') and string metadata: `format` (FORMAT), `encoder_spec` (the
+EncoderSpec as JSON, input normalization included) and whatever the writer adds (`source`, ...).
+
+A PyTorch `.pt`/`.pth`/`.bin` file is a pickle (or a zip around one) and can run code when loaded; it is refused
+here. `rlfit convert-weights` (rlfit.networks.convert) reads those with torch's `weights_only` loader, once.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlfit.errors import UserError
+
+FORMAT = "rlfit-encoder-weights-1"
+SETTING = "network.pretrained"
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+"""safetensors' own limit on the JSON header."""
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dict of arrays -> {'a.b.c': array} (the arrays themselves, not copies)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if "." in str(key):
+            raise ValueError(f"a parameter name may not contain '.': {prefix}{key}")
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """{'a.b.c': array} -> nested dict of arrays (the inverse of `flatten`)."""
+    tree: dict[str, Any] = {}
+    for name, value in flat.items():
+        *parents, leaf = name.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def save_encoder_weights(path: str | Path, params_tree: Mapping[str, Any], metadata: Mapping[str, str]) -> Path:
+    """Writes `params_tree` (nested dict of arrays, e.g. {'params': ..., 'batch_stats': ...}) to `path`.
+
+    `metadata` values must be strings (safetensors stores only strings); FORMAT is added as `format`.
+    """
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    bad = [key for key, value in metadata.items() if not isinstance(value, str)]
+    if bad:
+        raise TypeError(f"safetensors metadata values must be strings: {bad}")
+    tensors = {name: np.ascontiguousarray(np.asarray(array)) for name, array in flatten(params_tree).items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={**metadata, "format": FORMAT})
+    return path
+
+
+def check_safetensors(path: str | Path) -> Path:
+    r"""`path` if it exists and starts like a safetensors file, else a one-line UserError with the fix.
+
+    safetensors: 8 bytes little-endian header length n, then a JSON header of n bytes starting with '{'.
+    A PyTorch checkpoint is a zip (b'PK') or a pickle (b'\x80' then a protocol number).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{SETTING}: no file at {path}; give the path of a .safetensors file made by "
+                        "`rlfit convert-weights`")
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(9)
+    if len(head) == 9:
+        (header_bytes,) = struct.unpack("<Q", head[:8])
+        if head[8:9] == b"{" and header_bytes <= min(size - 8, MAX_HEADER_BYTES):
+            return path
+    kind = ("a PyTorch (zip) checkpoint" if head[:2] == b"PK" else
+            "a pickle" if head[:1] == b"\x80" else "not a safetensors file")
+    raise UserError(f"{SETTING}: {path} is {kind}, which rlfit does not load (pickle can run code); convert it "
+                    "with `rlfit convert-weights` and give the .safetensors file it writes")
+
+
+def load_encoder_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """({'params.stem_conv.kernel': array, ...}, metadata) from a file `save_encoder_weights` wrote."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    path = check_safetensors(path)
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            metadata = dict(handle.metadata() or {})
+        tensors = load_file(str(path))
+    except Exception as error:  # a damaged file: safetensors' own message, on one line
+        raise UserError(f"{SETTING}: {path} could not be read as safetensors ({str(error).splitlines()[0]}); "
+                        "convert the weights again with `rlfit convert-weights`") from None
+    return tensors, metadata
+
+
+def spec_metadata(spec: Any, **extra: str) -> dict[str, str]:
+    """Metadata for `save_encoder_weights`: the EncoderSpec (normalization included) as JSON, plus `extra`."""
+    return {"encoder_spec": spec.to_json(), **extra}
+
+
+def spec_from_metadata(metadata: Mapping[str, str], path: str | Path = "") -> Any:
+    """The EncoderSpec a weights file was made for (a one-line UserError when the file does not say)."""
+    import json
+
+    from rlfit.networks.encoders import EncoderSpec
+
+    if "encoder_spec" not in metadata:
+        raise UserError(f"{SETTING}: {path} does not say which encoder its weights are for (no encoder_spec); "
+                        "convert the weights again with `rlfit convert-weights`")
+    return EncoderSpec.from_dict(json.loads(metadata["encoder_spec"]))
+
+
+def check_fits(params: Mapping[str, Any], loaded: Mapping[str, Any], fresh: Sequence[str] = ("projection",)) -> None:
+    """A one-line UserError naming the first key of `loaded` (flat) that `params` (nested, arrays or
+    ShapeDtypeStructs) lacks or has in another shape, or the first leaf of `params` that `loaded` lacks, unless a
+    part of its name is in `fresh` (rlfit's projection layer, which no checkpoint has)."""
+    flat = flatten(params)
+    for name, array in loaded.items():
+        if name not in flat:
+            raise UserError(f"{SETTING}: the weights do not fit this encoder: {name} {tuple(np.shape(array))} is in "
+                            "the file but not in the model; convert weights for this encoder with "
+                            "`rlfit convert-weights`")
+        if tuple(np.shape(array)) != tuple(flat[name].shape):
+            raise UserError(f"{SETTING}: the weights do not fit this encoder: {name} is {tuple(np.shape(array))} in "
+                            f"the file but {tuple(flat[name].shape)} in the model; set the encoder's size to the "
+                            "checkpoint's (or convert weights for this size)")
+    for name in flat:
+        if name not in loaded and not set(name.split(".")) & set(fresh):
+            raise UserError(f"{SETTING}: the weights do not fit this encoder: {name} {tuple(flat[name].shape)} is in "
+                            "the model but not in the file; convert weights for this encoder with "
+                            "`rlfit convert-weights`")
+
+
+def apply_pretrained(params: Mapping[str, Any], loaded: Mapping[str, Any],
+                     fresh: Sequence[str] = ("projection",)) -> dict[str, Any]:
+    """`params` (nested variables, e.g. {'params': ..., 'batch_stats': ...}) with every leaf replaced by the
+    same-named array of `loaded` (flat, '.'-joined names, as `load_encoder_weights` returns), cast to the leaf's
+    dtype; leaves named in `fresh` that the file lacks keep their values. `check_fits` first (one-line errors)."""
+    import jax.numpy as jnp
+
+    check_fits(params, loaded, fresh)
+    merged = {name: jnp.asarray(loaded[name], dtype=leaf.dtype) if name in loaded else leaf
+              for name, leaf in flatten(params).items()}
+    return unflatten(merged)

@@ -1,0 +1,99 @@
+"""SAC from camera frames (DrQ): random shifts, an encoder trained by the critic alone and shared with the policy,
+frozen encoders and batch-norm statistics, and an exact resume of a pixel run."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlfit.algos.sac.augment import PAD, random_shift
+from rlfit.algos.sac.config import SACConfig
+from rlfit.algos.sac.losses import actor_loss, critic_loss
+from rlfit.algos.sac.networks import ENCODER, make_sac_networks
+from rlfit.algos.sac.replay import Batch
+from rlfit.algos.sac.update import init_opt_states, make_gradient_update, make_optimizers
+from rlfit.envs.pixels import PIXELS_KEY
+from rlfit.networks.encoders import EncoderSpec
+
+B, T, SIZE, C, A = 4, 2, 16, 3, 2
+
+
+def test_each_shifted_clip_is_one_crop_of_the_border_padded_clip_with_one_offset_for_all_frames():
+    frames = jax.random.randint(jax.random.PRNGKey(0), (B, T, SIZE, SIZE, C), 0, 256).astype(jnp.uint8)
+    shifted = np.asarray(random_shift(frames, jax.random.PRNGKey(1)))
+    assert shifted.dtype == np.uint8 and shifted.shape == frames.shape
+    padded = np.pad(np.asarray(frames), ((0, 0), (0, 0), (PAD, PAD), (PAD, PAD), (0, 0)), mode="edge")
+    offsets = set()
+    for b in range(B):
+        matches = [(y, x) for y, x in itertools.product(range(2 * PAD + 1), repeat=2)
+                   if np.array_equal(padded[b, :, y:y + SIZE, x:x + SIZE], shifted[b])]
+        assert matches, f"clip {b} is not a crop of its padded clip"
+        offsets.add(matches[0])
+    assert len(offsets) > 1, "every clip got the same offset"
+    np.testing.assert_array_equal(random_shift(frames, jax.random.PRNGKey(1), pad=0), frames)
+
+
+@pytest.fixture(scope="module")
+def pixel_networks():
+    config = SACConfig(policy_hidden=(16,), q_hidden=(16,), batch_size=B)
+    obs = {PIXELS_KEY: jnp.zeros((T, SIZE, SIZE, C), jnp.uint8), "state": jnp.zeros(5)}
+    spec = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C)
+    return config, make_sac_networks(obs, A, config, encoder=spec)
+
+
+def batch_of(key) -> Batch:
+    keys = jax.random.split(key, 4)
+    frames = jax.random.randint(keys[0], (B, T, SIZE, SIZE, C), 0, 256).astype(jnp.uint8)
+    next_frames = jax.random.randint(keys[1], (B, T, SIZE, SIZE, C), 0, 256).astype(jnp.uint8)
+    return Batch({PIXELS_KEY: frames, "state": jnp.zeros((B, 5))}, jax.random.uniform(keys[2], (B, A), minval=-1),
+                 jax.random.normal(keys[3], (B,)), jnp.ones(B), {PIXELS_KEY: next_frames, "state": jnp.zeros((B, 5))})
+
+
+def norm(tree) -> float:
+    return float(sum(jnp.sum(jnp.abs(x)) for x in jax.tree.leaves(tree)))
+
+
+def test_the_critic_trains_the_encoder_and_the_actor_does_not(pixel_networks):
+    config, networks = pixel_networks
+    params = networks.init(jax.random.PRNGKey(0))
+    assert jax.tree.all(jax.tree.map(jnp.array_equal, params.policy["params"][ENCODER], params.q["params"][ENCODER]))
+    batch, key = batch_of(jax.random.PRNGKey(1)), jax.random.PRNGKey(2)
+    actor_grad = jax.grad(actor_loss)(params.policy, params.q, 0.1, networks, batch.obs, key)
+    critic_grad = jax.grad(critic_loss)(params.q, params.policy, params.target_q, 0.1, networks, batch, 1.0, 0.99, key)
+    assert norm(actor_grad["params"][ENCODER]) == 0.0 and norm(actor_grad["params"]["head"]) > 0
+    assert norm(critic_grad["params"][ENCODER]) > 0 and norm(critic_grad["params"]["head"]) > 0
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_an_update_shares_the_critics_encoder_with_the_policy_and_freezing_keeps_it(pixel_networks, freeze):
+    config, networks = pixel_networks
+    optimizers = make_optimizers(config, encoder=True, freeze_encoder=freeze)
+    params = networks.init(jax.random.PRNGKey(0))
+    update = jax.jit(make_gradient_update(networks, optimizers, config))
+    new, *_ = update(params, init_opt_states(optimizers, params), None, batch_of(jax.random.PRNGKey(1)),
+                     jax.random.PRNGKey(2))
+    encoder_moved = norm(jax.tree.map(jnp.subtract, new.q["params"][ENCODER], params.q["params"][ENCODER]))
+    assert (encoder_moved == 0.0) == freeze
+    assert norm(jax.tree.map(jnp.subtract, new.q["params"]["head"], params.q["params"]["head"])) > 0
+    assert norm(jax.tree.map(jnp.subtract, new.policy["params"]["head"], params.policy["params"]["head"])) > 0
+    assert jax.tree.all(jax.tree.map(jnp.array_equal, new.policy["params"][ENCODER], new.q["params"][ENCODER]))
+
+
+def test_frozen_batch_norm_statistics_never_change():
+    config = SACConfig(policy_hidden=(8,), q_hidden=(8,), batch_size=B)
+    obs = {PIXELS_KEY: jnp.zeros((T, SIZE, SIZE, C), jnp.uint8)}
+    spec = EncoderSpec("r3d18", features=8, frames=T, image_size=SIZE, channels=C, norm="frozen_bn")
+    networks = make_sac_networks(obs, A, config, encoder=spec)
+    optimizers = make_optimizers(config, encoder=True)
+    params = networks.init(jax.random.PRNGKey(0))
+    assert "batch_stats" in params.q
+    update = jax.jit(make_gradient_update(networks, optimizers, config))
+    batch = batch_of(jax.random.PRNGKey(1))
+    batch = batch._replace(obs={PIXELS_KEY: batch.obs[PIXELS_KEY]}, next_obs={PIXELS_KEY: batch.next_obs[PIXELS_KEY]})
+    new, *_ = update(params, init_opt_states(optimizers, params), None, batch, jax.random.PRNGKey(2))
+    assert jax.tree.all(jax.tree.map(jnp.array_equal, new.q["batch_stats"], params.q["batch_stats"]))
+    assert norm(jax.tree.map(jnp.subtract, new.q["params"][ENCODER], params.q["params"][ENCODER])) > 0

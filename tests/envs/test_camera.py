@@ -1,0 +1,170 @@
+"""The JAX camera against MuJoCo's own OpenGL renderer (segmentation and depth), plus refusal and batching."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from mujoco import mjx  # noqa: E402
+
+from rlfit.envs.camera import CHANNELS, LUMA, CameraSpec, cast, check_drawable, make_camera, render  # noqa: E402
+from rlfit.errors import UserError  # noqa: E402
+
+# Every drawable type, distinct colours, a named camera looking down at them. Collisions are off (mjx has no
+# ellipsoid-box collision) and multisampling is off, so MuJoCo's segmentation has no blended edge pixels.
+SCENE = """
+<mujoco>
+  <visual><quality offsamples="0"/></visual>
+  <default><geom contype="0" conaffinity="0"/></default>
+  <asset><mesh name="tet" vertex="0 0 0  0.35 0 0  0 0.35 0  0 0 0.35"/></asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1" rgba="0.8 0.8 0.8 1"/>
+    <body name="ball" pos="-0.5 0 0.3"><freejoint/><geom type="sphere" size="0.25" rgba="1 0 0 1"/></body>
+    <body name="crate" pos="0.55 0 0.25"><freejoint/>
+      <geom type="box" size="0.2 0.25 0.25" euler="0 0 30" rgba="0 1 0 1"/></body>
+    <body name="pill" pos="0 0.6 0.25"><freejoint/>
+      <geom type="capsule" size="0.12 0.25" euler="0 90 20" rgba="0 0 1 1"/></body>
+    <body name="egg" pos="0 -0.6 0.3"><freejoint/>
+      <geom type="ellipsoid" size="0.3 0.15 0.2" euler="0 0 45" rgba="1 1 0 1"/></body>
+    <body name="gem" pos="0.7 -0.7 0.1" euler="10 20 30"><freejoint/>
+      <geom type="mesh" mesh="tet" rgba="1 0 1 1"/></body>
+    <camera name="eye" pos="0 -2.5 2" xyaxes="1 0 0 0 0.6 0.8"/>
+  </worldbody>
+</mujoco>
+"""
+SIZE = 64
+
+
+@pytest.fixture(scope="module")
+def scene():
+    model = mujoco.MjModel.from_xml_string(SCENE)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    return model, data, mjx.put_model(model), mjx.put_data(model, data)
+
+
+@pytest.fixture(scope="module")
+def reference(scene):
+    """MuJoCo's renderer at each view: (geom id [H, W], -1 for none; z-depth [H, W] metres)."""
+    model, data, _, _ = scene
+    try:
+        renderer = mujoco.Renderer(model, SIZE, SIZE)
+    except Exception as error:  # no EGL / display on this machine
+        pytest.skip(f"mujoco.Renderer cannot be created here ({type(error).__name__}: {error})")
+    views = {}
+    for view in ("eye", ""):
+        renderer.enable_segmentation_rendering()
+        renderer.update_scene(data, camera=view or -1)
+        seg = renderer.render().copy()
+        renderer.disable_segmentation_rendering()
+        renderer.enable_depth_rendering()
+        renderer.update_scene(data, camera=view or -1)
+        depth = renderer.render().copy()
+        renderer.disable_depth_rendering()
+        geom = np.where(seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), seg[..., 0], -1)
+        views[view] = geom, depth
+    renderer.close()
+    return views
+
+
+@pytest.mark.parametrize("view", ["eye", ""], ids=["named", "default"])
+def test_silhouettes_match_mujoco(scene, reference, view):
+    model, _, mjx_model, mjx_data = scene
+    _, geom = cast(make_camera(model, CameraSpec(SIZE, "depth", view)), mjx_model, mjx_data)
+    geom, expected = np.asarray(geom), reference[view][0]
+    for g in range(model.ngeom):
+        ours, theirs = geom == g, expected == g
+        assert theirs.sum() > 30, f"geom {g} is too small in the reference view to compare"
+        # Both sample pixel centres; they differ only where MuJoCo's tessellated surfaces (28 slices per
+        # circle) or depth-buffer rounding move an edge across a pixel centre, a few pixels per silhouette.
+        # The smallest object covers ~45 pixels, so one edge pixel costs ~2% IoU: 0.95 allows two.
+        iou = (ours & theirs).sum() / (ours | theirs).sum()
+        assert iou >= 0.95, f"geom {g}: IoU {iou:.3f} ({ours.sum()} vs {theirs.sum()} pixels)"
+
+
+@pytest.mark.parametrize("view", ["eye", ""], ids=["named", "default"])
+def test_depth_matches_mujoco(scene, reference, view):
+    model, _, mjx_model, mjx_data = scene
+    camera = make_camera(model, CameraSpec(SIZE, "depth", view))
+    depth, geom = (np.asarray(a) for a in cast(camera, mjx_model, mjx_data))
+    expected_geom, expected = reference[view]
+    agree = (geom == expected_geom) & (geom >= 0)
+    error = np.abs(depth - expected)[agree]
+    step = float(camera.far) / 255
+    # Inside a surface both are exact up to float32 (MuJoCo's depth buffer is 24-bit over [znear, zfar]);
+    # larger errors come only from tessellated curved surfaces near their silhouettes, under a step.
+    assert np.median(error) < 0.01 * step
+    assert np.percentile(error, 99) < step
+    image = np.asarray(render(camera, mjx_model, mjx_data))[..., 0].astype(int)
+    quantized = np.round(np.minimum(expected, float(camera.far)) / float(camera.far) * 255)
+    assert np.mean(np.abs(image - quantized)[agree] <= 1) >= 0.99
+    assert np.all(image[geom < 0] == 255)
+
+
+def test_refuses_a_cylinder_in_one_line():
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><geom type="sphere" size="1"/><geom name="pole" type="cylinder" size="0.1 1"/>'
+        "</worldbody></mujoco>")
+    with pytest.raises(UserError) as error:
+        check_drawable(model)
+    message = str(error.value)
+    assert "\n" not in message and "'pole'" in message and "cylinder" in message
+    with pytest.raises(UserError, match="cylinder"):
+        make_camera(model, CameraSpec(16, "rgb", ""))
+
+
+def test_ignores_geoms_mujoco_does_not_draw():
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><geom type="sphere" size="1"/><geom type="cylinder" size="0.1 1" group="3"/>'
+        '<geom type="cylinder" size="0.1 1" rgba="1 0 0 0"/></worldbody></mujoco>')
+    check_drawable(model)
+    assert make_camera(model, CameraSpec(8, "rgb", "")).geom_ids.tolist() == [0]
+
+
+def test_unknown_camera_is_a_user_error(scene):
+    with pytest.raises(UserError, match="has no camera 'eyes'.*did you mean eye"):
+        make_camera(scene[0], CameraSpec(16, "rgb", "eyes"))
+
+
+def _batch(model: mujoco.MjModel, count: int):
+    """`count` mjx Data with the ball and the crate moved differently in each, stacked on a leading axis."""
+    datas = []
+    for i in range(count):
+        data = mujoco.MjData(model)
+        data.qpos[0:3] += [0.2 * i, 0.1 * i, 0.0]
+        data.qpos[7:10] += [0.0, 0.15 * i, 0.05 * i]
+        mujoco.mj_forward(model, data)
+        datas.append(mjx.put_data(model, data))
+    return jax.tree.map(lambda *x: jnp.stack(x), *datas)
+
+
+@pytest.mark.parametrize("channels", list(CHANNELS))
+def test_vmapped_render_compiles_once(scene, channels):
+    model, _, mjx_model, _ = scene
+    camera = make_camera(model, CameraSpec(32, channels, "eye"))
+    traces = []
+
+    @jax.jit
+    def render_all(camera, data):
+        traces.append(1)
+        return jax.vmap(render, in_axes=(None, None, 0))(camera, mjx_model, data)
+
+    images = np.asarray(render_all(camera, _batch(model, 3)))
+    assert images.dtype == np.uint8 and images.shape == (3, 32, 32, CHANNELS[channels])
+    assert all(not np.array_equal(images[i], images[j]) for i, j in [(0, 1), (0, 2), (1, 2)])
+    again = render_all(camera, jax.tree.map(lambda x: x[::-1], _batch(model, 3)))
+    assert np.array_equal(np.asarray(again), images[::-1]) and len(traces) == 1
+
+
+def test_gray_and_rgbd_agree_with_rgb(scene):
+    model, _, mjx_model, mjx_data = scene
+    rgb, gray, rgbd = (np.asarray(render(make_camera(model, CameraSpec(24, c, "eye")), mjx_model, mjx_data))
+                       for c in ("rgb", "gray", "rgbd"))
+    assert np.abs(rgb @ np.asarray(LUMA) - gray[..., 0]).max() <= 1.5  # luma of rounded vs unrounded RGB
+    assert np.array_equal(rgbd[..., :3], rgb)
