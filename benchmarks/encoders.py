@@ -5,7 +5,9 @@ features) with respect to the parameters, fed uint8 clips. Time: median of a few
 (`--batch`, 32 by default; a case too big for this machine's memory at that batch is timed at a smaller batch,
 and the row says which). Memory: `jax.jit(step).lower(...).compile().memory_analysis()` for batch 128/256/512,
 compiled from shapes only (nothing allocated): argument + output - alias + temp bytes, the same reading as
-rlfit.planning.memory. On a CPU backend that is XLA's CPU buffer plan, a guide to, not a measure of, a GPU's.
+rlfit.planning.memory, with the native 3D convolutions a GPU runs (timing uses this backend's choice: on a CPU,
+sums of 2D convolutions, rlfit.networks.conv3d). On a CPU backend the plan is XLA's CPU buffer plan, a guide to,
+not a measure of, a GPU's. fp32 throughout.
 
     .venv/bin/python benchmarks/encoders.py [--quick] [--only r3d18,timesformer_base] [--reps 3]
 
@@ -25,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from common import finish_record, print_table, start_record
 
+from rlfit.networks.conv3d import choose_impl
 from rlfit.networks.encoders import EncoderSpec, make_encoder
 
 
@@ -33,23 +36,25 @@ class Case(NamedTuple):
     spec: EncoderSpec
     guide: str = ""
     """A hand-made figure from users' guides, shown beside the XLA plan."""
+    max_reps: int = 10
+    """Timed calls at most (a step of the big encoders takes minutes on a laptop-class CPU)."""
 
 
 CASES = (
     Case("simple2dcnn", EncoderSpec("simple2dcnn", 50, 3, 64)),
     Case("simple3dcnn", EncoderSpec("simple3dcnn", 50, 8, 64)),
     Case("r3d18", EncoderSpec("r3d18", 512, 16, 112, norm="frozen_bn"),
-         guide="users' guides (PyTorch, training): batch 256 ~4-6 GB, batch 512 ~8-12 GB"),
+         guide="users' guides (PyTorch, training): batch 256 ~4-6 GB, batch 512 ~8-12 GB", max_reps=2),
     Case("timesformer_small", EncoderSpec("timesformer", 128, 8, 64, preset="small")),
-    Case("timesformer_base", EncoderSpec("timesformer", 768, 8, 224, preset="base")),
+    Case("timesformer_base", EncoderSpec("timesformer", 768, 8, 224, preset="base"), max_reps=2),
 )
 MEMORY_BATCHES = (128, 256, 512)
 GIB = 1024 ** 3
 
 
-def step_function(spec: EncoderSpec):
-    """(variables, params, frames [B, T, H, W, C] uint8) -> (loss, grads): the jitted forward + backward."""
-    module = make_encoder(spec)
+def step_function(spec: EncoderSpec, conv_impl: str):
+    """(params, frozen variables, frames [B, T, H, W, C] uint8) -> (loss, grads): the jitted forward + backward."""
+    module = make_encoder(spec, conv_impl=conv_impl)
 
     def loss(params, frozen, frames):
         return jnp.mean(jnp.square(module.apply({"params": params, **frozen}, frames)))
@@ -97,23 +102,26 @@ def available_bytes() -> int:
 
 
 def run_case(case: Case, batch: int, reps: int, memory_batches: tuple[int, ...]) -> dict[str, Any]:
-    module, step = step_function(case.spec)
+    """Parameters, the memory plan with the accelerator's native 3D convolutions, the time with this backend's."""
+    module, step = step_function(case.spec, "native")
+    timing_impl = choose_impl(jax.default_backend())
+    _, timed_step = step_function(case.spec, timing_impl)
     variables = module.init(jax.random.PRNGKey(0), jnp.zeros(case.spec.input_shape(1), jnp.uint8))
     params = variables["params"]
     frozen = {k: v for k, v in variables.items() if k != "params"}
     result: dict[str, Any] = {"encoder": case.label, "spec": case.spec.to_dict(),
                               "parameters": sum(int(np.prod(a.shape)) for a in jax.tree.leaves(params)),
-                              "guide": case.guide}
+                              "guide": case.guide, "memory_conv_impl": "native", "timing_conv_impl": timing_impl}
     result["memory"] = {str(b): plan_bytes(step, params, frozen, case.spec, b) for b in memory_batches}
     timing_batch = batch
     while timing_batch > 1:  # the largest batch <= `batch` whose plan fits in 70% of the free memory
-        need = plan_bytes(step, params, frozen, case.spec, timing_batch)["total_bytes"]
+        need = plan_bytes(timed_step, params, frozen, case.spec, timing_batch)["total_bytes"]
         if need < 0.7 * available_bytes():
             break
         timing_batch //= 2
     result["timing_note"] = "" if timing_batch == batch else (
         f"batch {batch} needs more than 70% of this machine's free memory; timed at batch {timing_batch}")
-    result["timing"] = time_step(step, params, frozen, case.spec, timing_batch, reps)
+    result["timing"] = time_step(timed_step, params, frozen, case.spec, timing_batch, min(reps, case.max_reps))
     return result
 
 

@@ -51,7 +51,8 @@ class EnvConfig:
     """What the policy sees: `state` (the environment's vector) or `pixels` (camera frames; the state stays
     available to a critic as privileged input)."""
     camera: str = ""
-    """With pixels: a camera named in the model, or empty for rlfit's default view tracking the first body."""
+    """With pixels: a camera named in the model, or empty for its first camera (DM Control's default; the free view
+    of the whole model when it has none)."""
     image_size: int = 64
     """With pixels: frame height and width in pixels."""
     channels: str = "rgb"

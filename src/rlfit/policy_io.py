@@ -36,7 +36,10 @@ FORMAT_VERSION = 1
 DESCRIPTION_FILE = "policy.json"
 WEIGHTS_FILE = "weights.npz"
 NETWORK_KIND = "mlp"
-"""The only acting network this rlfit writes and reads: an MLP whose output is a tanh-Gaussian's logits."""
+"""An MLP whose output is a tanh-Gaussian's logits, on a vector observation."""
+ENCODER_NETWORK_KIND = "encoder_mlp"
+"""An encoder of camera frames [T, H, W, C] (`network.encoder`, an `EncoderSpec`) feeding such an MLP."""
+NETWORK_KINDS = (NETWORK_KIND, ENCODER_NETWORK_KIND)
 ARRAY_OBS_NAME = "obs"
 """The name observation_shapes gives an environment's observation when it is one array, not a dict."""
 
@@ -101,7 +104,8 @@ def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_siz
         "action_size": int(action_size),
         "precision": precision,
         "network": {
-            "kind": NETWORK_KIND,
+            "kind": NETWORK_KIND if spec.encoder is None else ENCODER_NETWORK_KIND,
+            **({} if spec.encoder is None else {"encoder": dict(spec.encoder)}),
             "layer_sizes": [int(s) for s in spec.hidden] + [2 * int(action_size)],
             "activation": spec.activation,
             "output": "first half: mean of a Gaussian over raw actions; action = tanh(mean) in [-1, 1]",
@@ -230,9 +234,9 @@ def _check_description(description: Any, directory: Path) -> None:
         if key not in description:
             raise UserError(f"{directory / DESCRIPTION_FILE} lacks '{key}'; save the policy again")
     kind = description["network"].get("kind") if isinstance(description["network"], dict) else None
-    if kind != NETWORK_KIND:
+    if kind not in NETWORK_KINDS:
         raise UserError(f"the policy in {directory} is a '{kind}' network, which this rlfit cannot load (it reads "
-                        f"'{NETWORK_KIND}'); upgrade rlfit")
+                        f"{', '.join(NETWORK_KINDS)}); upgrade rlfit")
 
 
 def _read_npz(data: bytes, directory: Path) -> dict[str, np.ndarray]:
@@ -310,12 +314,34 @@ def jax_policy_function(files: PolicyFiles, precision: str) -> Callable[[Any], A
     mlp = MLP(tuple(network["layer_sizes"]), network["activation"], COMPUTE_DTYPES[precision])
     params = jax.tree.map(jnp.asarray, files.params)
     stats = RunningStats(jnp.asarray(files.count, jnp.float32), jnp.asarray(files.mean), jnp.asarray(files.sum_sq_dev))
+    if network["kind"] == ENCODER_NETWORK_KIND:
+        return jax.jit(encoder_policy_function(network, mlp, params, precision))
 
     def act(obs: jax.Array) -> jax.Array:
         logits = mlp.apply(params, normalize(stats, jnp.asarray(obs, jnp.float32)))
         return TanhGaussian.from_logits(logits).mode()
 
     return jax.jit(act)
+
+
+def encoder_policy_function(network: Mapping[str, Any], mlp: Any, params: Any, precision: str) -> Callable[[Any], Any]:
+    """frames [..., T, H, W, C] (uint8) -> action [..., action_size]: the encoder, the MLP, tanh(mean)."""
+    import jax.numpy as jnp
+
+    from rlfit.networks import COMPUTE_DTYPES, TanhGaussian
+    from rlfit.networks.encoders import EncoderSpec, make_encoder
+    from rlfit.networks.pixels import PixelPolicy
+
+    spec = EncoderSpec.from_dict(network["encoder"])
+    module = PixelPolicy(make_encoder(spec, COMPUTE_DTYPES[precision]), mlp)
+
+    def act(frames: Any) -> Any:
+        frames = jnp.asarray(frames)
+        leading = frames.shape[:-4]
+        logits = module.apply(params, frames.reshape((-1,) + frames.shape[-4:]))
+        return TanhGaussian.from_logits(logits.reshape(leading + logits.shape[-1:])).mode()
+
+    return act
 
 
 def _activations() -> tuple[str, ...]:

@@ -13,7 +13,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
-from rlfit.envs.camera import CHANNELS, LUMA, CameraSpec, cast, check_drawable, make_camera, render  # noqa: E402
+from rlfit.envs.camera import (  # noqa: E402
+    CHANNELS, LUMA, CameraSpec, cast, check_drawable, make_camera, render, render_batch)
 from rlfit.errors import UserError  # noqa: E402
 
 # Every drawable type, distinct colours, a named camera looking down at them. Collisions are off (mjx has no
@@ -73,36 +74,46 @@ def reference(scene):
     return views
 
 
-@pytest.mark.parametrize("view", ["eye", ""], ids=["named", "default"])
-def test_silhouettes_match_mujoco(scene, reference, view):
+@pytest.fixture(scope="module")
+def ours(scene):
+    """The JAX camera at each view: (camera, z-depth [H, W], geom id [H, W], depth image [H, W] uint8)."""
     model, _, mjx_model, mjx_data = scene
-    _, geom = cast(make_camera(model, CameraSpec(SIZE, "depth", view)), mjx_model, mjx_data)
-    geom, expected = np.asarray(geom), reference[view][0]
+    views = {}
+    for view in ("eye", ""):
+        camera = make_camera(model, CameraSpec(SIZE, "depth", view))
+        depth, geom = jax.jit(cast)(camera, mjx_model, mjx_data)
+        image = jax.jit(render)(camera, mjx_model, mjx_data)
+        views[view] = camera, np.asarray(depth), np.asarray(geom), np.asarray(image)[..., 0].astype(int)
+    return views
+
+
+@pytest.mark.parametrize("view", ["eye", ""], ids=["named", "default"])
+def test_silhouettes_match_mujoco(scene, reference, ours, view):
+    model = scene[0]
+    geom, expected = ours[view][2], reference[view][0]
     for g in range(model.ngeom):
-        ours, theirs = geom == g, expected == g
+        ours_mask, theirs = geom == g, expected == g
         assert theirs.sum() > 30, f"geom {g} is too small in the reference view to compare"
         # Both sample pixel centres; they differ only where MuJoCo's tessellated surfaces (28 slices per
         # circle) or depth-buffer rounding move an edge across a pixel centre, a few pixels per silhouette.
         # The smallest object covers ~45 pixels, so one edge pixel costs ~2% IoU: 0.95 allows two.
-        iou = (ours & theirs).sum() / (ours | theirs).sum()
-        assert iou >= 0.95, f"geom {g}: IoU {iou:.3f} ({ours.sum()} vs {theirs.sum()} pixels)"
+        iou = (ours_mask & theirs).sum() / (ours_mask | theirs).sum()
+        assert iou >= 0.95, f"geom {g}: IoU {iou:.3f} ({ours_mask.sum()} vs {theirs.sum()} pixels)"
 
 
 @pytest.mark.parametrize("view", ["eye", ""], ids=["named", "default"])
-def test_depth_matches_mujoco(scene, reference, view):
-    model, _, mjx_model, mjx_data = scene
-    camera = make_camera(model, CameraSpec(SIZE, "depth", view))
-    depth, geom = (np.asarray(a) for a in cast(camera, mjx_model, mjx_data))
+def test_depth_matches_mujoco(reference, ours, view):
+    camera, depth, geom, image = ours[view]
     expected_geom, expected = reference[view]
     agree = (geom == expected_geom) & (geom >= 0)
     error = np.abs(depth - expected)[agree]
-    step = float(camera.far) / 255
+    far = float(camera.far)
+    step = far / 255
     # Inside a surface both are exact up to float32 (MuJoCo's depth buffer is 24-bit over [znear, zfar]);
     # larger errors come only from tessellated curved surfaces near their silhouettes, under a step.
     assert np.median(error) < 0.01 * step
     assert np.percentile(error, 99) < step
-    image = np.asarray(render(camera, mjx_model, mjx_data))[..., 0].astype(int)
-    quantized = np.round(np.minimum(expected, float(camera.far)) / float(camera.far) * 255)
+    quantized = np.round(np.minimum(expected, far) / far * 255)
     assert np.mean(np.abs(image - quantized)[agree] <= 1) >= 0.99
     assert np.all(image[geom < 0] == 255)
 
@@ -144,27 +155,44 @@ def _batch(model: mujoco.MjModel, count: int):
     return jax.tree.map(lambda *x: jnp.stack(x), *datas)
 
 
-@pytest.mark.parametrize("channels", list(CHANNELS))
-def test_vmapped_render_compiles_once(scene, channels):
+@pytest.fixture(scope="module")
+def batched(scene):
+    """Every channels option rendered by one jitted, vmapped function over 3 poses: (images, trace count)."""
     model, _, mjx_model, _ = scene
-    camera = make_camera(model, CameraSpec(32, channels, "eye"))
+    cameras = {channels: make_camera(model, CameraSpec(24, channels, "eye")) for channels in CHANNELS}
     traces = []
 
     @jax.jit
-    def render_all(camera, data):
-        traces.append(1)
-        return jax.vmap(render, in_axes=(None, None, 0))(camera, mjx_model, data)
+    def render_all(cameras, data):
+        traces.append(1)  # runs only while tracing
+        return {c: jax.vmap(render, in_axes=(None, None, 0))(cam, mjx_model, data) for c, cam in cameras.items()}
 
-    images = np.asarray(render_all(camera, _batch(model, 3)))
-    assert images.dtype == np.uint8 and images.shape == (3, 32, 32, CHANNELS[channels])
+    images = jax.tree.map(np.asarray, render_all(cameras, _batch(model, 3)))
+    reversed_images = render_all(cameras, jax.tree.map(lambda x: x[::-1], _batch(model, 3)))
+    return images, jax.tree.map(np.asarray, reversed_images), len(traces)
+
+
+@pytest.mark.parametrize("channels", list(CHANNELS))
+def test_vmapped_render_gives_one_image_per_env(batched, channels):
+    images = batched[0][channels]
+    assert images.dtype == np.uint8 and images.shape == (3, 24, 24, CHANNELS[channels])
     assert all(not np.array_equal(images[i], images[j]) for i, j in [(0, 1), (0, 2), (1, 2)])
-    again = render_all(camera, jax.tree.map(lambda x: x[::-1], _batch(model, 3)))
-    assert np.array_equal(np.asarray(again), images[::-1]) and len(traces) == 1
+    assert np.array_equal(batched[1][channels], images[::-1])
 
 
-def test_gray_and_rgbd_agree_with_rgb(scene):
-    model, _, mjx_model, mjx_data = scene
-    rgb, gray, rgbd = (np.asarray(render(make_camera(model, CameraSpec(24, c, "eye")), mjx_model, mjx_data))
-                       for c in ("rgb", "gray", "rgbd"))
+def test_vmapped_render_compiles_once(batched):
+    assert batched[2] == 1
+
+
+def test_gray_and_rgbd_agree_with_rgb(batched):
+    rgb, gray, rgbd = (batched[0][c] for c in ("rgb", "gray", "rgbd"))
     assert np.abs(rgb @ np.asarray(LUMA) - gray[..., 0]).max() <= 1.5  # luma of rounded vs unrounded RGB
     assert np.array_equal(rgbd[..., :3], rgb)
+    assert np.array_equal(rgbd[..., 3:], batched[0]["depth"])
+
+
+def test_render_batch_matches_vmap(scene, batched):
+    model, _, mjx_model, _ = scene
+    camera = make_camera(model, CameraSpec(24, "rgb", "eye"))
+    images = jax.jit(render_batch, static_argnames="chunk")(camera, mjx_model, _batch(model, 3), chunk=2)
+    assert np.array_equal(np.asarray(images), batched[0]["rgb"])  # 3 envs in chunks of 2: the remainder too

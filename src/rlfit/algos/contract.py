@@ -26,6 +26,8 @@ class PolicySpec(NamedTuple):
     activation: str
     obs_key: str
     """For dict observations: the entry the policy reads."""
+    encoder: dict[str, Any] | None = None
+    """With camera frames: the encoder in front of the MLP (`EncoderSpec.to_dict()`); None for vectors."""
 
 
 class Learner(NamedTuple):

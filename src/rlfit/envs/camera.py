@@ -35,7 +35,7 @@ from rlfit.envs.camera_scene import MESH, build_scene, check_drawable
 from rlfit.envs.camera_trace import Hits, intersect, normals, triangle_normals
 from rlfit.errors import UserError, did_you_mean
 
-__all__ = ["CHANNELS", "Camera", "CameraSpec", "cast", "check_drawable", "make_camera", "render"]
+__all__ = ["CHANNELS", "Camera", "CameraSpec", "cast", "check_drawable", "make_camera", "render", "render_batch"]
 
 CHANNELS = {"rgb": 3, "gray": 1, "depth": 1, "rgbd": 4}
 """Channel option -> C, the last axis of a rendered image."""
@@ -134,6 +134,15 @@ def render(camera: Camera, mjx_model, mjx_data) -> jax.Array:
         planes.append(jnp.minimum(hits.dist * camera.z_factor, camera.far)[:, None] / camera.far)
     image = jnp.concatenate(planes, axis=1)
     return jnp.round(jnp.clip(image, 0.0, 1.0) * 255.0).astype(jnp.uint8).reshape(size, size, -1)
+
+
+def render_batch(camera: Camera, mjx_model, mjx_data, chunk: int = 16) -> jax.Array:
+    """uint8 [N, H, W, C] images of N environments (`mjx_data` batched on a leading axis), `chunk` at a time.
+
+    Same pixels as `jax.vmap(render, in_axes=(None, None, 0))`; vmapping over `chunk` environments at a time
+    (`lax.map`) keeps the working set small, about twice the frames/s of one vmap over hundreds on CPU.
+    """
+    return jax.lax.map(lambda data: render(camera, mjx_model, data), mjx_data, batch_size=chunk)
 
 
 def _trace(camera: Camera, mjx_model, mjx_data) -> tuple[Hits, jax.Array, jax.Array]:

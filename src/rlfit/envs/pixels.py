@@ -126,4 +126,15 @@ def wrap_pixels(env: Any, config: EnvConfig) -> Any:
         if not hasattr(env, attribute):
             raise UserError(f"env.observation=pixels needs an MJX environment with {attribute} (Playground's); "
                             f"'{config.name}' has none: use env.observation=state")
-    return PixelObservation(env, CameraSpec(config.image_size, config.channels, config.camera), config.frames)
+    return PixelObservation(env, CameraSpec(config.image_size, config.channels, camera_name(env.mj_model, config.camera)),
+                            config.frames)
+
+
+def camera_name(mj_model: Any, requested: str) -> str:
+    """`requested`, or for '' the model's first camera (DM Control's pixel default), or '' (the free view) when the
+    model has none."""
+    import mujoco
+
+    if requested or mj_model.ncam == 0:
+        return requested
+    return mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_CAMERA, 0) or ""

@@ -112,7 +112,7 @@ def validate(spec: EncoderSpec) -> EncoderSpec:
         if spec.image_size % patch:
             raise UserError(f"timesformer {spec.preset or 'small'} cuts frames into {patch}x{patch} patches: the "
                             f"image size {spec.image_size} must be a multiple of {patch}")
-    if spec.name in ("r3d18",) and spec.channels != 3:
+    if spec.name == "r3d18" and spec.channels != 3:
         raise UserError(f"r3d18 takes RGB frames (3 channels), got {spec.channels}; use simple2dcnn or simple3dcnn")
     return spec
 

@@ -173,7 +173,9 @@ def run_episodes(env: Any, policy: Any, env_name: str, options: PlayOptions, con
         # Fresh functions, traced inside this block (never a cached trace with MJX physics), with one set of
         # types for reset's and step's states so that step compiles once.
         reset = jax.jit(lambda rng: strong_types(env.reset(rng)))
-        step = jax.jit(lambda state, action: strong_types(env.step(state, action)))
+        # With camera frames: physics for each repeat, one new frame per control step (as in training)
+        step = jax.jit(lambda state, action: strong_types(getattr(env, "advance", env.step)(state, action)))
+        observe = jax.jit(lambda state: strong_types(env.observe(state))) if hasattr(env, "observe") else None
         key, reset_key = jax.random.split(key)
         state, in_episode = reset(reset_key), 0
         simulator.calls = 0
@@ -184,9 +186,11 @@ def run_episodes(env: Any, policy: Any, env_name: str, options: PlayOptions, con
                 returns[-1] += float(state.reward)
                 if float(state.done) > 0:
                     break
+            if observe is not None:
+                state = observe(state)
             check_physics_replaced(simulator, env_name)
             if renderer is not None and index % stride == 0:
-                frames.append(renderer.render(*state_arrays(state)))
+                frames.append(beside_agent_view(renderer.render(*state_arrays(state)), state.obs))
             if show is not None and not show(state):
                 return frames, returns, index + 1
             in_episode += 1
@@ -197,6 +201,23 @@ def run_episodes(env: Any, policy: Any, env_name: str, options: PlayOptions, con
     if renderer is not None:
         renderer.close()
     return frames, returns, total_steps
+
+
+def beside_agent_view(scene: np.ndarray, obs: Any) -> np.ndarray:
+    """The scene frame [h, w, 3] with, where the policy sees camera frames, its newest frame to the right
+    (scaled up to the scene's height by repeating pixels; gray and depth shown as gray, rgbd as its rgb)."""
+    from rlfit.envs.pixels import PIXELS_KEY
+
+    if not isinstance(obs, dict) or PIXELS_KEY not in obs:
+        return scene
+    frame = np.asarray(obs[PIXELS_KEY])[-1]
+    frame = frame[..., :3] if frame.shape[-1] >= 3 else np.repeat(frame[..., :1], 3, axis=-1)
+    scale = max(1, scene.shape[0] // frame.shape[0])
+    view = np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
+    panel = np.zeros((scene.shape[0], view.shape[1], 3), np.uint8)
+    top = (scene.shape[0] - view.shape[0]) // 2
+    panel[top:top + view.shape[0]] = view[:scene.shape[0]]
+    return np.concatenate([scene, panel], axis=1)
 
 
 def strong_types(tree: Any) -> Any:

@@ -97,3 +97,50 @@ def test_frozen_batch_norm_statistics_never_change():
     new, *_ = update(params, init_opt_states(optimizers, params), None, batch, jax.random.PRNGKey(2))
     assert jax.tree.all(jax.tree.map(jnp.array_equal, new.q["batch_stats"], params.q["batch_stats"]))
     assert norm(jax.tree.map(jnp.subtract, new.q["params"][ENCODER], params.q["params"][ENCODER])) > 0
+
+
+PIXEL_RUN = ["CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--set", "env.observation=pixels",
+             "--set", f"env.image_size={SIZE}", "--set", f"env.frames={T}", "--set", "network.encoder=simple2dcnn",
+             "--set", "network.encoder_features=8", "--set", "run.save_interval=1", "--set", "run.eval_every=0",
+             "--set", "run.num_eval_envs=4", "--quiet"]
+
+
+@pytest.mark.slow
+def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path):
+    """Straight 2 iterations vs 1 + resume to 2: the same parameters bit for bit; the policy file holds the
+    encoder; `rlfit play` shows the agent's frames beside the scene."""
+    from tests.checkpoint.conftest import ToyCli
+
+    cli = ToyCli(tmp_path, "sac")
+    half, full = tmp_path / "half", tmp_path / "full"
+    assert cli.run("train", *PIXEL_RUN, "--timesteps", "64", "--run-dir", str(half)).returncode == 0
+    resumed = cli.run("resume", str(half), "--timesteps", "128", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    straight = cli.run("train", *PIXEL_RUN, "--timesteps", "128", "--run-dir", str(full))
+    assert straight.returncode == 0, straight.stderr
+    assert cli.summary(half)["params_digest"] == cli.summary(full)["params_digest"]
+    assert [r["replay_size"] for r in cli.train_rows(half)] == [r["replay_size"] for r in cli.train_rows(full)]
+
+    from rlfit.policy_io import load_policy, read_policy_files
+
+    files = read_policy_files(full)
+    network = files.description["network"]
+    assert network["kind"] == "encoder_mlp" and network["encoder"]["name"] == "simple2dcnn"
+    assert files.description["observation"]["policy_key"] == PIXELS_KEY
+    # the loaded policy against the training networks on the same parameters (built from the config, not the file)
+    config = SACConfig(policy_hidden=tuple(network["layer_sizes"][:-1]), q_hidden=(8,))
+    spec = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C)
+    obs = {PIXELS_KEY: jnp.zeros((T, SIZE, SIZE, C), jnp.uint8)}
+    networks = make_sac_networks(obs, 1, config, encoder=spec)
+    frames = jax.random.randint(jax.random.PRNGKey(3), (5, T, SIZE, SIZE, C), 0, 256).astype(jnp.uint8)
+    mean = networks.policy_logits(jax.tree.map(jnp.asarray, files.params), {PIXELS_KEY: frames})[:, :1]
+    policy = load_policy(full)
+    np.testing.assert_allclose(np.asarray(policy({PIXELS_KEY: frames})), np.tanh(np.asarray(mean)), atol=1e-6)
+    assert policy({PIXELS_KEY: frames[0]}).shape == (1,)  # one unbatched observation
+
+    video = tmp_path / "play.mp4"
+    played = cli.run("play", str(full), "--seconds", "0.5", "--out", str(video))
+    assert played.returncode == 0, played.stderr
+    import imageio.v3 as iio
+
+    assert iio.imread(video, index=0).shape == (480, 640 + 480, 3)  # the scene, then the agent's view at 480 px

@@ -20,8 +20,9 @@ from rlfit.algos.sac.planning import MEMORY_RULES
 from rlfit.algos.sac.sizes import SACSizes, config_sizes, smaller_sizes
 from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
+from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.loss_scale import loss_scale_row
-from rlfit.networks.pixel_spec import encoder_spec_for
+from rlfit.networks.pixels import encoder_spec_for
 
 
 def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
@@ -91,7 +92,9 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=networks.policy_logits,
-        policy=PolicySpec(tuple(sac.policy_hidden), sac.activation, sac.policy_obs_key),
+        policy=PolicySpec(tuple(sac.policy_hidden), sac.activation,
+                          PIXELS_KEY if encoder is not None else sac.policy_obs_key,
+                          encoder.to_dict() if encoder is not None else None),
         resize=resize,
         stored_rows=stored_rows,
         refill=refill,

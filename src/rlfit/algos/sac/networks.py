@@ -22,6 +22,7 @@ from rlfit.algos.sac.config import SACConfig
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
 from rlfit.networks.encoders import EncoderSpec, make_encoder
+from rlfit.networks.pixels import PixelPolicy
 
 ENCODER = "encoder"
 
@@ -42,17 +43,6 @@ class TwinQ(nn.Module):
         values = [MLP(tuple(self.hidden) + (1,), self.activation, self.dtype, self.layer_norm,
                       name=f"critic_{index}")(x) for index in range(NUM_CRITICS)]
         return jnp.concatenate(values, axis=-1)
-
-
-class PixelPolicy(nn.Module):
-    """frames [B, T, H, W, C] -> the encoder's features, detached -> the policy MLP -> [B, 2 * A]."""
-
-    encoder: nn.Module
-    head: nn.Module
-
-    @nn.compact
-    def __call__(self, frames: jax.Array) -> jax.Array:
-        return self.head(jax.lax.stop_gradient(self.encoder(frames)))
 
 
 class PixelTwinQ(nn.Module):

@@ -1,9 +1,12 @@
-"""Which encoder a run with pixel observations uses: the config's choice, resolved for the device and frames."""
+"""Networks on camera frames: which encoder a run uses (the config's choice, resolved for the device and the
+frames), and the acting network an encoder feeds (what a policy file with an encoder holds)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import flax.linen as nn
+import jax
 import numpy as np
 
 from rlfit.envs.pixels import PIXELS_KEY
@@ -20,3 +23,16 @@ def encoder_spec_for(network: Any, obs_example: Any, platform: str) -> EncoderSp
     spec = EncoderSpec(name=name, features=int(network.encoder_features), frames=int(frames),
                        image_size=int(height), channels=int(channels))
     return resolve(spec, pretrained=bool(network.pretrained))
+
+
+class PixelPolicy(nn.Module):
+    """frames [B, T, H, W, C] -> the encoder's features, detached -> the policy MLP (`head`) -> [B, 2 * A].
+
+    The features are detached: an actor loss does not train the encoder (DrQ: the critic's loss does)."""
+
+    encoder: nn.Module
+    head: nn.Module
+
+    @nn.compact
+    def __call__(self, frames: jax.Array) -> jax.Array:
+        return self.head(jax.lax.stop_gradient(self.encoder(frames)))
