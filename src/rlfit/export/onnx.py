@@ -1,4 +1,5 @@
-"""ONNX export of a saved policy: observation normalization, the MLP and tanh(mean), in one graph.
+"""ONNX export of a saved policy: observation normalization (or a pixel policy's encoder, see
+`rlfit.export.onnx_encoders`), the MLP and tanh(mean), in one graph.
 
 The model (opset 17, built with `onnx.helper`, float32):
 
@@ -25,7 +26,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlfit.errors import UserError
-from rlfit.policy_io import ARRAY_OBS_NAME, PolicyFiles
+from rlfit.export.onnx_encoders import encoder_nodes
+from rlfit.policy_io import ARRAY_OBS_NAME, ENCODER_NETWORK_KIND, PolicyFiles
 from rlfit.normalizer import STD_MAX, STD_MIN
 
 OPSET = 17
@@ -43,6 +45,8 @@ class ExportResult(NamedTuple):
     """(obs_dim,), after the batch axis."""
     output_name: str
     action_size: int
+    input_dtype: str
+    """'float32' (a vector observation) or 'uint8' (camera frames)."""
     max_abs_diff: float
     """Largest |onnxruntime - load_policy| over the check's random observations."""
 
@@ -64,8 +68,9 @@ def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None =
         raise UserError(f"the ONNX model differs from rlfit.load_policy by {diff:.2e} (> {TOLERANCE:g}) on random "
                         "observations; nothing was written (please report this as a bug)")
     write_atomic(out, model_bytes)
+    pixels = files.description["network"]["kind"] == ENCODER_NETWORK_KIND
     return ExportResult(out, input_name(files), tuple(files.description["observation"]["input_shape"]), OUTPUT_NAME,
-                        int(files.description["action_size"]), diff)
+                        int(files.description["action_size"]), "uint8" if pixels else "float32", diff)
 
 
 def default_path(run_dir: Path, checkpoint: str | None) -> Path:
@@ -93,12 +98,18 @@ def build_model(files: PolicyFiles) -> Any:
 
     description = files.description
     network, action_size = description["network"], int(description["action_size"])
-    name, obs_dim = input_name(files), int(description["observation"]["input_shape"][-1])
-    mean, std = normalization(files)
-    weights = [numpy_helper.from_array(mean, "obs_mean"), numpy_helper.from_array(std, "obs_std")]
-    nodes = [helper.make_node("Sub", [name, "obs_mean"], ["centered"]),
-             helper.make_node("Div", ["centered", "obs_std"], ["h0"])]
-    layers = files.params["params"]
+    name, input_shape = input_name(files), [int(d) for d in description["observation"]["input_shape"]]
+    if network["kind"] == ENCODER_NETWORK_KIND:  # camera frames: the encoder's features feed the MLP
+        nodes, weights = encoder_nodes(network["encoder"], files.params["params"]["encoder"], name, "h0")
+        layers = files.params["params"]["head"]
+        input_type, input_doc = TensorProto.UINT8, "camera frames [T, H, W, C], as the environment gives them"
+    else:
+        mean, std = normalization(files)
+        weights = [numpy_helper.from_array(mean, "obs_mean"), numpy_helper.from_array(std, "obs_std")]
+        nodes = [helper.make_node("Sub", [name, "obs_mean"], ["centered"]),
+                 helper.make_node("Div", ["centered", "obs_std"], ["h0"])]
+        layers = files.params["params"]
+        input_type, input_doc = TensorProto.FLOAT, "raw observation, as the environment gives it"
     count = len(network["layer_sizes"])
     for index in range(count):
         layer = layers[f"dense_{index}"]
@@ -114,8 +125,7 @@ def build_model(files: PolicyFiles) -> Any:
               helper.make_node("Tanh", ["mean"], [OUTPUT_NAME])]
     graph = helper.make_graph(
         nodes, "rlfit_policy",
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", obs_dim],
-                                       doc_string="raw observation, as the environment gives it")],
+        [helper.make_tensor_value_info(name, input_type, ["batch", *input_shape], doc_string=input_doc)],
         [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size],
                                        doc_string="deterministic action tanh(mean) in [-1, 1]")],
         initializer=weights)
@@ -167,7 +177,11 @@ def _gelu_tanh_nodes(x: str, out: str, prefix: str) -> list[Any]:
 
 
 def random_observations(files: PolicyFiles, samples: int = CHECK_SAMPLES, seed: int = 0) -> np.ndarray:
-    """[samples, obs_dim] float32 around the saved statistics (mean + 3 * std * N(0, 1))."""
+    """[samples, obs_dim] float32 around the saved statistics (mean + 3 * std * N(0, 1)); for a pixel policy
+    uniformly random uint8 frames [samples, T, H, W, C]."""
+    if files.description["network"]["kind"] == ENCODER_NETWORK_KIND:
+        shape = tuple(int(d) for d in files.description["observation"]["input_shape"])
+        return np.random.default_rng(seed).integers(0, 256, (samples, *shape), dtype=np.uint8)
     mean, std = normalization(files)
     noise = np.random.default_rng(seed).standard_normal((samples, mean.shape[-1]))
     return (mean + 3.0 * std * noise).astype(np.float32)

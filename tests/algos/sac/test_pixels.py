@@ -138,9 +138,28 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path):
     np.testing.assert_allclose(np.asarray(policy({PIXELS_KEY: frames})), np.tanh(np.asarray(mean)), atol=1e-6)
     assert policy({PIXELS_KEY: frames[0]}).shape == (1,)  # one unbatched observation
 
+    exported = cli.run("export", str(full), "--out", str(tmp_path / "policy.onnx"))
+    assert exported.returncode == 0, exported.stderr
+    assert f"input '{PIXELS_KEY}' uint8 [batch, {T}, {SIZE}, {SIZE}, {C}]" in exported.stdout
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"), providers=["CPUExecutionProvider"])
+    (onnx_actions,) = session.run(["action"], {PIXELS_KEY: np.asarray(frames)})
+    np.testing.assert_allclose(onnx_actions, np.tanh(np.asarray(mean)), atol=1e-5)
+
     video = tmp_path / "play.mp4"
     played = cli.run("play", str(full), "--seconds", "0.5", "--out", str(video))
     assert played.returncode == 0, played.stderr
     import imageio.v3 as iio
 
     assert iio.imread(video, index=0).shape == (480, 640 + 480, 3)  # the scene, then the agent's view at 480 px
+
+
+def test_an_encoder_without_an_onnx_export_is_refused_in_one_line():
+    from rlfit.errors import UserError
+    from rlfit.export.onnx_encoders import encoder_nodes
+
+    spec = EncoderSpec("r3d18", features=8, frames=T, image_size=SIZE, channels=C).to_dict()
+    with pytest.raises(UserError, match="ONNX export of the r3d18 encoder is not supported yet") as error:
+        encoder_nodes(spec, {}, PIXELS_KEY, "features")
+    assert "\n" not in str(error.value)
