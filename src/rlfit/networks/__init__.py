@@ -79,8 +79,13 @@ def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
                     "network's observation key (network.policy_obs_key, sac.policy_obs_key) to one of them")
 
 
-def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precision: str = "fp32") -> Agent:
-    """Builds the agent for observations shaped like `obs_example` (one unbatched observation)."""
+def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precision: str = "fp32",
+               encoder: Any = None) -> Agent:
+    """Builds the agent for observations shaped like `obs_example` (one unbatched observation).
+
+    With `encoder` (an `EncoderSpec`) the policy and the value function each see the observation's camera frames
+    through their own encoder, trained by their own loss.
+    """
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
     value_net = MLP(tuple(config.value_hidden) + (1,), config.activation, dtype)
@@ -90,6 +95,19 @@ def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precis
 
     def value_obs(obs):
         return select_obs(obs, config.value_obs_key, config.policy_obs_key)
+
+    if encoder is not None:
+        from rlfit.envs.pixels import PIXELS_KEY
+        from rlfit.networks.encoders import make_encoder
+        from rlfit.networks.pixels import PixelPolicy
+
+        policy_net = PixelPolicy(make_encoder(encoder, dtype), policy_net, detach=False)
+        value_net = PixelPolicy(make_encoder(encoder, dtype), value_net, detach=False)
+
+        def policy_obs(obs):  # noqa: F811
+            return obs[PIXELS_KEY]
+
+        value_obs = policy_obs
 
     def init(key: jax.Array) -> AgentParams:
         policy_key, value_key = jax.random.split(key)

@@ -26,13 +26,19 @@ def encoder_spec_for(network: Any, obs_example: Any, platform: str) -> EncoderSp
 
 
 class PixelPolicy(nn.Module):
-    """frames [B, T, H, W, C] -> the encoder's features, detached -> the policy MLP (`head`) -> [B, 2 * A].
+    """frames [..., T, H, W, C] -> the encoder's features -> an MLP (`head`) -> [..., out].
 
-    The features are detached: an actor loss does not train the encoder (DrQ: the critic's loss does)."""
+    With `detach` (SAC's actor, as DrQ) the features are detached: the head's loss does not train the encoder."""
 
     encoder: nn.Module
     head: nn.Module
+    detach: bool = True
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
-        return self.head(jax.lax.stop_gradient(self.encoder(frames)))
+        leading = frames.shape[:-4]
+        features = self.encoder(frames.reshape((-1,) + frames.shape[-4:]))
+        if self.detach:
+            features = jax.lax.stop_gradient(features)
+        out = self.head(features)
+        return out.reshape(leading + out.shape[-1:])

@@ -10,7 +10,9 @@ from rlfit.algos.ppo.planning import MEMORY_RULES
 from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.loss_scale import loss_scale_row
+from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import make_agent
+from rlfit.networks.pixels import encoder_spec_for
 
 
 def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
@@ -27,7 +29,8 @@ def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
 
 
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
-    agent = make_agent(obs_example, int(train_env.action_size), config.network, plan.precision)
+    encoder = encoder_spec_for(config.network, obs_example, plan.backend)
+    agent = make_agent(obs_example, int(train_env.action_size), config.network, plan.precision, encoder)
     optimizer = make_optimizer(config.ppo)
     loss_scaling = plan.precision == "fp16"  # fp16 network compute trains with dynamic loss scaling
     network = config.network
@@ -37,7 +40,9 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=agent.policy_logits,
-        policy=PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key),
+        policy=PolicySpec(tuple(network.policy_hidden), network.activation,
+                          PIXELS_KEY if encoder is not None else network.policy_obs_key,
+                          encoder.to_dict() if encoder is not None else None),
         resize=lambda state, key: state._replace(env_state=train_env.reset(key)),
     )
 
