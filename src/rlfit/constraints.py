@@ -64,8 +64,8 @@ def check_ranges(config: Config, positive_ints=(), non_negative=(), positive_flo
 
 
 def check_pixels(config: Config) -> None:
-    """Rules of pixel observations: a sensible frame size and a pretrained file that exists and is not a pickle
-    (its contents are checked when it is loaded)."""
+    """Rules of pixel observations: a sensible frame size and a pretrained file that exists and is safetensors,
+    not a pickle (its arrays are checked against the encoder when it is loaded)."""
     env, network = config.env, config.network
     if env.observation != "pixels":
         return
@@ -76,10 +76,13 @@ def check_pixels(config: Config) -> None:
     if network.pretrained:
         from pathlib import Path
 
+        from rlfit.networks.pretrained import check_safetensors
+
         path = Path(network.pretrained).expanduser()
         if not path.is_file():
             raise UserError(f"network.pretrained: no file at {path}; give a safetensors file "
                             "(`rlfit convert-weights` makes one) or drop the setting to train from scratch")
+        check_safetensors(path)  # a pickle or PyTorch file is refused before anything runs
 
 
 SEED_LIMIT = 2**32

@@ -14,7 +14,7 @@ from rlfit.errors import UserError
 from rlfit.runner import NonFiniteError
 from rlfit.signals import StopRequested
 
-COMMANDS = ("train", "resume", "play", "export", "doctor", "plan", "info")
+COMMANDS = ("train", "resume", "play", "export", "doctor", "plan", "info", "convert-weights")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     subparsers.required = True
     for name in COMMANDS:
-        importlib.import_module(f"rlfit.cli.{name}").register(subparsers)
+        importlib.import_module(f"rlfit.cli.{name.replace('-', '_')}").register(subparsers)
     return parser
 
 

@@ -80,11 +80,11 @@ def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
 
 
 def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precision: str = "fp32",
-               encoder: Any = None) -> Agent:
+               encoder: Any = None, encoder_weights: Any = None) -> Agent:
     """Builds the agent for observations shaped like `obs_example` (one unbatched observation).
 
     With `encoder` (an `EncoderSpec`) the policy and the value function each see the observation's camera frames
-    through their own encoder, trained by their own loss.
+    through their own encoder, trained by their own loss, both starting from `encoder_weights` when given.
     """
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
@@ -111,8 +111,12 @@ def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precis
 
     def init(key: jax.Array) -> AgentParams:
         policy_key, value_key = jax.random.split(key)
-        return AgentParams(policy_net.init(policy_key, policy_obs(obs_example)),
-                           value_net.init(value_key, value_obs(obs_example)))
+        policy, value = policy_net.init(policy_key, policy_obs(obs_example)), value_net.init(value_key, value_obs(obs_example))
+        if encoder_weights is not None:  # both encoders start from the pretrained weights
+            from rlfit.networks.pixels import with_pretrained
+
+            policy, value = with_pretrained(policy, encoder_weights), with_pretrained(value, encoder_weights)
+        return AgentParams(policy, value)
 
     return Agent(
         policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),

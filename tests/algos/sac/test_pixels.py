@@ -105,18 +105,38 @@ PIXEL_RUN = ["CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--set", "
              "--set", "run.num_eval_envs=4", "--quiet"]
 
 
+def pretrained_file(path, spec: EncoderSpec) -> dict:
+    """Writes simple2dcnn weights of known values (every kernel 0.01 * its shape's index pattern) with a spec
+    that asks for an input normalization; returns the flat arrays written."""
+    from rlfit.networks.encoders import make_encoder
+    from rlfit.networks.pretrained import flatten, save_encoder_weights, spec_metadata
+
+    variables = make_encoder(spec).init(jax.random.PRNGKey(7), jnp.zeros(spec.input_shape(1), jnp.uint8))
+    variables = jax.tree.map(lambda x: np.linspace(-0.05, 0.05, x.size, dtype=np.float32).reshape(x.shape), variables)
+    save_encoder_weights(path, variables, spec_metadata(spec, source="test"))
+    return flatten(variables)
+
+
 @pytest.mark.slow
 def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path):
-    """Straight 2 iterations vs 1 + resume to 2: the same parameters bit for bit; the policy file holds the
-    encoder; `rlfit play` shows the agent's frames beside the scene."""
+    """A pixel run from pretrained, frozen encoder weights: straight 2 iterations vs 1 + resume to 2 give the
+    same parameters bit for bit; the policy file holds the encoder, the file's weights unchanged and its input
+    normalization; load_policy and the ONNX export agree with the training networks; `rlfit play` shows the
+    agent's frames beside the scene."""
     from tests.checkpoint.conftest import ToyCli
 
+    normalized = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C, mean=(0.5, 0.4, 0.3),
+                             std=(0.2, 0.25, 0.3))
+    weights = pretrained_file(tmp_path / "encoder.safetensors", normalized)
+    pretrained = ["--set", f"network.pretrained={tmp_path / 'encoder.safetensors'}", "--set",
+                  "network.freeze_encoder=true"]
     cli = ToyCli(tmp_path, "sac")
     half, full = tmp_path / "half", tmp_path / "full"
-    assert cli.run("train", *PIXEL_RUN, "--timesteps", "64", "--run-dir", str(half)).returncode == 0
+    first = cli.run("train", *PIXEL_RUN, *pretrained, "--timesteps", "64", "--run-dir", str(half))
+    assert first.returncode == 0, first.stderr
     resumed = cli.run("resume", str(half), "--timesteps", "128", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    straight = cli.run("train", *PIXEL_RUN, "--timesteps", "128", "--run-dir", str(full))
+    straight = cli.run("train", *PIXEL_RUN, *pretrained, "--timesteps", "128", "--run-dir", str(full))
     assert straight.returncode == 0, straight.stderr
     assert cli.summary(half)["params_digest"] == cli.summary(full)["params_digest"]
     assert [r["replay_size"] for r in cli.train_rows(half)] == [r["replay_size"] for r in cli.train_rows(full)]
@@ -127,11 +147,17 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path):
     network = files.description["network"]
     assert network["kind"] == "encoder_mlp" and network["encoder"]["name"] == "simple2dcnn"
     assert files.description["observation"]["policy_key"] == PIXELS_KEY
+    assert network["encoder"]["mean"] == list(normalized.mean) and network["encoder"]["std"] == list(normalized.std)
+    from rlfit.networks.pretrained import flatten
+
+    trained = flatten({"params": files.params["params"]["encoder"]})
+    assert set(trained) == set(weights)
+    for name, value in weights.items():  # frozen: still the file's weights after training
+        np.testing.assert_array_equal(trained[name], value, err_msg=name)
     # the loaded policy against the training networks on the same parameters (built from the config, not the file)
     config = SACConfig(policy_hidden=tuple(network["layer_sizes"][:-1]), q_hidden=(8,))
-    spec = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C)
     obs = {PIXELS_KEY: jnp.zeros((T, SIZE, SIZE, C), jnp.uint8)}
-    networks = make_sac_networks(obs, 1, config, encoder=spec)
+    networks = make_sac_networks(obs, 1, config, encoder=normalized)
     frames = jax.random.randint(jax.random.PRNGKey(3), (5, T, SIZE, SIZE, C), 0, 256).astype(jnp.uint8)
     mean = networks.policy_logits(jax.tree.map(jnp.asarray, files.params), {PIXELS_KEY: frames})[:, :1]
     policy = load_policy(full)
@@ -163,3 +189,21 @@ def test_an_encoder_without_an_onnx_export_is_refused_in_one_line():
     with pytest.raises(UserError, match="ONNX export of the r3d18 encoder is not supported yet") as error:
         encoder_nodes(spec, {}, PIXELS_KEY, "features")
     assert "\n" not in str(error.value)
+
+
+def test_a_pickle_or_a_missing_file_as_pretrained_weights_is_refused_before_anything_is_written(tmp_path):
+    import pickle
+
+    from tests.checkpoint.conftest import ToyCli
+
+    cli = ToyCli(tmp_path, "sac")
+    pickled = tmp_path / "weights.pt"
+    pickled.write_bytes(pickle.dumps({"stem": np.zeros(3)}))
+    for path, message in ((pickled, "is a pickle, which rlfit does not load"),
+                          (tmp_path / "missing.safetensors", "network.pretrained: no file at")):
+        run_dir = tmp_path / "run"
+        result = cli.run("train", "CartpoleBalance", "--algo", "sac", "--set", "env.observation=pixels", "--set",
+                         "network.encoder=r3d18", "--set", f"network.pretrained={path}", "--run-dir", str(run_dir))
+        assert result.returncode == 2 and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+        assert not run_dir.exists()

@@ -12,7 +12,7 @@ from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import make_agent
-from rlfit.networks.pixels import encoder_spec_for
+from rlfit.networks.pixels import encoder_for, encoder_optimizer
 
 
 def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
@@ -29,9 +29,13 @@ def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
 
 
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
-    encoder = encoder_spec_for(config.network, obs_example, plan.backend)
-    agent = make_agent(obs_example, int(train_env.action_size), config.network, plan.precision, encoder)
+    choice = encoder_for(config.network, obs_example, plan.backend)
+    encoder = choice.spec if choice is not None else None
+    agent = make_agent(obs_example, int(train_env.action_size), config.network, plan.precision, encoder,
+                       choice.weights if choice is not None else None)
     optimizer = make_optimizer(config.ppo)
+    if encoder is not None:
+        optimizer = encoder_optimizer(optimizer, config.network.freeze_encoder)
     loss_scaling = plan.precision == "fp16"  # fp16 network compute trains with dynamic loss scaling
     network = config.network
     return Learner(

@@ -22,7 +22,7 @@ from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.loss_scale import loss_scale_row
-from rlfit.networks.pixels import encoder_spec_for
+from rlfit.networks.pixels import encoder_for
 
 
 def sized_config(config: SACConfig, sizes: SACSizes) -> SACConfig:
@@ -47,8 +47,10 @@ def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
 
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     sac = sized_config(config.sac, plan.sizes)
-    encoder = encoder_spec_for(config.network, obs_example, plan.backend)
-    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder)
+    choice = encoder_for(config.network, obs_example, plan.backend)
+    encoder = choice.spec if choice is not None else None
+    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder,
+                                 choice.weights if choice is not None else None)
     optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
     prefill = make_prefill(train_env, sac)
 

@@ -22,9 +22,7 @@ from rlfit.algos.sac.config import SACConfig
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
 from rlfit.networks.encoders import EncoderSpec, make_encoder
-from rlfit.networks.pixels import PixelPolicy
-
-ENCODER = "encoder"
+from rlfit.networks.pixels import ENCODER, PixelPolicy, with_pretrained
 
 NUM_CRITICS = 2
 
@@ -88,11 +86,12 @@ class SACNetworks(NamedTuple):
 
 
 def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, precision: str = "fp32",
-                      encoder: EncoderSpec | None = None) -> SACNetworks:
+                      encoder: EncoderSpec | None = None, encoder_weights: Any = None) -> SACNetworks:
     """The networks for observations shaped like `obs_example` (one unbatched observation).
 
     `precision` is the compute dtype, fp32, bf16 or fp16 (parameters stay fp32; fp16 trains with loss scaling).
-    With `encoder`, the policy and Q networks see the observation's frames through it (module docstring).
+    With `encoder`, the policy and Q networks see the observation's frames through it (module docstring), which
+    starts from `encoder_weights` (flat pretrained variables) when given.
     """
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
@@ -118,7 +117,7 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
         one = jax.tree.map(lambda x: x[None], obs_example) if encoder is not None else obs_example
         action = jnp.zeros((1, action_size) if encoder is not None else (action_size,), jnp.float32)
         policy = policy_net.init(policy_key, policy_obs(one))
-        q = q_net.init(q_key, q_obs(one), action)
+        q = with_pretrained(q_net.init(q_key, q_obs(one), action), encoder_weights)
         if encoder is not None:
             policy = share_encoder(policy, q)
         return SACParams(policy, q, jax.tree.map(jnp.copy, q), jnp.zeros((), jnp.float32))

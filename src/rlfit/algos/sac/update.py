@@ -16,9 +16,10 @@ import optax
 
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
-from rlfit.algos.sac.networks import ENCODER, SACNetworks, SACParams, share_encoder
+from rlfit.algos.sac.networks import SACNetworks, SACParams, share_encoder
 from rlfit.algos.sac.replay import Batch
 from rlfit.loss_scale import LossScale, adjust, gradients_with, select
+from rlfit.networks.pixels import encoder_optimizer
 
 
 class SACOptimizers(NamedTuple):
@@ -50,27 +51,12 @@ class UpdateMetrics(NamedTuple):
 
 
 def make_optimizers(config: SACConfig, encoder: bool = False, freeze_encoder: bool = False) -> SACOptimizers:
-    """Adam(learning_rate) for the policy and Q networks, Adam(alpha_learning_rate) for log(alpha), as Brax.
-
-    With an `encoder`, frozen batch-norm statistics (the `batch_stats` collection) never change, and with
-    `freeze_encoder` neither does the encoder (their gradients are set to zero).
-    """
-    if not encoder:
-        return SACOptimizers(optax.adam(config.learning_rate), optax.adam(config.learning_rate),
-                             optax.adam(config.alpha_learning_rate))
-
-    def labels(params: Any) -> Any:
-        def label(path, _) -> str:
-            names = [str(getattr(entry, "key", entry)) for entry in path]
-            frozen = names[0] == "batch_stats" or (freeze_encoder and ENCODER in names)
-            return "frozen" if frozen else "trained"
-
-        return jax.tree_util.tree_map_with_path(label, params)
-
-    def adam(learning_rate: float) -> optax.GradientTransformation:
-        return optax.multi_transform({"trained": optax.adam(learning_rate), "frozen": optax.set_to_zero()}, labels)
-
-    return SACOptimizers(adam(config.learning_rate), adam(config.learning_rate), optax.adam(config.alpha_learning_rate))
+    """Adam(learning_rate) for the policy and Q networks, Adam(alpha_learning_rate) for log(alpha), as Brax;
+    with an `encoder`, frozen batch-norm statistics (and with `freeze_encoder` the encoder) are not updated."""
+    networks = [optax.adam(config.learning_rate), optax.adam(config.learning_rate)]
+    if encoder:
+        networks = [encoder_optimizer(optimizer, freeze_encoder) for optimizer in networks]
+    return SACOptimizers(*networks, optax.adam(config.alpha_learning_rate))
 
 
 def init_opt_states(optimizers: SACOptimizers, params: SACParams) -> SACOptStates:
