@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("MUJOCO_GL", "egl")
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from mujoco import mjx
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from mujoco import mjx  # noqa: E402
-
-from rlfit.envs.camera import (  # noqa: E402
-    CHANNELS, LUMA, CameraSpec, cast, check_drawable, make_camera, render, render_batch)
-from rlfit.errors import UserError  # noqa: E402
+from rlfit.envs.camera import CHANNELS, LUMA, CameraSpec, cast, check_drawable, make_camera, render, render_batch
+from rlfit.errors import UserError
 
 # Every drawable type, distinct colours, a named camera looking down at them. Collisions are off (mjx has no
 # ellipsoid-box collision) and multisampling is off, so MuJoCo's segmentation has no blended edge pixels.
@@ -50,28 +47,46 @@ def scene():
     return model, data, mjx.put_model(model), mjx.put_data(model, data)
 
 
+REFERENCE_SCRIPT = """
+import sys
+import mujoco
+import numpy as np
+model = mujoco.MjModel.from_xml_string(sys.stdin.read())
+data = mujoco.MjData(model)
+mujoco.mj_forward(model, data)
+renderer = mujoco.Renderer(model, int(sys.argv[2]), int(sys.argv[2]))
+out = {}
+for index, view in enumerate(("eye", "")):
+    renderer.enable_segmentation_rendering()
+    renderer.update_scene(data, camera=view or -1)
+    seg = renderer.render().copy()
+    renderer.disable_segmentation_rendering()
+    renderer.enable_depth_rendering()
+    renderer.update_scene(data, camera=view or -1)
+    out[f"depth{index}"] = renderer.render().copy()
+    renderer.disable_depth_rendering()
+    out[f"geom{index}"] = np.where(seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), seg[..., 0], -1)
+renderer.close()
+np.savez(sys.argv[1], **out)
+"""
+
+
 @pytest.fixture(scope="module")
-def reference(scene):
-    """MuJoCo's renderer at each view: (geom id [H, W], -1 for none; z-depth [H, W] metres)."""
-    model, data, _, _ = scene
-    try:
-        renderer = mujoco.Renderer(model, SIZE, SIZE)
-    except Exception as error:  # no EGL / display on this machine
-        pytest.skip(f"mujoco.Renderer cannot be created here ({type(error).__name__}: {error})")
-    views = {}
-    for view in ("eye", ""):
-        renderer.enable_segmentation_rendering()
-        renderer.update_scene(data, camera=view or -1)
-        seg = renderer.render().copy()
-        renderer.disable_segmentation_rendering()
-        renderer.enable_depth_rendering()
-        renderer.update_scene(data, camera=view or -1)
-        depth = renderer.render().copy()
-        renderer.disable_depth_rendering()
-        geom = np.where(seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), seg[..., 0], -1)
-        views[view] = geom, depth
-    renderer.close()
-    return views
+def reference(tmp_path_factory):
+    """MuJoCo's renderer at each view: (geom id [H, W], -1 for none; z-depth [H, W] metres).
+
+    Rendered in a child process with MUJOCO_GL=egl: MuJoCo picks its OpenGL backend when it is first imported,
+    which in a test session may have happened anywhere, with another setting."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("reference") / "views.npz"
+    result = subprocess.run([sys.executable, "-c", REFERENCE_SCRIPT, str(out), str(SIZE)], input=SCENE, text=True,
+                            capture_output=True, env={**os.environ, "MUJOCO_GL": "egl"}, timeout=300)
+    if result.returncode != 0:  # no EGL on this machine
+        pytest.skip(f"mujoco.Renderer cannot render here with EGL: {result.stderr.strip().splitlines()[-1:]}")
+    views = np.load(out)
+    return {view: (views[f"geom{index}"], views[f"depth{index}"]) for index, view in enumerate(("eye", ""))}
 
 
 @pytest.fixture(scope="module")
