@@ -143,11 +143,11 @@ def flatten_params(params: Any) -> dict[str, np.ndarray]:
     return {"": np.asarray(params, np.float32)}
 
 
-def unflatten_params(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """{'a/b/c': array} -> nested dict."""
+def unflatten_params(flat: Mapping[str, np.ndarray], separator: str = "/") -> dict[str, Any]:
+    """{'a/b/c': array} -> nested dict (names split at `separator`)."""
     nested: dict[str, Any] = {}
     for path, value in flat.items():
-        *parents, leaf = path.split("/")
+        *parents, leaf = path.split(separator)
         node = nested
         for name in parents:
             node = node.setdefault(name, {})

@@ -41,14 +41,9 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     """{'a.b.c': array} -> nested dict of arrays (the inverse of `flatten`)."""
-    tree: dict[str, Any] = {}
-    for name, value in flat.items():
-        *parents, leaf = name.split(".")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return tree
+    from rlfit.policy_io import unflatten_params
+
+    return unflatten_params(flat, separator=".")
 
 
 def save_encoder_weights(path: str | Path, params_tree: Mapping[str, Any], metadata: Mapping[str, str]) -> Path:
