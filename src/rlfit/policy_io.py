@@ -335,11 +335,8 @@ def encoder_policy_function(network: Mapping[str, Any], mlp: Any, params: Any, p
     spec = EncoderSpec.from_dict(network["encoder"])
     module = PixelPolicy(make_encoder(spec, COMPUTE_DTYPES[precision]), mlp)
 
-    def act(frames: Any) -> Any:
-        frames = jnp.asarray(frames)
-        leading = frames.shape[:-4]
-        logits = module.apply(params, frames.reshape((-1,) + frames.shape[-4:]))
-        return TanhGaussian.from_logits(logits.reshape(leading + logits.shape[-1:])).mode()
+    def act(frames: Any) -> Any:  # PixelPolicy keeps any leading axes
+        return TanhGaussian.from_logits(module.apply(params, jnp.asarray(frames))).mode()
 
     return act
 

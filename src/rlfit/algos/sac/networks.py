@@ -3,10 +3,10 @@
 Shapes: observations [..., obs_dim] (or dicts of them); actions [..., A] in [-1, 1];
 policy output [..., 2 * A] (mean, raw scale, read by `rlfit.networks.TanhGaussian`); Q values [..., 2].
 
-With camera frames (an `EncoderSpec`), as DrQ: one encoder [B, T, H, W, C] -> [B, features] in front of both Q
+With camera frames (an `EncoderSpec`), as DrQ: one encoder [..., T, H, W, C] -> [..., features] in front of both Q
 networks, trained by the critic loss alone; the policy applies a copy of it with its output detached (the actor
 loss does not train it), refreshed from the critic's after every update (`share_encoder`), so the policy's
-parameters alone act (play, export). Observations here are batched: [B, ...].
+parameters alone act (play, export).
 """
 
 from __future__ import annotations
@@ -44,14 +44,15 @@ class TwinQ(nn.Module):
 
 
 class PixelTwinQ(nn.Module):
-    """(frames [B, T, H, W, C], action [B, A]) -> the encoder's features -> TwinQ -> [B, NUM_CRITICS]."""
+    """(frames [..., T, H, W, C], action [..., A]) -> the encoder's features -> TwinQ -> [..., NUM_CRITICS]."""
 
     encoder: nn.Module
     head: nn.Module
 
     @nn.compact
     def __call__(self, frames: jax.Array, action: jax.Array) -> jax.Array:
-        return self.head(self.encoder(frames), action)
+        features = self.encoder(frames.reshape((-1,) + frames.shape[-4:]))
+        return self.head(features.reshape(frames.shape[:-4] + features.shape[-1:]), action)
 
 
 def share_encoder(policy_params: Any, q_params: Any) -> Any:
@@ -114,10 +115,9 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
 
     def init(key: jax.Array) -> SACParams:
         policy_key, q_key = jax.random.split(key)
-        one = jax.tree.map(lambda x: x[None], obs_example) if encoder is not None else obs_example
-        action = jnp.zeros((1, action_size) if encoder is not None else (action_size,), jnp.float32)
-        policy = policy_net.init(policy_key, policy_obs(one))
-        q = with_pretrained(q_net.init(q_key, q_obs(one), action), encoder_weights)
+        policy = policy_net.init(policy_key, policy_obs(obs_example))
+        q = q_net.init(q_key, q_obs(obs_example), jnp.zeros((action_size,), jnp.float32))
+        q = with_pretrained(q, encoder_weights)
         if encoder is not None:
             policy = share_encoder(policy, q)
         return SACParams(policy, q, jax.tree.map(jnp.copy, q), jnp.zeros((), jnp.float32))
