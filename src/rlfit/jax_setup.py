@@ -1,14 +1,40 @@
-"""Process-wide JAX settings rlfit relies on: explicit matmul precision and a persistent compile cache."""
+"""Process-wide JAX settings rlfit relies on: explicit matmul precision, a persistent compile cache, and the XLA
+options every ahead-of-time compile uses."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 
 MATMUL_PRECISION = {"fp32": "highest", "bf16": "default", "fp16": "default"}
+
+CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+"""XLA's CPU backend hands convolutions to YNNPACK fusions by default; without them a pixel SAC update runs several
+times faster and vector training no slower (`benchmarks/cpu_compile_options.py`), so rlfit turns them off."""
+
+
+@functools.cache
+def compiler_options() -> dict[str, str]:
+    """The options for this process's backend: `CPU_COMPILER_OPTIONS` on a CPU where this XLA knows them
+    (an XLA without the option compiles with its defaults), none elsewhere."""
+    if jax.default_backend() != "cpu":
+        return {}
+    try:
+        jax.jit(lambda x: x + 1).lower(1.0).compile(compiler_options=CPU_COMPILER_OPTIONS)
+    except jax.errors.JaxRuntimeError:
+        return {}
+    return dict(CPU_COMPILER_OPTIONS)
+
+
+def compile_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = ()) -> Any:
+    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options()`."""
+    return jax.jit(fn, donate_argnums=donate_argnums).lower(*args).compile(compiler_options=compiler_options())
 
 
 def cache_dir() -> Path:

@@ -18,6 +18,7 @@ from rlfit.config import Config
 from rlfit.envs import VecEnv, load_env
 from rlfit.networks import select_obs
 from rlfit.evaluate import EvalMetrics, make_evaluator
+from rlfit.jax_setup import compile_ahead
 from rlfit.plan import Plan
 
 
@@ -73,14 +74,19 @@ class Trainer:
         """The pure training iteration (not yet compiled)."""
         return self.learner.step
 
+    def compile_iteration(self, state: Any | None = None) -> Any:
+        """The training iteration compiled ahead of time (state donated), for `state` or the abstract state."""
+        return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
+                             donate_argnums=(0,))
+
     def compile(self, state: Any | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time."""
         state = state if state is not None else self.abstract_state()
         started = time.perf_counter()
-        iteration = jax.jit(self.train_iteration_fn(), donate_argnums=0).lower(state).compile()
+        iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
-        evaluate = jax.jit(make_evaluator(self.eval_env, self.learner.policy_logits)).lower(
-            policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32)).compile()
+        evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
+                                 jax.ShapeDtypeStruct((2,), jnp.uint32))
         return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 

@@ -3,9 +3,10 @@
 XLA's CPU backend runs 3D convolutions far slower than 2D ones (on 2 cores, a Conv3d 16->32 3x3x3 stride (1, 2, 2)
 over [2, 8, 32, 32, 16]: gradient 0.29 s native, 0.011 s as taps). "taps" writes the same convolution as
     y[t] = sum_i conv2d(x_padded[t * st + i], kernel[i])   for i in 0..kT-1,
-one batched 2D convolution per temporal tap, which XLA's CPU backend runs at 2D speed. The parameters are the same
-either way (`kernel` [kT, kH, kW, I, O], `bias` [O]), so weights move freely between the two; `choose_impl` picks
-"taps" on a CPU and "native" on an accelerator (cuDNN's 3D convolutions are good).
+one batched 2D convolution per temporal tap (rlfit.networks.conv2d's, fast inside loops too), which XLA's CPU
+backend runs at 2D speed. The parameters are the same either way (`kernel` [kT, kH, kW, I, O], `bias` [O]), so
+weights move freely between the two; `choose_impl` picks "taps" on a CPU and "native" on an accelerator (cuDNN's
+3D convolutions are good).
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-IMPLS = ("native", "taps")
+from rlfit.networks.conv2d import IMPLS, choose_impl, conv2d
+
+__all__ = ["IMPLS", "Conv3D", "choose_impl", "conv3d"]
 Padding = str | Sequence[tuple[int, int]]
-
-
-def choose_impl(platform: str) -> str:
-    """'taps' on a CPU (XLA's CPU 3D convolution is slow), 'native' elsewhere."""
-    return "taps" if platform == "cpu" else "native"
 
 
 def conv3d(x: jax.Array, kernel: jax.Array, strides: Sequence[int], padding: Sequence[tuple[int, int]],
@@ -42,8 +40,7 @@ def conv3d(x: jax.Array, kernel: jax.Array, strides: Sequence[int], padding: Seq
     out = None
     for tap in range(taps):
         frames = x[:, tap:tap + (out_time - 1) * stride + 1:stride].reshape(batch * out_time, height, width, channels)
-        y = jax.lax.conv_general_dilated(frames, kernel[tap], strides[1:], padding[1:],
-                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        y = conv2d(frames, kernel[tap], strides[1:], padding[1:], "taps")
         out = y if out is None else out + y
     return out.reshape(batch, out_time, *out.shape[1:])
 

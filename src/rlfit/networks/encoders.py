@@ -136,8 +136,8 @@ def make_encoder(spec: EncoderSpec, dtype: Any = jnp.float32, conv_impl: str | N
 
     Compute in `dtype` (parameters stay fp32). r3d18 with norm 'frozen_bn' also has a `batch_stats` collection:
     pass it to `apply` with the params (it is never updated, so `mutable` is not needed). `conv_impl` computes
-    the 3D convolutions of simple3dcnn and r3d18 ('native' or 'taps', same parameters; None: 'taps' when JAX's
-    default backend is the CPU, see rlfit.networks.conv3d).
+    every encoder's convolutions ('native' or 'taps', same parameters; None: 'taps' when JAX's default backend is
+    the CPU, see rlfit.networks.conv2d and conv3d).
     """
     spec = resolve(spec)
     conv_impl = conv_impl or choose_impl(jax.default_backend())
@@ -145,7 +145,7 @@ def make_encoder(spec: EncoderSpec, dtype: Any = jnp.float32, conv_impl: str | N
         raise ValueError(f"unknown conv_impl {conv_impl!r}; one of {IMPLS}")
     mean, std = spec.mean, spec.std
     if spec.name == "simple2dcnn":
-        return Simple2DCNN(features=spec.features, mean=mean, std=std, dtype=dtype)
+        return Simple2DCNN(features=spec.features, mean=mean, std=std, conv_impl=conv_impl, dtype=dtype)
     if spec.name == "simple3dcnn":
         return Simple3DCNN(features=spec.features, mean=mean, std=std, conv_impl=conv_impl, dtype=dtype)
     if spec.name == "r3d18":
@@ -154,7 +154,8 @@ def make_encoder(spec: EncoderSpec, dtype: Any = jnp.float32, conv_impl: str | N
     preset = timesformer.PRESETS[spec.preset]
     return timesformer.TimeSformer(features=spec.features, frames=spec.frames, image_size=spec.image_size,
                                    patch_size=preset.patch_size, hidden=preset.hidden, depth=preset.depth,
-                                   heads=preset.heads, mlp_ratio=preset.mlp_ratio, mean=mean, std=std, dtype=dtype)
+                                   heads=preset.heads, mlp_ratio=preset.mlp_ratio, mean=mean, std=std,
+                                   conv_impl=conv_impl, dtype=dtype)
 
 
 def choose_encoder(requested: str, platform: str, frames: int) -> str:

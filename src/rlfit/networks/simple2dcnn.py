@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlfit.networks.conv2d import flax_conv
 from rlfit.networks.frames import prepare_frames
 
 
@@ -24,6 +25,8 @@ class Simple2DCNN(nn.Module):
     filters: int = 32
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
+    conv_impl: str = "native"
+    """How the convolutions are computed (rlfit.networks.conv2d: 'taps' on a CPU); the same parameters."""
     dtype: Any = jnp.float32
 
     @nn.compact
@@ -33,7 +36,8 @@ class Simple2DCNN(nn.Module):
         x = x.transpose(0, 2, 3, 1, 4).reshape(batch, height, width, time * channels)  # [B, H, W, T*C]
         for index, stride in enumerate((2, 1, 1, 1)):
             x = nn.Conv(self.filters, (3, 3), strides=(stride, stride), padding="VALID", dtype=self.dtype,
-                        param_dtype=jnp.float32, name=f"conv_{index}")(x)
+                        param_dtype=jnp.float32, conv_general_dilated=flax_conv(self.conv_impl),
+                        name=f"conv_{index}")(x)
             x = nn.relu(x)
         x = x.reshape(batch, -1)
         x = nn.Dense(self.features, dtype=self.dtype, param_dtype=jnp.float32, name="dense")(x)

@@ -51,6 +51,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlfit.networks.conv2d import flax_conv
 from rlfit.networks.frames import prepare_frames
 
 LN_EPS = 1e-6
@@ -107,6 +108,7 @@ class Embeddings(nn.Module):
     hidden: int
     frames: int
     num_patches: int
+    conv_impl: str = "native"
     dtype: Any = jnp.float32
 
     @nn.compact
@@ -114,7 +116,8 @@ class Embeddings(nn.Module):
         batch, time, height, width, channels = x.shape
         p = self.patch_size
         patches = nn.Conv(self.hidden, (p, p), strides=(p, p), padding="VALID", dtype=self.dtype,
-                          param_dtype=jnp.float32, name="patch_projection")(x.reshape(batch * time, height, width,
+                          param_dtype=jnp.float32, conv_general_dilated=flax_conv(self.conv_impl),
+                          name="patch_projection")(x.reshape(batch * time, height, width,
                                                                                      channels))
         patches = patches.reshape(batch, time, -1, self.hidden)  # [B, T, N, D], N row-major over the patch grid
         normal = nn.initializers.truncated_normal(0.02)
@@ -180,6 +183,8 @@ class TimeSformer(nn.Module):
     qkv_bias: bool = True
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
+    conv_impl: str = "native"
+    """How the patch projection is computed (rlfit.networks.conv2d: 'taps' on a CPU); the same parameters."""
     dtype: Any = jnp.float32
 
     @nn.compact
@@ -193,7 +198,8 @@ class TimeSformer(nn.Module):
                              f"and hidden {self.hidden} a multiple of heads {self.heads}")
         x = prepare_frames(frames, self.mean, self.std, self.dtype)
         num_patches = (self.image_size // self.patch_size) ** 2
-        tokens = Embeddings(self.patch_size, self.hidden, self.frames, num_patches, self.dtype, name="embeddings")(x)
+        tokens = Embeddings(self.patch_size, self.hidden, self.frames, num_patches, conv_impl=self.conv_impl,
+                            dtype=self.dtype, name="embeddings")(x)
         for index in range(self.depth):
             tokens = Layer(self.heads, self.frames, self.mlp_ratio, self.qkv_bias, self.dtype,
                            name=f"layer_{index}")(tokens)

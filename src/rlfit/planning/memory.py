@@ -94,13 +94,10 @@ def fit_coefficients(points: Sequence[MemoryPoint]) -> tuple[float, float, float
 
 def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
     """The training step for `sizes`, compiled ahead of time on abstract inputs (state donated)."""
-    import jax
-
     from rlfit.plan import make_plan
     from rlfit.trainer import Trainer
 
-    trainer = Trainer.build(config, make_plan(config, sizes), env=env)
-    return jax.jit(trainer.train_iteration_fn(), donate_argnums=0).lower(trainer.abstract_state()).compile()
+    return Trainer.build(config, make_plan(config, sizes), env=env).compile_iteration()
 
 
 def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:

@@ -54,11 +54,12 @@ def case(request):
 def test_alpha_loss_and_entropy(case):
     networks, params, batch = case
     key = jax.random.PRNGKey(3)
-    loss, entropy = alpha_loss(params.log_alpha, params.policy, networks, batch.obs, TARGET_ENTROPY, key)
+    encoded = networks.encode(params.q, batch.obs)
+    loss, entropy = alpha_loss(params.log_alpha, params.policy, networks, encoded, TARGET_ENTROPY, key)
     _, log_prob = np_policy_sample(networks, params.policy, batch.obs, key)
     np.testing.assert_allclose(loss, np.mean(-(-0.3) * (log_prob + TARGET_ENTROPY)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(entropy, -np.mean(log_prob), rtol=1e-5, atol=1e-6)
-    grad_log_alpha, grad_policy = jax.grad(lambda la, p: alpha_loss(la, p, networks, batch.obs, TARGET_ENTROPY,
+    grad_log_alpha, grad_policy = jax.grad(lambda la, p: alpha_loss(la, p, networks, encoded, TARGET_ENTROPY,
                                                                    key)[0], argnums=(0, 1))(params.log_alpha,
                                                                                             params.policy)
     np.testing.assert_allclose(grad_log_alpha, -np.mean(log_prob + TARGET_ENTROPY), rtol=1e-5, atol=1e-6)
@@ -68,8 +69,9 @@ def test_alpha_loss_and_entropy(case):
 def test_critic_loss(case):
     networks, params, batch = case
     key, alpha = jax.random.PRNGKey(4), jnp.exp(params.log_alpha)
-    loss = critic_loss(params.q, params.policy, params.target_q, alpha, networks, batch, REWARD_SCALING,
-                       DISCOUNTING, key)
+    loss, encoded = critic_loss(params.q, params.policy, params.target_q, alpha, networks, batch, REWARD_SCALING,
+                                DISCOUNTING, key)
+    np.testing.assert_array_equal(encoded.q, batch.obs)  # vector observations: the heads see them as they are
     next_action, next_log_prob = np_policy_sample(networks, params.policy, batch.next_obs, key)
     next_q = np_q(networks, params.target_q, batch.next_obs, next_action)
     next_value = next_q.min(axis=-1) - float(alpha) * next_log_prob
@@ -78,8 +80,8 @@ def test_critic_loss(case):
     assert q.shape == (B, 2) and not np.allclose(q[:, 0], q[:, 1]), "the twin critics must differ"
     np.testing.assert_allclose(loss, 0.5 * np.mean((q - target[:, None]) ** 2), rtol=1e-5, atol=1e-6)
     # no gradient through the target: neither into the policy nor (obviously) the target network
-    grad_policy = jax.grad(critic_loss, argnums=1)(params.q, params.policy, params.target_q, alpha, networks, batch,
-                                                   REWARD_SCALING, DISCOUNTING, key)
+    grad_policy, _ = jax.grad(critic_loss, argnums=1, has_aux=True)(
+        params.q, params.policy, params.target_q, alpha, networks, batch, REWARD_SCALING, DISCOUNTING, key)
     assert all(np.all(g == 0) for g in jax.tree.leaves(grad_policy))
 
 
@@ -89,18 +91,19 @@ def test_critic_target_ignores_the_next_observation_after_a_terminal(case):
     terminal = batch._replace(discount=jnp.zeros(B))
     moved = terminal._replace(next_obs=terminal.next_obs + 100.0)
     key = jax.random.PRNGKey(5)
-    assert critic_loss(*args, terminal, REWARD_SCALING, DISCOUNTING, key) == \
-        critic_loss(*args, moved, REWARD_SCALING, DISCOUNTING, key)
+    assert critic_loss(*args, terminal, REWARD_SCALING, DISCOUNTING, key)[0] == \
+        critic_loss(*args, moved, REWARD_SCALING, DISCOUNTING, key)[0]
 
 
 def test_actor_loss(case):
     networks, params, batch = case
     key, alpha = jax.random.PRNGKey(6), jnp.exp(params.log_alpha)
-    loss = actor_loss(params.policy, params.q, alpha, networks, batch.obs, key)
+    encoded = networks.encode(params.q, batch.obs)
+    loss = actor_loss(params.policy, params.q, alpha, networks, encoded, key)
     action, log_prob = np_policy_sample(networks, params.policy, batch.obs, key)
     min_q = np_q(networks, params.q, batch.obs, action).min(axis=-1)
     np.testing.assert_allclose(loss, np.mean(float(alpha) * log_prob - min_q), rtol=1e-5, atol=1e-6)
-    grad_policy = jax.grad(actor_loss)(params.policy, params.q, alpha, networks, batch.obs, key)
+    grad_policy = jax.grad(actor_loss)(params.policy, params.q, alpha, networks, encoded, key)
     assert all(np.any(g != 0) for g in jax.tree.leaves(grad_policy)), "gradients reach every policy parameter"
 
 

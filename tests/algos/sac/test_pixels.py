@@ -17,7 +17,7 @@ from rlfit.algos.sac.networks import ENCODER, make_sac_networks
 from rlfit.algos.sac.replay import Batch
 from rlfit.algos.sac.update import init_opt_states, make_gradient_update, make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.networks.encoders import EncoderSpec
+from rlfit.networks.encoders import EncoderSpec, make_encoder
 
 B, T, SIZE, C, A = 4, 2, 16, 3, 2
 
@@ -61,11 +61,27 @@ def test_the_critic_trains_the_encoder_and_the_actor_does_not(pixel_networks):
     config, networks = pixel_networks
     params = networks.init(jax.random.PRNGKey(0))
     assert jax.tree.all(jax.tree.map(jnp.array_equal, params.policy["params"][ENCODER], params.q["params"][ENCODER]))
+    assert set(params.target_q["params"]) == {"head"}, "the target network follows only the Q heads"
     batch, key = batch_of(jax.random.PRNGKey(1)), jax.random.PRNGKey(2)
-    actor_grad = jax.grad(actor_loss)(params.policy, params.q, 0.1, networks, batch.obs, key)
-    critic_grad = jax.grad(critic_loss)(params.q, params.policy, params.target_q, 0.1, networks, batch, 1.0, 0.99, key)
-    assert norm(actor_grad["params"][ENCODER]) == 0.0 and norm(actor_grad["params"]["head"]) > 0
+    # the features every loss sees are the Q encoder's, computed once per batch
+    features = networks.encode(params.q, batch.obs)
+    direct = make_encoder(pixel_networks[1].encoder).apply({"params": params.q["params"][ENCODER]},
+                                                           batch.obs[PIXELS_KEY])
+    np.testing.assert_allclose(features.q, direct, rtol=1e-6)
+    np.testing.assert_array_equal(features.policy, features.q)
+    (loss, encoded), critic_grad = jax.value_and_grad(critic_loss, has_aux=True)(
+        params.q, params.policy, params.target_q, 0.1, networks, batch, 1.0, 0.99, key)
+    np.testing.assert_allclose(encoded.q, direct, rtol=1e-6)
     assert norm(critic_grad["params"][ENCODER]) > 0 and norm(critic_grad["params"]["head"]) > 0
+    # the actor loss through the whole network (policy encoder included) leaves the encoder untouched
+    def actor_from_frames(policy_params):
+        return actor_loss(policy_params, params.q, 0.1, networks, networks.encode(params.q, batch.obs), key)
+
+    actor_grad = jax.grad(actor_from_frames)(params.policy)
+    assert norm(actor_grad["params"][ENCODER]) == 0.0 and norm(actor_grad["params"]["head"]) > 0
+    # and the policy head on those features is the acting network on the frames
+    np.testing.assert_allclose(networks.policy_head(params.policy, features.policy),
+                               networks.policy_logits(params.policy, batch.obs), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("freeze", [False, True])

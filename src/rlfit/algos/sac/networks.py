@@ -6,7 +6,9 @@ policy output [..., 2 * A] (mean, raw scale, read by `rlfit.networks.TanhGaussia
 With camera frames (an `EncoderSpec`), as DrQ: one encoder [..., T, H, W, C] -> [..., features] in front of both Q
 networks, trained by the critic loss alone; the policy applies a copy of it with its output detached (the actor
 loss does not train it), refreshed from the critic's after every update (`share_encoder`), so the policy's
-parameters alone act (play, export).
+parameters alone act (play, export). The losses run the encoder once per batch (`encode`) and the heads on its
+features (`policy_head`, `q_head`); the target network holds only the Q heads (as DrQ-v2, the next observation's
+features come from the online encoder, detached).
 """
 
 from __future__ import annotations
@@ -51,8 +53,12 @@ class PixelTwinQ(nn.Module):
 
     @nn.compact
     def __call__(self, frames: jax.Array, action: jax.Array) -> jax.Array:
+        return self.head(self.features(frames), action)
+
+    def features(self, frames: jax.Array) -> jax.Array:
+        """frames [..., T, H, W, C] -> the encoder's features [..., F]."""
         features = self.encoder(frames.reshape((-1,) + frames.shape[-4:]))
-        return self.head(features.reshape(frames.shape[:-4] + features.shape[-1:]), action)
+        return features.reshape(frames.shape[:-4] + features.shape[-1:])
 
 
 def share_encoder(policy_params: Any, q_params: Any) -> Any:
@@ -61,13 +67,29 @@ def share_encoder(policy_params: Any, q_params: Any) -> Any:
             for collection, tree in policy_params.items()}
 
 
+def without_encoder(variables: Any) -> Any:
+    """A network's variables without its encoder's subtree (every collection): what the target network follows
+    (all of Q for vector observations)."""
+    return {collection: {name: tree for name, tree in trees.items() if name != ENCODER}
+            for collection, trees in variables.items()}
+
+
+class Encoded(NamedTuple):
+    """A batch of observations as the heads take them: [B, ...] each."""
+
+    policy: Any
+    """The policy head's input: its observation key (vectors) or the encoder's features [B, F]."""
+    q: Any
+    """The Q heads' input: their observation key (vectors, maybe privileged) or the same features [B, F]."""
+
+
 class SACParams(NamedTuple):
     """Trainable parameters (and the slowly following target Q parameters)."""
 
     policy: Any
     q: Any
     target_q: Any
-    """A moving average of `q` (starts equal to it)."""
+    """A moving average of `q`'s heads (starts equal to them; for vector observations all of `q`)."""
     log_alpha: jax.Array
     """[] float32 log of the entropy temperature (starts at 0: alpha = 1, as in Brax)."""
 
@@ -80,8 +102,14 @@ class SACNetworks(NamedTuple):
     q_values: Callable[[Any, Any, jax.Array], jax.Array]
     """(q params, obs [...], action [..., A]) -> [..., NUM_CRITICS]."""
     init: Callable[[jax.Array], SACParams]
-    """key -> fresh parameters (target Q = Q, log_alpha = 0)."""
+    """key -> fresh parameters (target Q = Q's heads, log_alpha = 0)."""
     action_size: int
+    encode: Callable[[Any, Any], Encoded]
+    """(q params, obs [B, ...]) -> the heads' inputs (runs the Q encoder for camera frames)."""
+    policy_head: Callable[[Any, Any], jax.Array]
+    """(policy params, Encoded.policy) -> [B, 2 * A]."""
+    q_head: Callable[[Any, Any, jax.Array], jax.Array]
+    """(q or target q params, Encoded.q, action [B, A]) -> [B, NUM_CRITICS]."""
     encoder: EncoderSpec | None = None
     """The encoder of camera frames, None for vector observations."""
 
@@ -104,6 +132,15 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
     def q_obs(obs):
         return select_obs(obs, config.q_obs_key, config.policy_obs_key)
 
+    def encode(q_params, obs) -> Encoded:
+        return Encoded(policy_obs(obs), q_obs(obs))
+
+    def policy_head(params, inputs):
+        return policy_net.apply(params, inputs)
+
+    def q_head(params, inputs, action):
+        return q_net.apply(params, inputs, action)
+
     if encoder is not None:
         policy_net = PixelPolicy(make_encoder(encoder, dtype), policy_net)
         q_net = PixelTwinQ(make_encoder(encoder, dtype), q_net)
@@ -113,6 +150,16 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
 
         q_obs = policy_obs
 
+        def encode(q_params, obs) -> Encoded:  # noqa: F811 (the features, once for both heads)
+            features = q_net.apply(q_params, obs[PIXELS_KEY], method=PixelTwinQ.features)
+            return Encoded(features, features)
+
+        def policy_head(params, features):  # noqa: F811
+            return policy_net.apply(params, features, method=lambda module, x: module.head(x))
+
+        def q_head(params, features, action):  # noqa: F811
+            return q_net.apply(params, features, action, method=lambda module, x, a: module.head(x, a))
+
     def init(key: jax.Array) -> SACParams:
         policy_key, q_key = jax.random.split(key)
         policy = policy_net.init(policy_key, policy_obs(obs_example))
@@ -120,12 +167,15 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
         q = with_pretrained(q, encoder_weights)
         if encoder is not None:
             policy = share_encoder(policy, q)
-        return SACParams(policy, q, jax.tree.map(jnp.copy, q), jnp.zeros((), jnp.float32))
+        return SACParams(policy, q, jax.tree.map(jnp.copy, without_encoder(q)), jnp.zeros((), jnp.float32))
 
     return SACNetworks(
         policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
         q_values=lambda params, obs, action: q_net.apply(params, q_obs(obs), action),
         init=init,
         action_size=action_size,
+        encode=encode,
+        policy_head=policy_head,
+        q_head=q_head,
         encoder=encoder,
     )

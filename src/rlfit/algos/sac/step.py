@@ -158,7 +158,7 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
     def policy_step(state: SACState, _) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, jax.Array, StepOutput]]:
         key, action_key, sample_key, update_key = jax.random.split(state.key, 4)
         obs = normalize(state.normalizer, state.env_state.inner.obs)
-        action, _ = sample_action(networks, state.params.policy, obs, action_key)
+        action, _ = sample_action(networks.policy_logits(state.params.policy, obs), action_key)
         state, out = act_and_store(env, config, state._replace(key=key), action)
         batches = sample(state.replay, sample_key, num_updates * config.batch_size)
         batches = jax.tree.map(lambda x: x.reshape((num_updates, config.batch_size) + x.shape[1:]), batches)

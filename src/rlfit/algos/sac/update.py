@@ -16,7 +16,7 @@ import optax
 
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
-from rlfit.algos.sac.networks import SACNetworks, SACParams, share_encoder
+from rlfit.algos.sac.networks import SACNetworks, SACParams, share_encoder, without_encoder
 from rlfit.algos.sac.replay import Batch
 from rlfit.loss_scale import LossScale, adjust, gradients_with, select
 from rlfit.networks.pixels import encoder_optimizer
@@ -88,25 +88,26 @@ def make_gradient_update(
 
     def critic(q_params, params: SACParams, alpha, batch: Batch, key):
         return critic_loss(q_params, params.policy, params.target_q, alpha, networks, batch, config.reward_scaling,
-                           config.discounting, key), None
+                           config.discounting, key)
 
-    def actor(policy_params, q_params, alpha, obs, key):
-        return actor_loss(policy_params, q_params, alpha, networks, obs, key), None
+    def actor(policy_params, q_params, alpha, encoded, key):
+        return actor_loss(policy_params, q_params, alpha, networks, encoded, key), None
 
     def update(params: SACParams, opt: SACOptStates, loss_scale: LossScale | None, batch: Batch, key: jax.Array):
         alpha_key, critic_key, actor_key = jax.random.split(key, 3)
-        alpha_grad, a_loss, entropy, alpha_finite = gradients_with(alpha_loss, loss_scale)(
-            params.log_alpha, params.policy, networks, batch.obs, target_entropy, alpha_key)
         alpha = jnp.exp(params.log_alpha)
-        q_grad, c_loss, _, q_finite = gradients_with(critic, loss_scale)(params.q, params, alpha, batch, critic_key)
+        q_grad, c_loss, encoded, q_finite = gradients_with(critic, loss_scale)(
+            params.q, params, alpha, batch, critic_key)
+        alpha_grad, a_loss, entropy, alpha_finite = gradients_with(alpha_loss, loss_scale)(
+            params.log_alpha, params.policy, networks, encoded, target_entropy, alpha_key)
         policy_grad, p_loss, _, policy_finite = gradients_with(actor, loss_scale)(
-            params.policy, params.q, alpha, batch.obs, actor_key)
+            params.policy, params.q, alpha, encoded, actor_key)
         log_alpha, alpha_opt = apply(optimizers.alpha, alpha_grad, opt.alpha, params.log_alpha)
         q, q_opt = apply(optimizers.q, q_grad, opt.q, params.q)
         policy, policy_opt = apply(optimizers.policy, policy_grad, opt.policy, params.policy)
         if networks.encoder is not None:
             policy = share_encoder(policy, q)
-        new_params = SACParams(policy, q, soft_update(params.target_q, q, config.tau), log_alpha)
+        new_params = SACParams(policy, q, soft_update(params.target_q, without_encoder(q), config.tau), log_alpha)
         new_opt = SACOptStates(policy_opt, q_opt, alpha_opt)
         finite = alpha_finite & q_finite & policy_finite
         if loss_scale is not None:  # an overflowing fp16 update is skipped and the scale adjusted
