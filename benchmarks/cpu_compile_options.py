@@ -1,13 +1,18 @@
-"""What rlfit's CPU compiler options (`rlfit.jax_setup.CPU_COMPILER_OPTIONS`: XLA's YNNPACK fusions off) change.
+"""What rlfit does for convolutions on a CPU, measured: XLA's default way against rlfit's.
 
-Method: each case is one function compiled ahead of time twice, with XLA's default options and with rlfit's, and
-timed as the median of `--reps` calls after a warm-up call, on the same inputs:
+"XLA default": XLA's own convolutions (`conv_impl='native'`) compiled with XLA's default options.
+"rlfit": the convolutions rlfit's encoders use on a CPU (`conv_impl='taps'`, rlfit.networks.conv2d: a gradient
+XLA runs fast inside loops) compiled with `rlfit.jax_setup.CPU_COMPILER_OPTIONS` (XLA's YNNPACK fusions off).
+
+Each case is one function compiled ahead of time both ways and timed as the median of `--reps` calls after a
+warm-up call, on the same inputs; "in a scan" runs the function 3 times in one `lax.scan` (as a training
+iteration runs its updates) and reports the time per step:
   - simple2dcnn forward+backward, 32 clips of 3 x 64 x 64 RGB (the encoder alone);
   - one pixel SAC gradient update (critic, actor, temperature, target) at batch 128, simple2dcnn, 3 x 64 x 64 RGB,
-    the `pixels` preset's networks;
-  - one state SAC gradient update at batch 256, the `quick` preset's networks, 5 observations (CartpoleBalance).
+    with the `pixels` preset's networks;
+  - one state SAC gradient update at batch 256 with the `quick` preset's networks, 5 observations (no convolution).
 
-    .venv/bin/python benchmarks/cpu_compile_options.py [--quick] [--reps 5]
+    .venv/bin/python benchmarks/cpu_compile_options.py [--quick] [--reps 3]
 
 Writes results/cpu_compile_options.json (--quick: one rep, results/tmp/).
 """
@@ -15,15 +20,17 @@ Writes results/cpu_compile_options.json (--quick: one rep, results/tmp/).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from common import finish_record, print_table, start_record
 
+import rlfit.networks.encoders as encoders
 from rlfit.algos.sac.config import PRESETS, SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.replay import Batch
@@ -33,6 +40,19 @@ from rlfit.jax_setup import CPU_COMPILER_OPTIONS
 from rlfit.networks.encoders import EncoderSpec, make_encoder
 
 FRAMES, SIZE, CHANNELS = 3, 64, 3
+SCAN_STEPS = 3
+WAYS = {"xla_default": ("native", {}), "rlfit": ("taps", CPU_COMPILER_OPTIONS)}
+
+
+@contextlib.contextmanager
+def convolutions(impl: str) -> Iterator[None]:
+    """Encoders built inside compute their convolutions with `impl` (make_encoder's default, patched)."""
+    chosen = encoders.choose_impl
+    encoders.choose_impl = lambda platform: impl
+    try:
+        yield
+    finally:
+        encoders.choose_impl = chosen
 
 
 def frames(key: jax.Array, batch: int) -> jax.Array:
@@ -40,38 +60,55 @@ def frames(key: jax.Array, batch: int) -> jax.Array:
 
 
 def encoder_case() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """(params, clips) -> (loss, grads) of the encoder; in a scan the params follow the gradient."""
     module = make_encoder(EncoderSpec("simple2dcnn", 50, FRAMES, SIZE))
     clips = frames(jax.random.PRNGKey(0), 32)
     params = module.init(jax.random.PRNGKey(1), clips[:1])
-    return jax.value_and_grad(lambda p, x: jnp.mean(jnp.square(module.apply(p, x)))), (params, clips)
+    step = jax.value_and_grad(lambda p, x: jnp.mean(jnp.square(module.apply(p, x))))
+
+    def descend(p, x):
+        _, grads = step(p, x)
+        return jax.tree.map(lambda a, g: a - 1e-3 * g, p, grads), x
+
+    return descend, (params, clips)
 
 
-def sac_update_case(config: SACConfig, obs: Any, batch_obs: Any, batch_next: Any, encoder: EncoderSpec | None):
+def sac_case(config: SACConfig, obs: Any, batch_obs: Any, batch_next: Any, encoder: EncoderSpec | None):
+    """(params, opt states, batch) -> the same after one update."""
     networks = make_sac_networks(obs, 1, config, encoder=encoder)
     optimizers = make_optimizers(config, encoder=encoder is not None)
+    update = make_gradient_update(networks, optimizers, config)
     params = networks.init(jax.random.PRNGKey(0))
     size = config.batch_size
     batch = Batch(batch_obs, jnp.zeros((size, 1)), jnp.ones(size), jnp.ones(size), batch_next)
-    update = make_gradient_update(networks, optimizers, config)
-    return update, (params, init_opt_states(optimizers, params), None, batch, jax.random.PRNGKey(3))
+
+    def step(params, opt_states, batch):
+        params, opt_states, *_ = update(params, opt_states, None, batch, jax.random.PRNGKey(3))
+        return params, opt_states, batch
+
+    return step, (params, init_opt_states(optimizers, params), batch)
 
 
 def cases() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     pixels = SACConfig(**{**PRESETS["pixels"]["sac"], "batch_size": 128})
-    spec = EncoderSpec("simple2dcnn", 50, FRAMES, SIZE)
     one = {PIXELS_KEY: jnp.zeros((FRAMES, SIZE, SIZE, CHANNELS), jnp.uint8)}
     state = SACConfig(**PRESETS["quick"]["sac"])
     vectors = jax.random.normal(jax.random.PRNGKey(4), (2, state.batch_size, 5))
     return {
         "simple2dcnn fwd+bwd, 32 clips": encoder_case(),
-        "pixel SAC update, batch 128": sac_update_case(
+        "pixel SAC update, batch 128": sac_case(
             pixels, one, {PIXELS_KEY: frames(jax.random.PRNGKey(5), 128)},
-            {PIXELS_KEY: frames(jax.random.PRNGKey(6), 128)}, spec),
-        "state SAC update, batch 256": sac_update_case(state, jnp.zeros(5), vectors[0], vectors[1], None),
+            {PIXELS_KEY: frames(jax.random.PRNGKey(6), 128)}, EncoderSpec("simple2dcnn", 50, FRAMES, SIZE)),
+        "state SAC update, batch 256": sac_case(state, jnp.zeros(5), vectors[0], vectors[1], None),
     }
 
 
-def timed(fn: Callable[..., Any], args: tuple[Any, ...], options: dict[str, str], reps: int) -> dict[str, Any]:
+def in_scan(step: Callable[..., Any]) -> Callable[..., Any]:
+    """SCAN_STEPS of `step` (args -> args) in one lax.scan."""
+    return lambda *args: jax.lax.scan(lambda carry, _: (step(*carry), None), args, None, length=SCAN_STEPS)[0]
+
+
+def timed(fn: Callable[..., Any], args: tuple[Any, ...], options: dict[str, str], reps: int, steps: int):
     started = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile(compiler_options=options)
     compile_s = time.perf_counter() - started
@@ -80,27 +117,37 @@ def timed(fn: Callable[..., Any], args: tuple[Any, ...], options: dict[str, str]
     for _ in range(reps):
         started = time.perf_counter()
         jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - started)
-    return {"compile_s": round(compile_s, 2), "median_s": round(statistics.median(times), 4),
-            "times_s": [round(t, 4) for t in times]}
+        times.append((time.perf_counter() - started) / steps)
+    return {"compile_s": round(compile_s, 2), "median_s_per_step": round(statistics.median(times), 4),
+            "times_s_per_step": [round(t, 4) for t in times]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one rep; to results/tmp")
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     reps = 1 if args.quick else args.reps
     record = start_record("cpu_compile_options_quick" if args.quick else "cpu_compile_options") | {
-        "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "cases": []}
-    for label, (fn, fn_args) in cases().items():
-        print(f"{label} ...", flush=True)
-        default = timed(fn, fn_args, {}, reps)
-        rlfit = timed(fn, fn_args, CPU_COMPILER_OPTIONS, reps)
-        record["cases"].append({"case": label, "xla_default": default, "rlfit": rlfit,
-                                "speedup": round(default["median_s"] / rlfit["median_s"], 2)})
-    print_table([[c["case"], c["xla_default"]["median_s"], c["rlfit"]["median_s"], c["speedup"]]
-                 for c in record["cases"]], ["case", "XLA default s", "rlfit s", "speedup"])
+        "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "scan_steps": SCAN_STEPS,
+        "cases": []}
+    rows = []
+    for way, (impl, options) in WAYS.items():
+        with convolutions(impl):
+            built = cases()
+        for label, (step, step_args) in built.items():
+            for where, fn, steps in (("alone", step, 1), ("in a scan", in_scan(step), SCAN_STEPS)):
+                print(f"{way}: {label}, {where} ...", flush=True)
+                result = timed(fn, step_args, options, reps, steps)
+                record["cases"].append({"way": way, "case": label, "where": where, "conv_impl": impl,
+                                        "compiler_options": options, **result})
+    for label in built:
+        for where in ("alone", "in a scan"):
+            found = {c["way"]: c["median_s_per_step"] for c in record["cases"]
+                     if c["case"] == label and c["where"] == where}
+            rows.append([label, where, found["xla_default"], found["rlfit"],
+                         round(found["xla_default"] / found["rlfit"], 1)])
+    print_table(rows, ["case", "where", "XLA default s/step", "rlfit s/step", "speedup"])
     finish_record(record)
 
 

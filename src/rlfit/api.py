@@ -45,7 +45,8 @@ def train(
     from rlfit.planning import plan_for
 
     config = resolve(env, preset, config_file, overrides)
-    plan = plan_for(config, device_memory=device_memory, auto_num_envs=num_envs_auto or config.run.fit_to_device)
+    config, plan = plan_for(config, device_memory=device_memory,
+                            auto_num_envs=num_envs_auto or config.run.fit_to_device)
     return train_config(config, plan, run_dir, quiet=quiet, live=live)
 
 

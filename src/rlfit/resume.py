@@ -135,7 +135,7 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
         raise UserError(f"{directory.path} has no checkpoint and its config.yaml is {problem}, so there is nothing to "
                         "resume; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
     config = apply_request(config, request, restarting=True)
-    plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
+    config, plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
     configure_jax(plan.precision)
     trainer = Trainer.build(config, plan)
     warn(f"rlfit: {directory.path} stopped before its first checkpoint (no iteration was lost); "

@@ -44,7 +44,8 @@ def test_the_line_predicts_xla_at_another_size(config, model):
 
 
 def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, model):
-    plan = plan_for(config, device_memory="4MiB", auto_num_envs=True)  # small enough to bind on the toy env
+    planned_config, plan = plan_for(config, device_memory="4MiB", auto_num_envs=True)
+    assert planned_config == config  # small enough to bind on the toy env
     sizes = plan.sizes
     check_batch_divisibility(sizes.num_envs, sizes.batch_size, sizes.num_minibatches)
     budget, margin = plan.extra["budget_bytes"], plan.extra["margin"]
@@ -57,7 +58,7 @@ def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, m
 
 
 def test_plan_for_without_auto_keeps_the_config(config):
-    plan = plan_for(config)
+    _, plan = plan_for(config)
     assert plan.sizes == config_sizes(config) and plan.predicted_bytes is None
 
 

@@ -48,9 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if sizes == [None]:
         check_precision(config.run.precision, device)
     target = args.target or ("gpu" if sizes != [None] else None)
-    plans = [memory_plan(config, sizes[0], target, device=device)]
-    for size in sizes[1:]:  # one fitted model serves every size: no more compiles
-        plans.append(memory_plan(config, size, target, device=device, model=plans[0].model))
+    models: dict = {}  # one fitted model per encoder serves every size: no more compiles
+    plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
     if len(plans) > 1:
         print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
               else "\n".join(comparison(plans, sizes, config.env.name)))

@@ -34,6 +34,8 @@ OPSET = 17
 OUTPUT_NAME = "action"
 TOLERANCE = 1e-4
 CHECK_SAMPLES = 256
+CHECK_CLIPS = 16
+"""Clips of frames in the check of a pixel policy (an R3D-18 forward pass on a CPU takes seconds a clip)."""
 
 
 class ExportResult(NamedTuple):
@@ -100,7 +102,8 @@ def build_model(files: PolicyFiles) -> Any:
     network, action_size = description["network"], int(description["action_size"])
     name, input_shape = input_name(files), [int(d) for d in description["observation"]["input_shape"]]
     if network["kind"] == ENCODER_NETWORK_KIND:  # camera frames: the encoder's features feed the MLP
-        nodes, weights = encoder_nodes(network["encoder"], files.params["params"]["encoder"], name, "h0")
+        encoder = {collection: tree["encoder"] for collection, tree in files.params.items() if "encoder" in tree}
+        nodes, weights = encoder_nodes(network["encoder"], encoder, name, "h0")
         layers = files.params["params"]["head"]
         input_type, input_doc = TensorProto.UINT8, "camera frames [T, H, W, C], as the environment gives them"
     else:
@@ -176,12 +179,13 @@ def _gelu_tanh_nodes(x: str, out: str, prefix: str) -> list[Any]:
             helper.make_node("Mul", [f"{p}_x1t", f"{p}_half"], [out])]
 
 
-def random_observations(files: PolicyFiles, samples: int = CHECK_SAMPLES, seed: int = 0) -> np.ndarray:
+def random_observations(files: PolicyFiles, samples: int | None = None, seed: int = 0) -> np.ndarray:
     """[samples, obs_dim] float32 around the saved statistics (mean + 3 * std * N(0, 1)); for a pixel policy
-    uniformly random uint8 frames [samples, T, H, W, C]."""
+    uniformly random uint8 frames [samples, T, H, W, C]. Default samples: CHECK_SAMPLES, CHECK_CLIPS of frames."""
     if files.description["network"]["kind"] == ENCODER_NETWORK_KIND:
         shape = tuple(int(d) for d in files.description["observation"]["input_shape"])
-        return np.random.default_rng(seed).integers(0, 256, (samples, *shape), dtype=np.uint8)
+        return np.random.default_rng(seed).integers(0, 256, (samples or CHECK_CLIPS, *shape), dtype=np.uint8)
+    samples = samples or CHECK_SAMPLES
     mean, std = normalization(files)
     noise = np.random.default_rng(seed).standard_normal((samples, mean.shape[-1]))
     return (mean + 3.0 * std * noise).astype(np.float32)

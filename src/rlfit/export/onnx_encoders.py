@@ -1,14 +1,21 @@
 """ONNX nodes for the encoders in front of a pixel policy's MLP (`network.kind` 'encoder_mlp').
 
-simple2dcnn (the CPU default), as `rlfit.networks.simple2dcnn` computes it:
+Every exported encoder starts and ends alike, as rlfit's Flax modules compute them:
 
     input   pixels  [batch, T, H, W, C] uint8, as the environment gives it
     x = Cast(pixels) / 255, then (x - mean) / std per channel where the encoder spec has them
-    x = [B, H, W, T*C] (frames stacked on channels) -> NCHW -> 4 x Relu(Conv 3x3, VALID; strides 2, 1, 1, 1)
-    x = flatten in NHWC order -> Dense -> LayerNormalization(eps 1e-6) -> Tanh        [batch, features]
+    ... the encoder's convolutions ...
+    x = flatten in Flax's (channels-last) order -> Dense -> LayerNormalization(eps 1e-6) -> Tanh   [batch, features]
 
-The other encoders (simple3dcnn, r3d18, timesformer) have no ONNX export yet: `encoder_nodes` refuses them in
-one line.
+simple2dcnn (the CPU default): [B, H, W, T*C] (frames stacked on channels) -> NCHW -> 4 x Relu(Conv 3x3, VALID;
+strides 2, 1, 1, 1). simple3dcnn: NCDHW -> 3 x Relu(Conv 3x3x3, SAME padded as XLA pads it; strides (1, 2, 2),
+(1, 2, 2), (2, 2, 2)).
+
+r3d18 ends differently: NCDHW -> the stem and four stages of two basic blocks (Conv3d without bias, then the
+normalization: BatchNormalization with the frozen statistics, or GroupNorm(32) written as a mean and variance
+over each group, then the per-channel scale and bias), residual Add, Relu -> ReduceMean over T, H, W -> [B, 512]
+(-> the projection's MatMul + Add when `features` != 512). timesformer has no ONNX export yet: `encoder_nodes`
+refuses it in one line.
 """
 
 from __future__ import annotations
@@ -19,51 +26,201 @@ import numpy as np
 
 from rlfit.errors import UserError
 
-EXPORTED_ENCODERS = ("simple2dcnn",)
+EXPORTED_ENCODERS = ("simple2dcnn", "simple3dcnn", "r3d18")
 LAYER_NORM_EPSILON = 1e-6
 """flax.linen.LayerNorm's default epsilon."""
 
 
-def encoder_nodes(spec: dict[str, Any], params: dict[str, Any], input_name: str, out: str) -> tuple[list, list]:
-    """(nodes, initializers) computing the encoder's features `out` [batch, features] from `input_name`."""
-    from onnx import TensorProto, helper, numpy_helper
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """(low, high) SAME padding of one axis as XLA computes it: the output has ceil(size / stride) positions."""
+    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def encoder_nodes(spec: dict[str, Any], variables: dict[str, Any], input_name: str, out: str) -> tuple[list, list]:
+    """(nodes, initializers) computing the encoder's features `out` [batch, features] from `input_name`;
+    `variables` are the encoder's collections ({'params': ..., and r3d18's frozen 'batch_stats'})."""
+    from onnx import TensorProto, helper
 
     if spec["name"] not in EXPORTED_ENCODERS:
         raise UserError(f"ONNX export of the {spec['name']} encoder is not supported yet (only "
                         f"{', '.join(EXPORTED_ENCODERS)}); use the policy file with rlfit.load_policy instead")
-    frames, size, channels = int(spec["frames"]), int(spec["image_size"]), int(spec["channels"])
-
-    def const(name: str, value: Any, dtype: Any = np.float32) -> Any:
-        return numpy_helper.from_array(np.asarray(value, dtype), name)
-
-    inits = [const("enc_255", 255.0), const("enc_stacked_shape", [0, size, size, frames * channels], np.int64),
-             const("enc_flat_shape", [0, -1], np.int64)]
+    inits = [_const("enc_255", 255.0)]
     nodes = [helper.make_node("Cast", [input_name], ["enc_float"], to=TensorProto.FLOAT),
              helper.make_node("Div", ["enc_float", "enc_255"], ["enc_scaled"])]
     x = "enc_scaled"
     if spec.get("mean") is not None:
-        inits += [const("enc_mean", spec["mean"]), const("enc_std", spec["std"])]
+        inits += [_const("enc_mean", spec["mean"]), _const("enc_std", spec["std"])]
         nodes += [helper.make_node("Sub", [x, "enc_mean"], ["enc_centered"]),
                   helper.make_node("Div", ["enc_centered", "enc_std"], ["enc_normalized"])]
         x = "enc_normalized"
-    nodes += [helper.make_node("Transpose", [x], ["enc_bhwtc"], perm=[0, 2, 3, 1, 4]),
-              helper.make_node("Reshape", ["enc_bhwtc", "enc_stacked_shape"], ["enc_nhwc"]),
-              helper.make_node("Transpose", ["enc_nhwc"], ["enc_c0"], perm=[0, 3, 1, 2])]
-    for index, stride in enumerate((2, 1, 1, 1)):
-        conv = params[f"conv_{index}"]
-        kernel = np.transpose(np.asarray(conv["kernel"], np.float32), (3, 2, 0, 1))  # HWIO -> OIHW
-        inits += [const(f"enc_conv{index}_w", kernel), const(f"enc_conv{index}_b", conv["bias"])]
-        nodes += [helper.make_node("Conv", [f"enc_c{index}", f"enc_conv{index}_w", f"enc_conv{index}_b"],
-                                   [f"enc_z{index}"], kernel_shape=[3, 3], strides=[stride, stride],
-                                   pads=[0, 0, 0, 0]),
-                  helper.make_node("Relu", [f"enc_z{index}"], [f"enc_c{index + 1}"])]
-    inits += [const("enc_dense_w", params["dense"]["kernel"]), const("enc_dense_b", params["dense"]["bias"]),
-              const("enc_norm_scale", params["norm"]["scale"]), const("enc_norm_bias", params["norm"]["bias"])]
-    nodes += [helper.make_node("Transpose", ["enc_c4"], ["enc_last_nhwc"], perm=[0, 2, 3, 1]),
-              helper.make_node("Reshape", ["enc_last_nhwc", "enc_flat_shape"], ["enc_flat"]),
-              helper.make_node("MatMul", ["enc_flat", "enc_dense_w"], ["enc_dense_z"]),
-              helper.make_node("Add", ["enc_dense_z", "enc_dense_b"], ["enc_dense"]),
-              helper.make_node("LayerNormalization", ["enc_dense", "enc_norm_scale", "enc_norm_bias"], ["enc_ln"],
-                               axis=-1, epsilon=LAYER_NORM_EPSILON),
-              helper.make_node("Tanh", ["enc_ln"], [out])]
+    if spec["name"] == "r3d18":
+        body_nodes, body_inits = _r3d18(spec, variables, x, out)
+        return nodes + body_nodes, inits + body_inits
+    params = variables["params"]
+    body = _simple2dcnn if spec["name"] == "simple2dcnn" else _simple3dcnn
+    body_nodes, body_inits = body(spec, params, x, "enc_channels_last")
+    inits += body_inits + [_const("enc_flat_shape", [0, -1], np.int64),
+                           _const("enc_dense_w", params["dense"]["kernel"]),
+                           _const("enc_dense_b", params["dense"]["bias"]),
+                           _const("enc_norm_scale", params["norm"]["scale"]),
+                           _const("enc_norm_bias", params["norm"]["bias"])]
+    nodes += body_nodes + [
+        helper.make_node("Reshape", ["enc_channels_last", "enc_flat_shape"], ["enc_flat"]),
+        helper.make_node("MatMul", ["enc_flat", "enc_dense_w"], ["enc_dense_z"]),
+        helper.make_node("Add", ["enc_dense_z", "enc_dense_b"], ["enc_dense"]),
+        helper.make_node("LayerNormalization", ["enc_dense", "enc_norm_scale", "enc_norm_bias"], ["enc_ln"],
+                         axis=-1, epsilon=LAYER_NORM_EPSILON),
+        helper.make_node("Tanh", ["enc_ln"], [out])]
     return nodes, inits
+
+
+def _const(name: str, value: Any, dtype: Any = np.float32) -> Any:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(value, dtype), name)
+
+
+def _conv(name: str, x: str, layer: dict[str, Any], strides: tuple[int, ...], pads: list[int],
+          out: str) -> tuple[list, list]:
+    """Conv(x) with the Flax kernel [*spatial, I, O] as ONNX's [O, I, *spatial] (and the bias, if the layer
+    has one); pads [begin per axis..., end per axis...]."""
+    from onnx import helper
+
+    kernel = np.asarray(layer["kernel"], np.float32)
+    spatial = kernel.ndim - 2
+    inits = [_const(f"{name}_w", np.transpose(kernel, (spatial + 1, spatial, *range(spatial))))]
+    inputs = [x, f"{name}_w"]
+    if "bias" in layer:
+        inits.append(_const(f"{name}_b", layer["bias"]))
+        inputs.append(f"{name}_b")
+    node = helper.make_node("Conv", inputs, [out], kernel_shape=list(kernel.shape[:spatial]), strides=list(strides),
+                            pads=pads)
+    return [node], inits
+
+
+def _conv_relu(index: int, x: str, params: dict[str, Any], strides: tuple[int, ...], pads: list[int],
+               out: str) -> tuple[list, list]:
+    """Relu(Conv(x)) of the layer `conv_<index>`."""
+    from onnx import helper
+
+    nodes, inits = _conv(f"enc_conv{index}", x, params[f"conv_{index}"], strides, pads, f"enc_z{index}")
+    return nodes + [helper.make_node("Relu", [f"enc_z{index}"], [out])], inits
+
+
+def _simple2dcnn(spec: dict[str, Any], params: dict[str, Any], x: str, out: str) -> tuple[list, list]:
+    """[B, T, H, W, C] -> the last convolution's maps [B, H', W', 32] (channels last, as Flax flattens them)."""
+    from onnx import helper
+
+    frames, size, channels = int(spec["frames"]), int(spec["image_size"]), int(spec["channels"])
+    inits = [_const("enc_stacked_shape", [0, size, size, frames * channels], np.int64)]
+    nodes = [helper.make_node("Transpose", [x], ["enc_bhwtc"], perm=[0, 2, 3, 1, 4]),
+             helper.make_node("Reshape", ["enc_bhwtc", "enc_stacked_shape"], ["enc_nhwc"]),
+             helper.make_node("Transpose", ["enc_nhwc"], ["enc_c0"], perm=[0, 3, 1, 2])]
+    for index, stride in enumerate((2, 1, 1, 1)):
+        layer_nodes, layer_inits = _conv_relu(index, f"enc_c{index}", params, (stride, stride), [0, 0, 0, 0],
+                                              f"enc_c{index + 1}")
+        nodes, inits = nodes + layer_nodes, inits + layer_inits
+    return nodes + [helper.make_node("Transpose", ["enc_c4"], [out], perm=[0, 2, 3, 1])], inits
+
+
+def _simple3dcnn(spec: dict[str, Any], params: dict[str, Any], x: str, out: str) -> tuple[list, list]:
+    """[B, T, H, W, C] -> the last convolution's maps [B, T', H', W', 32] (channels last)."""
+    from onnx import helper
+
+    from rlfit.networks.simple3dcnn import LAYERS
+
+    sizes = [int(spec["frames"]), int(spec["image_size"]), int(spec["image_size"])]
+    nodes, inits = [helper.make_node("Transpose", [x], ["enc_c0"], perm=[0, 4, 1, 2, 3])], []
+    for index, (_, strides) in enumerate(LAYERS):
+        low_high = [same_padding(n, 3, s) for n, s in zip(sizes, strides)]
+        pads = [low for low, _ in low_high] + [high for _, high in low_high]
+        layer_nodes, layer_inits = _conv_relu(index, f"enc_c{index}", params, strides, pads, f"enc_c{index + 1}")
+        nodes, inits = nodes + layer_nodes, inits + layer_inits
+        sizes = [-(-n // s) for n, s in zip(sizes, strides)]
+    return nodes + [helper.make_node("Transpose", [f"enc_c{len(LAYERS)}"], [out], perm=[0, 2, 3, 4, 1])], inits
+
+
+def _norm(prefix: str, x: str, params: dict[str, Any], stats: dict[str, Any] | None, norm: str, channels: int,
+          out: str) -> tuple[list, list]:
+    """R3D-18's normalization of x [B, C, T, H, W]: frozen batch norm (`stats` its statistics), or GroupNorm(32)
+    as Flax computes it (a mean and a variance over each group of channels, then the per-channel scale, bias)."""
+    from onnx import helper
+
+    from rlfit.networks.r3d18 import BN_EPS
+
+    if norm == "frozen_bn":
+        inits = [_const(f"{prefix}_{k}", v) for k, v in (("scale", params["scale"]), ("bias", params["bias"]),
+                                                          ("mean", stats["mean"]), ("var", stats["var"]))]
+        return [helper.make_node("BatchNormalization", [x] + [i.name for i in inits], [out], epsilon=BN_EPS)], inits
+    groups, p = 32, prefix
+    inits = [_const(f"{p}_grouped", [0, groups, -1], np.int64), _const(f"{p}_eps", BN_EPS),
+             _const(f"{p}_scale", np.reshape(params["scale"], (channels, 1, 1, 1))),
+             _const(f"{p}_bias", np.reshape(params["bias"], (channels, 1, 1, 1)))]
+    nodes = [helper.make_node("Shape", [x], [f"{p}_shape"]),
+             helper.make_node("Reshape", [x, f"{p}_grouped"], [f"{p}_g"]),
+             helper.make_node("ReduceMean", [f"{p}_g"], [f"{p}_mean"], axes=[2], keepdims=1),
+             helper.make_node("Sub", [f"{p}_g", f"{p}_mean"], [f"{p}_centered"]),
+             helper.make_node("Mul", [f"{p}_centered", f"{p}_centered"], [f"{p}_squared"]),
+             helper.make_node("ReduceMean", [f"{p}_squared"], [f"{p}_var"], axes=[2], keepdims=1),
+             helper.make_node("Add", [f"{p}_var", f"{p}_eps"], [f"{p}_var_eps"]),
+             helper.make_node("Sqrt", [f"{p}_var_eps"], [f"{p}_std"]),
+             helper.make_node("Div", [f"{p}_centered", f"{p}_std"], [f"{p}_normed"]),
+             helper.make_node("Reshape", [f"{p}_normed", f"{p}_shape"], [f"{p}_unscaled"]),
+             helper.make_node("Mul", [f"{p}_unscaled", f"{p}_scale"], [f"{p}_scaled"]),
+             helper.make_node("Add", [f"{p}_scaled", f"{p}_bias"], [out])]
+    return nodes, inits
+
+
+def _r3d18(spec: dict[str, Any], variables: dict[str, Any], x: str, out: str) -> tuple[list, list]:
+    """[B, T, H, W, 3] -> R3D-18's pooled (and projected) features `out`."""
+    from onnx import helper
+
+    from rlfit.networks.r3d18 import BLOCKS_PER_STAGE, STAGES, WIDTH
+
+    norm = spec.get("norm") or "group"
+    params, stats = variables["params"], variables.get("batch_stats")
+
+    def conv_norm(conv: str, norm_name: str, x: str, channels: int, pads: list[int], strides, out: str):
+        """Conv then the normalization; `conv`, `norm_name` are '/'-joined paths in the variables."""
+        prefix = f"enc_{conv.replace('/', '_')}"
+        conv_nodes, conv_inits = _conv(prefix, x, _pick(params, conv), strides, pads, f"{prefix}_z")
+        norm_nodes, norm_inits = _norm(f"enc_{norm_name.replace('/', '_')}", f"{prefix}_z", _pick(params, norm_name),
+                                       _pick(stats, norm_name) if norm == "frozen_bn" else None, norm, channels, out)
+        return conv_nodes + norm_nodes, conv_inits + norm_inits
+
+    nodes = [helper.make_node("Transpose", [x], ["enc_x0"], perm=[0, 4, 1, 2, 3])]
+    stem_nodes, inits = conv_norm("stem_conv", "stem_norm", "enc_x0", 64, [1, 3, 3, 1, 3, 3], (1, 2, 2),
+                                  "enc_stem_normed")
+    nodes += stem_nodes + [helper.make_node("Relu", ["enc_stem_normed"], ["enc_stem"])]
+    x, in_channels = "enc_stem", 64
+    for stage, (channels, stage_stride) in enumerate(STAGES, start=1):
+        for block in range(BLOCKS_PER_STAGE):
+            name, stride = f"layer{stage}_{block}", (stage_stride if block == 0 else 1)
+            n1, i1 = conv_norm(f"{name}/conv1", f"{name}/norm1", x, channels, [1] * 6, (stride,) * 3, f"enc_{name}_n1")
+            n2, i2 = conv_norm(f"{name}/conv2", f"{name}/norm2", f"enc_{name}_h", channels, [1] * 6, (1, 1, 1),
+                               f"enc_{name}_n2")
+            nodes += n1 + [helper.make_node("Relu", [f"enc_{name}_n1"], [f"enc_{name}_h"])] + n2
+            inits += i1 + i2
+            shortcut = x
+            if stride != 1 or in_channels != channels:
+                n3, i3 = conv_norm(f"{name}/downsample_conv", f"{name}/downsample_norm", x, channels, [0] * 6,
+                                   (stride,) * 3, f"enc_{name}_shortcut")
+                nodes, inits, shortcut = nodes + n3, inits + i3, f"enc_{name}_shortcut"
+            nodes += [helper.make_node("Add", [f"enc_{name}_n2", shortcut], [f"enc_{name}_sum"]),
+                      helper.make_node("Relu", [f"enc_{name}_sum"], [f"enc_{name}_out"])]
+            x, in_channels = f"enc_{name}_out", channels
+    pooled = out if int(spec["features"]) == WIDTH else "enc_pooled"
+    nodes.append(helper.make_node("ReduceMean", [x], [pooled], axes=[2, 3, 4], keepdims=0))
+    if pooled != out:
+        projection = params["projection"]
+        inits += [_const("enc_projection_w", projection["kernel"]), _const("enc_projection_b", projection["bias"])]
+        nodes += [helper.make_node("MatMul", [pooled, "enc_projection_w"], ["enc_projected"]),
+                  helper.make_node("Add", ["enc_projected", "enc_projection_b"], [out])]
+    return nodes, inits
+
+
+def _pick(tree: dict[str, Any], path: str) -> Any:
+    for key in path.split("/"):
+        tree = tree[key]
+    return tree

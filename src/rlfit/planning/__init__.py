@@ -1,6 +1,6 @@
 """Fit the run to the hardware: predict memory, choose sizes that fit, recognise out-of-memory.
 
-    plan_for(config, device_memory=None, auto_num_envs=False) -> Plan
+    plan_for(config, device_memory=None, auto_num_envs=False) -> (Config, Plan)
     is_out_of_memory(error) -> bool   (the back-off's next sizes are the algorithm's: Algorithm.smaller_sizes)
 """
 

@@ -69,13 +69,17 @@ class MemoryPlan:
     """The size fields that tell the candidates apart (the algorithm's)."""
     nothing_fits: str
     """One line for when `chosen` is None."""
+    config: Config | None = None
+    """The config planned: the one given, with `network.encoder=auto` resolved where the planner chose it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.budget.device, "target_backend": self.budget.target_backend,
                 "budget_bytes": self.budget.budget_bytes, "margin": self.margin,
                 "candidates": [c.to_dict() for c in self.candidates], "requested": self.requested.to_dict(),
                 "chosen": self.chosen.to_dict() if self.chosen else None, "reasons": list(self.reasons),
-                "memory_model": self.model.to_dict()}
+                "memory_model": self.model.to_dict(),
+                **({"encoder": self.config.network.encoder} if self.config is not None and
+                   self.config.env.observation == "pixels" else {})}
 
 
 def predict(model: MemoryModel, sizes: Any, transitions: int, margin: float, budget_bytes: int) -> Candidate:
@@ -117,11 +121,15 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
 
 
 def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
-                env: Any = None, device: DeviceInfo | None = None, model: MemoryModel | None = None) -> MemoryPlan:
-    """Probes the device (unless given), fits the memory model (two compiles, unless given) and plans.
+                env: Any = None, device: DeviceInfo | None = None,
+                models: dict[str, MemoryModel] | None = None) -> MemoryPlan:
+    """Probes the device (unless given), fits the memory model (compiles, unless `models` holds it) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
-    is the backend that device computes on (default: this process's).
+    is the backend that device computes on (default: this process's). `models` caches fitted models by the
+    planned config's `network.encoder` across calls (one fit serves every device size). With pixel
+    observations and `network.encoder=auto` on an accelerator, R3D-18 is planned first and kept where some
+    configuration of it fits; else the CPU's encoder for the frames (`encoder_candidates`).
     """
     from rlfit.hardware.probe import probe_device
 
@@ -131,8 +139,43 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         budget = local_budget(local)
     else:
         budget = stated_budget(parse_size(device_memory), target_backend or local.jax_backend, local)
-    model = model or fit_memory_model(config, env)
-    return memory_plan_from_model(config, model, budget)
+    models = {} if models is None else models
+    candidates = encoder_candidates(config, budget.target_backend)
+    tried: list[MemoryPlan] = []
+    for encoder in candidates:
+        planned_config = config if encoder is None else config.replace(network={"encoder": encoder})
+        key = planned_config.network.encoder
+        if key not in models:
+            models[key] = fit_memory_model(planned_config, env)
+        tried.append(dataclasses.replace(memory_plan_from_model(planned_config, models[key], budget),
+                                         config=planned_config))
+        if tried[-1].chosen is not None:
+            break
+    planned = tried[-1]
+    if candidates == (None,):
+        return planned
+    first = tried[0]
+    if planned is first:
+        reason = (f"network.encoder=auto on {budget.target_backend}: {first.config.network.encoder} fits "
+                  f"(predicted {format_bytes(first.chosen.predicted_bytes)})" if first.chosen else
+                  f"network.encoder=auto on {budget.target_backend}: nothing fits, not even the smallest encoder")
+    else:
+        smallest = min(c.predicted_bytes for c in first.candidates)
+        reason = (f"network.encoder=auto on {budget.target_backend}: {first.config.network.encoder} does not fit the "
+                  f"budget of {format_bytes(budget.budget_bytes)} in any configuration (its smallest is predicted "
+                  f"at {format_bytes(smallest)}); planned {planned.config.network.encoder} instead")
+    return dataclasses.replace(planned, reasons=(reason,) + planned.reasons)
+
+
+def encoder_candidates(config: Config, target_backend: str) -> tuple[str | None, ...]:
+    """The encoders the planner tries in order: (None,) (the config's, resolved later) except for pixel
+    observations with `network.encoder=auto` on an accelerator: R3D-18, then the CPU's choice for the frames."""
+    from rlfit.networks.encoders import choose_encoder
+
+    if config.env.observation != "pixels" or config.network.encoder != "auto" or target_backend == "cpu":
+        return (None,)
+    return (choose_encoder("auto", target_backend, config.env.frames),
+            choose_encoder("auto", "cpu", config.env.frames))
 
 
 def check_precision(precision: str, device: DeviceInfo) -> None:
@@ -152,31 +195,35 @@ def check_device_precision(precision: str) -> DeviceInfo:
     return device
 
 
-def plan_for(config: Config, device_memory: int | str | None = None, auto_num_envs: bool = False) -> Plan:
-    """The Plan for a run on this process's device.
+def plan_for(config: Config, device_memory: int | str | None = None,
+             auto_num_envs: bool = False) -> tuple[Config, Plan]:
+    """(the config to run, its Plan) on this process's device.
 
     Without `auto_num_envs` the config's sizes run as given (with `device_memory`, their predicted bytes are
     recorded too). With it, the largest valid configuration predicted to fit the budget (this device's, or
-    `device_memory` bytes, e.g. '12GiB') runs. Raises UserError for bf16 on a device without it, a bad size,
-    or when nothing fits.
+    `device_memory` bytes, e.g. '12GiB') runs. The config returned differs from the one given only where the
+    planner resolved `network.encoder=auto` for pixels on an accelerator (`memory_plan`). Raises UserError for
+    bf16 on a device without it, a bad size, or when nothing fits.
     """
     device = check_device_precision(config.run.precision)
-    if not auto_num_envs and device_memory is None:
-        return make_plan(config)
+    encoder_choice = encoder_candidates(config, device.jax_backend if device.jax_uses_it else "cpu") != (None,)
+    if not auto_num_envs and device_memory is None and not encoder_choice:
+        return config, make_plan(config)
     from rlfit.jax_setup import configure_jax
 
     configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
     planned = memory_plan(config, device_memory, None, device=device)
+    config = planned.config
     extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
              "memory_model": planned.model.to_dict()}
     if not auto_num_envs:
-        return dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
-                                   predicted_bytes=planned.requested.predicted_bytes, extra=extra)
+        return config, dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
+                                           predicted_bytes=planned.requested.predicted_bytes, extra=extra)
     if planned.chosen is None:
         raise UserError(planned.nothing_fits)
     reasons = ("num_envs auto: sizes chosen by the memory planner",) + planned.reasons
-    return dataclasses.replace(make_plan(config, planned.chosen.sizes, reasons),
-                               predicted_bytes=planned.chosen.predicted_bytes, extra=extra)
+    return config, dataclasses.replace(make_plan(config, planned.chosen.sizes, reasons),
+                                       predicted_bytes=planned.chosen.predicted_bytes, extra=extra)
 
 
 def _fit_reason(model: MemoryModel) -> str:
