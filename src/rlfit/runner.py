@@ -132,12 +132,9 @@ class Runner:
         started = time.perf_counter()
         state = state if state is not None else self._fresh_state(progress)
         self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
+        start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
         if self.checkpointer is not None and self.checkpointer.latest_step() is None:
             self.checkpointer.save(state, progress)  # before compiling: a kill at any instant leaves a resumable run
-        # Where an out-of-memory back-off restarts from: the newest checkpoint, which is this session's start
-        # until a later one is written; a host copy of the state only where there is no checkpoint to load.
-        saved = self.checkpointer is not None and self.checkpointer.latest_step() is not None
-        start = (None if saved else jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
         save_first = False
         while True:
             try:
@@ -244,12 +241,10 @@ class Runner:
             self.console.retarget(plan.num_iterations, config_total_steps(old.config, plan))
 
     def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
-        """The newest checkpoint of this run (at or past the session's start), else, for a run without
-        checkpoints, the host copy of the session's start. (A replay buffer the checkpoint left out needs no
-        refill: the back-off's `resize` builds and prefills a new one.)"""
+        """The newest checkpoint of this run if it is past the session's start, else the start itself."""
         start_state, start_progress = start
         latest = self.checkpointer.latest_step() if self.checkpointer is not None else None
-        if latest is not None and latest >= start_progress.iteration:
+        if latest is not None and latest > start_progress.iteration:
             from rlfit.checkpoint import load_checkpoint
 
             state, meta = load_checkpoint(self.run_dir.checkpoints, latest, self.trainer.abstract_state())
