@@ -15,26 +15,36 @@ import jax
 MATMUL_PRECISION = {"fp32": "highest", "bf16": "default", "fp16": "default"}
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
-"""XLA's CPU backend hands convolutions to YNNPACK fusions by default; without them a pixel SAC update runs several
-times faster and vector training no slower (`benchmarks/cpu_compile_options.py`), so rlfit turns them off."""
+"""XLA's CPU backend hands convolutions to YNNPACK fusions by default; without them the simple2dcnn encoder's
+forward+backward ran 1.4x faster here (`benchmarks/cpu_compile_options.py`), so rlfit turns them off for
+programs with convolutions (camera frames). Programs without convolutions keep XLA's defaults: they gained
+nothing, and under a capped address space compiling them this way aborted instead of reporting
+RESOURCE_EXHAUSTED (tests/test_oom_backoff.py)."""
 
 
 @functools.cache
-def compiler_options() -> dict[str, str]:
-    """The options for this process's backend: `CPU_COMPILER_OPTIONS` on a CPU where this XLA knows them
-    (an XLA without the option compiles with its defaults), none elsewhere."""
-    if jax.default_backend() != "cpu":
-        return {}
+def _cpu_options_known() -> bool:
+    """Whether this XLA takes `CPU_COMPILER_OPTIONS` (an XLA without them compiles with its defaults)."""
     try:
         jax.jit(lambda x: x + 1).lower(1.0).compile(compiler_options=CPU_COMPILER_OPTIONS)
     except jax.errors.JaxRuntimeError:
+        return False
+    return True
+
+
+def compiler_options(convolutions: bool) -> dict[str, str]:
+    """The options for a program (with `convolutions` or not) on this process's backend: `CPU_COMPILER_OPTIONS`
+    for convolutions on a CPU whose XLA knows them, none otherwise."""
+    if not convolutions or jax.default_backend() != "cpu" or not _cpu_options_known():
         return {}
     return dict(CPU_COMPILER_OPTIONS)
 
 
-def compile_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = ()) -> Any:
-    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options()`."""
-    return jax.jit(fn, donate_argnums=donate_argnums).lower(*args).compile(compiler_options=compiler_options())
+def compile_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = (),
+                  convolutions: bool = False) -> Any:
+    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options(convolutions)`."""
+    return jax.jit(fn, donate_argnums=donate_argnums).lower(*args).compile(
+        compiler_options=compiler_options(convolutions))
 
 
 def cache_dir() -> Path:

@@ -77,7 +77,12 @@ class Trainer:
     def compile_iteration(self, state: Any | None = None) -> Any:
         """The training iteration compiled ahead of time (state donated), for `state` or the abstract state."""
         return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
-                             donate_argnums=(0,))
+                             donate_argnums=(0,), convolutions=self.convolutions)
+
+    @property
+    def convolutions(self) -> bool:
+        """Whether the networks convolve (an encoder of camera frames): how `compile_ahead` compiles them."""
+        return self.config.env.observation == "pixels"
 
     def compile(self, state: Any | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time."""
@@ -86,7 +91,7 @@ class Trainer:
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
         evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
-                                 jax.ShapeDtypeStruct((2,), jnp.uint32))
+                                 jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions)
         return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 
