@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlfit.export.onnx_encoders import EXPORTED_ENCODERS, encoder_nodes, same_padding
+from rlfit.export.onnx_encoders import EXPORTED_ENCODERS, encoder_nodes
 from rlfit.networks.encoders import EncoderSpec, make_encoder
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
@@ -59,8 +59,3 @@ def test_the_onnx_encoder_computes_the_flax_encoders_features(name):
     # within 1e-5 of the features' scale: R3D-18's unnormalized pooled features reach hundreds, and two fp32
     # implementations of 17 convolutions (sums of up to 13,824 products) differ in the last digits there
     np.testing.assert_allclose(features, expected, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
-
-
-@pytest.mark.parametrize("size,stride", [(8, 1), (8, 2), (7, 2), (5, 3), (18, 2)])
-def test_same_padding_is_xlas(size, stride):
-    assert same_padding(size, 3, stride) == tuple(jax.lax.padtype_to_pads((size,), (3,), (stride,), "SAME")[0])

@@ -31,12 +31,6 @@ LAYER_NORM_EPSILON = 1e-6
 """flax.linen.LayerNorm's default epsilon."""
 
 
-def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
-    """(low, high) SAME padding of one axis as XLA computes it: the output has ceil(size / stride) positions."""
-    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
-    return total // 2, total - total // 2
-
-
 def encoder_nodes(spec: dict[str, Any], variables: dict[str, Any], input_name: str, out: str) -> tuple[list, list]:
     """(nodes, initializers) computing the encoder's features `out` [batch, features] from `input_name`;
     `variables` are the encoder's collections ({'params': ..., and r3d18's frozen 'batch_stats'})."""
@@ -126,6 +120,7 @@ def _simple2dcnn(spec: dict[str, Any], params: dict[str, Any], x: str, out: str)
 
 def _simple3dcnn(spec: dict[str, Any], params: dict[str, Any], x: str, out: str) -> tuple[list, list]:
     """[B, T, H, W, C] -> the last convolution's maps [B, T', H', W', 32] (channels last)."""
+    import jax
     from onnx import helper
 
     from rlfit.networks.simple3dcnn import LAYERS
@@ -133,7 +128,7 @@ def _simple3dcnn(spec: dict[str, Any], params: dict[str, Any], x: str, out: str)
     sizes = [int(spec["frames"]), int(spec["image_size"]), int(spec["image_size"])]
     nodes, inits = [helper.make_node("Transpose", [x], ["enc_c0"], perm=[0, 4, 1, 2, 3])], []
     for index, (_, strides) in enumerate(LAYERS):
-        low_high = [same_padding(n, 3, s) for n, s in zip(sizes, strides)]
+        low_high = jax.lax.padtype_to_pads(sizes, (3, 3, 3), strides, "SAME")  # as the Flax module pads
         pads = [low for low, _ in low_high] + [high for _, high in low_high]
         layer_nodes, layer_inits = _conv_relu(index, f"enc_c{index}", params, strides, pads, f"enc_c{index + 1}")
         nodes, inits = nodes + layer_nodes, inits + layer_inits

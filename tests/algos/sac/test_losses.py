@@ -32,7 +32,7 @@ def np_policy_sample(networks, policy_params, obs, key):
 
 
 def np_q(networks, q_params, obs, action):
-    return np.asarray(networks.q_values(q_params, obs, jnp.asarray(action, jnp.float32)), np.float64)
+    return np.asarray(networks.q_head(q_params, obs, jnp.asarray(action, jnp.float32)), np.float64)
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "layer_norm"])

@@ -103,7 +103,6 @@ def test_frozen_batch_norm_statistics_never_change():
     """The optimizer every encoder network gets: `batch_stats` (r3d18's frozen BN) never moves, the rest learns."""
     import optax
 
-    from rlfit.networks.encoders import make_encoder
     from rlfit.networks.pixels import encoder_optimizer
 
     spec = EncoderSpec("r3d18", features=8, frames=T, image_size=SIZE, channels=C, norm="frozen_bn")
@@ -128,7 +127,6 @@ PIXEL_RUN = ["CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--set", "
 def pretrained_file(path, spec: EncoderSpec) -> dict:
     """Writes simple2dcnn weights of known values (every kernel 0.01 * its shape's index pattern) with a spec
     that asks for an input normalization; returns the flat arrays written."""
-    from rlfit.networks.encoders import make_encoder
     from rlfit.networks.pretrained import flatten, save_encoder_weights, spec_metadata
 
     variables = make_encoder(spec).init(jax.random.PRNGKey(7), jnp.zeros(spec.input_shape(1), jnp.uint8))

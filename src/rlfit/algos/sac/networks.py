@@ -99,8 +99,6 @@ class SACNetworks(NamedTuple):
 
     policy_logits: Callable[[Any, Any], jax.Array]
     """(policy params, obs [...]) -> [..., 2 * A]."""
-    q_values: Callable[[Any, Any, jax.Array], jax.Array]
-    """(q params, obs [...], action [..., A]) -> [..., NUM_CRITICS]."""
     init: Callable[[jax.Array], SACParams]
     """key -> fresh parameters (target Q = Q's heads, log_alpha = 0)."""
     action_size: int
@@ -171,7 +169,6 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
 
     return SACNetworks(
         policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
-        q_values=lambda params, obs, action: q_net.apply(params, q_obs(obs), action),
         init=init,
         action_size=action_size,
         encode=encode,
