@@ -13,8 +13,10 @@ Measurement:
   (`echo 5 > /proc/self/clear_refs`) and VmRSS read; after the measured iteration VmHWM is read. Measured
   bytes = (VmHWM - VmRSS before) + the state's bytes (already resident before, and counted by XLA as
   arguments). Page granularity and XLA's CPU runtime make this approximate.
-- GPU backend: `device.memory_stats()["peak_bytes_in_use"]` after the measured iteration (sizes run in
-  increasing order in one process, so the peak is the latest size's).
+- GPU backend: `device.memory_stats()["peak_bytes_in_use"]` after the measured iteration. The allocator's
+  peak cannot be reset, so each size is measured in its own child process (`--child ENV NUM_ENVS`, with
+  `XLA_PYTHON_CLIENT_PREALLOCATE=false` so parent and child can share the GPU): in one process, the second
+  environment's small sizes read the first environment's largest peak (seen on an H100, 2026-11-23).
 
 Error = predicted / measured - 1 for the line (what the planner uses, without and with its margin) and for
 XLA's analysis at the exact size.
@@ -73,6 +75,13 @@ def tree_bytes(tree: Any) -> int:
     return sum(int(leaf.nbytes) for leaf in jax.tree.leaves(tree))
 
 
+def device_peak() -> int:
+    """The device allocator's peak so far (GPU), in bytes."""
+    import jax
+
+    return int(jax.devices()[0].memory_stats()["peak_bytes_in_use"])
+
+
 def measure(config, sizes, env) -> dict[str, Any]:
     """Compiles and runs one iteration at `sizes`; XLA's analysis and the measured peak, in bytes."""
     import jax
@@ -86,13 +95,16 @@ def measure(config, sizes, env) -> dict[str, Any]:
     compiled = jax.jit(trainer.train_iteration_fn(), donate_argnums=0).lower(trainer.abstract_state()).compile()
     compile_s = time.perf_counter() - started
     analysis = point_from_analysis(sizes, compiled.memory_analysis())
-    state = jax.block_until_ready(trainer.init_state())
-    state, metrics = jax.block_until_ready(compiled(state))  # warm-up
     on_gpu = jax.default_backend() != "cpu"
+    stages = {"after_compile": device_peak()} if on_gpu else {}
+    state = jax.block_until_ready(trainer.init_state())
+    if on_gpu:
+        stages["after_init"] = device_peak()
+    state, metrics = jax.block_until_ready(compiled(state))  # warm-up
     if on_gpu:
         started = time.perf_counter()
         state, metrics = jax.block_until_ready(compiled(state))
-        measured = int(jax.devices()[0].memory_stats()["peak_bytes_in_use"])
+        measured = device_peak()
         method = "memory_stats peak_bytes_in_use"
     else:
         settle_host_memory()
@@ -106,8 +118,41 @@ def measure(config, sizes, env) -> dict[str, Any]:
     state_bytes = tree_bytes(state)
     del state, metrics, compiled
     settle_host_memory()
-    return {"analysis": analysis, "measured_bytes": measured, "method": method, "state_bytes": state_bytes,
+    return {"analysis": analysis, "measured_bytes": measured, "peak_bytes_by_stage": stages, "method": method,
+            "state_bytes": state_bytes,
             "compile_s": round(compile_s, 1), "iteration_s": round(iteration_s, 2)}
+
+
+def measure_in_child(name: str, num_envs: int) -> dict[str, Any]:
+    """`measure` in a fresh process, so the device's peak is this size's alone."""
+    import json
+    import subprocess
+
+    from types import SimpleNamespace
+
+    done = subprocess.run([sys.executable, __file__, "--child", name, str(num_envs)], check=True,
+                          capture_output=True, text=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["analysis"] = SimpleNamespace(**result["analysis"])
+    return result
+
+
+def child_main(name: str, num_envs: int) -> None:
+    """Measures one size and prints `measure`'s result as one JSON line."""
+    import json
+
+    import jax
+
+    from rlfit.algos.ppo.candidates import scale_sizes
+    from rlfit.config import resolve
+    from rlfit.envs import load_env
+    from rlfit.plan import config_sizes
+
+    config = resolve(name, "smoke", overrides=list(OVERRIDES))
+    env = load_env(config.env, jax.default_backend())
+    result = measure(config, scale_sizes(config_sizes(config), num_envs), env)
+    result["analysis"] = {"total_bytes": result["analysis"].total_bytes}
+    print(json.dumps(result), flush=True)
 
 
 def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
@@ -128,7 +173,7 @@ def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
     rows = []
     for n in num_envs:
         sizes = scale_sizes(config_sizes(config), n)
-        result = measure(config, sizes, env)
+        result = measure_in_child(name, n) if jax.default_backend() != "cpu" else measure(config, sizes, env)
         measured, line = result["measured_bytes"], model.estimate(n)
         rows.append({
             "num_envs": n, "sizes": sizes._asdict(), "measured_bytes": measured, "line_bytes": line,
@@ -136,6 +181,7 @@ def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
             "line_error": round(line / measured - 1, 4),
             "xla_exact_error": round(result["analysis"].total_bytes / measured - 1, 4),
             "line_with_same_backend_margin_error": round(line * SAME_BACKEND_MARGIN / measured - 1, 4),
+            "peak_bytes_by_stage": result["peak_bytes_by_stage"],
             "method": result["method"], "compile_s": result["compile_s"], "iteration_s": result["iteration_s"],
         })
         print(f"  {name} {n:>5d} envs: measured {measured / 2**20:8.1f} MiB, line {line / 2**20:8.1f} MiB "
@@ -145,7 +191,8 @@ def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
             "margins": {"same_backend": SAME_BACKEND_MARGIN, "cross_backend": CROSS_BACKEND_MARGIN}, "rows": rows}
 
 
-MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072",
+                   "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 def main() -> None:
@@ -154,6 +201,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CartpoleBalance at two small sizes (checks the script)")
     parser.add_argument("--envs", nargs="+", default=list(ENVS), help=f"environments to measure (default: {' '.join(ENVS)})")
+    parser.add_argument("--child", nargs=2, metavar=("ENV", "NUM_ENVS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     import jax
@@ -161,6 +209,8 @@ def main() -> None:
     from rlfit.jax_setup import configure_jax
 
     configure_jax("fp32")
+    if args.child:
+        return child_main(args.child[0], int(args.child[1]))
     record = start_record("memory_prediction_quick" if args.quick else f"memory_prediction_{jax.default_backend()}")
     record["backend"] = jax.default_backend()
     record["device"] = str(jax.devices()[0].device_kind)
