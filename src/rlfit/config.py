@@ -115,6 +115,28 @@ class RunConfig:
     checkpoint_replay: bool = True
     """Checkpoints hold the filled part of an off-policy algorithm's replay buffer, so a resumed run is the same
     run; false leaves it out (for huge buffers): resume then collects it again and the run is no longer bit-exact."""
+    time_budget: str = ""
+    """Stop cleanly, with a checkpoint, before this much training time has passed in this session ('20m',
+    '11h30m', '90s'; empty: no budget). The next iteration is started only if the measured iteration time, a
+    checkpoint and a margin still fit."""
+    early_stop_patience: int = 0
+    """Stop after this many evaluations in a row without the eval reward improving on the best by more than
+    `early_stop_min_delta` (0: never)."""
+    early_stop_min_delta: float = 0.0
+    """The improvement of the eval reward that counts for `early_stop_patience`."""
+    target_reward: str = ""
+    """Stop once an evaluation reaches this reward (a number; empty: never)."""
+    wandb: str = "off"
+    """Weights & Biases: off, online, offline, or auto (online when a key and the service answer within
+    `wandb_timeout_s`, else offline with a line on how to `wandb sync`). Needs `pip install rlfit[wandb]`."""
+    wandb_project: str = "rlfit"
+    """The W&B project."""
+    wandb_entity: str = ""
+    """The W&B entity (team or user; empty: the key's default)."""
+    wandb_group: str = ""
+    """The W&B group (an experiment sets it to the experiment's name)."""
+    wandb_timeout_s: float = 10.0
+    """How long `wandb=auto` waits for the service before it falls back to offline."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlfit.errors import UserError
+from rlfit.stopping import parse_duration, parse_reward
 
 if TYPE_CHECKING:
     from rlfit.config import Config
@@ -17,14 +18,15 @@ OBSERVATIONS = ("state", "pixels")
 CHANNELS = ("rgb", "gray", "depth", "rgbd")
 RENDERERS = ("auto", "jax", "warp")
 ENCODERS = ("auto", "simple2dcnn", "simple3dcnn", "r3d18", "timesformer")
+WANDB_MODES = ("off", "online", "offline", "auto")
 
 _POSITIVE_INTS = ("env.episode_length", "env.action_repeat", "run.num_timesteps", "run.num_eval_envs",
                   "run.save_interval", "run.keep_checkpoints", "env.image_size", "env.frames",
                   "network.encoder_features")
-_NON_NEGATIVE = ("run.eval_every",)
+_NON_NEGATIVE = ("run.eval_every", "run.early_stop_patience", "run.early_stop_min_delta", "run.wandb_timeout_s")
 _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS,
             "env.observation": OBSERVATIONS, "env.channels": CHANNELS, "env.renderer": RENDERERS,
-            "network.encoder": ENCODERS}
+            "network.encoder": ENCODERS, "run.wandb": WANDB_MODES}
 
 
 def check_config(config: Config) -> None:
@@ -40,6 +42,8 @@ def check_config(config: Config) -> None:
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_pixels(config)
+    parse_duration(config.run.time_budget, "run.time_budget")
+    parse_reward(config.run.target_reward, "run.target_reward")
     config_module(config.algo).check(config)
 
 
