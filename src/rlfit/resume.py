@@ -29,7 +29,9 @@ from rlfit.runner import Progress, RunResult
 
 # Keys that may differ between the run and the resumed session; all others must match.
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
-                     "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff", "run.checkpoint_replay")
+                     "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff", "run.checkpoint_replay",
+                     "run.time_budget", "run.early_stop_patience", "run.early_stop_min_delta", "run.target_reward",
+                     "run.wandb", "run.wandb_project", "run.wandb_entity", "run.wandb_group", "run.wandb_timeout_s")
 
 
 @dataclasses.dataclass(frozen=True)

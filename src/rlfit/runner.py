@@ -19,6 +19,7 @@ import numpy as np
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.rundir import RunDir, write_json
 from rlfit.sinks import Sinks
+from rlfit.stopping import StopRules
 from rlfit.trainer import Compiled, Trainer
 from rlfit.versions import package_versions
 
@@ -39,6 +40,8 @@ class Progress:
     env_steps: int = 0
     best_eval_reward: float | None = None
     last_eval_reward: float | None = None
+    evals_without_improvement: int = 0
+    """Evaluations in a row that did not beat the best by more than `run.early_stop_min_delta`."""
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -129,12 +132,14 @@ class Runner:
         """
         progress = progress or Progress()
         self._events = list(progress.events)
-        started = time.perf_counter()
+        self._session_started = started = time.perf_counter()
+        self._slowest_save_s = 0.0
         state = state if state is not None else self._fresh_state(progress)
         self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
         start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
         if self.checkpointer is not None and self.checkpointer.latest_step() is None:
-            self.checkpointer.save(state, progress)  # before compiling: a kill at any instant leaves a resumable run
+            self._timed_save(lambda: self.checkpointer.save(state, progress))  # before compiling: a kill at any
+            # instant leaves a resumable run
         save_first = False
         while True:
             try:
@@ -154,10 +159,14 @@ class Runner:
             self.checkpointer.save(state, progress, force=True)
         self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
+        rules = StopRules.from_config(config.run)
         started = time.perf_counter()
         session_steps = 0
         eval_s = 0.0
+        slowest_step_s = 0.0  # an iteration with its evaluation, the slowest of this session
         while progress.iteration < plan.num_iterations:
+            stop_reason = None
+            step_started = time.perf_counter()
             state, metrics, seconds = self._step(compiled, state)
             progress.iteration += 1
             progress.env_steps += plan.env_steps_per_iteration
@@ -172,8 +181,18 @@ class Runner:
                 eval_started = time.perf_counter()
                 self._evaluate(compiled, state, progress)
                 eval_s += time.perf_counter() - eval_started
+                stop_reason = rules.after_eval(progress.last_eval_reward, progress.evals_without_improvement)
+            slowest_step_s = max(slowest_step_s, time.perf_counter() - step_started)
             if self.checkpointer is not None:
-                self.checkpointer.after_iteration(state, progress, final=last)
+                self._timed_save(lambda: self.checkpointer.after_iteration(state, progress, final=last))
+            stop_reason = stop_reason or rules.before_next(time.perf_counter() - self._session_started,
+                                                           slowest_step_s + self._slowest_save_s)
+            if stop_reason is not None and not last:
+                if self.checkpointer is not None:
+                    self.checkpointer.save(state, progress)
+                self._say(f"rlfit: stopped by {stop_reason} at iteration {progress.iteration}")
+                summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, stop_reason)
+                return RunResult(state, progress, summary, self.run_dir)
             if self.stop_flag is not None and self.stop_flag.requested and not last:
                 if self.checkpointer is not None:
                     self.checkpointer.save(state, progress)
@@ -190,6 +209,12 @@ class Runner:
                                 stopped_by)
         write_json(self.run_dir.summary, summary)
         return summary
+
+    def _timed_save(self, save: Any) -> None:
+        """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""
+        save_started = time.perf_counter()
+        save()
+        self._slowest_save_s = max(self._slowest_save_s, time.perf_counter() - save_started)
 
     def _fresh_state(self, progress: Progress) -> Any:
         """The starting state, backing off to smaller sizes while creating it runs out of memory (a large
@@ -263,6 +288,9 @@ class Runner:
         result = jax.device_get(compiled.evaluate(policy_params, stats,
                                                   eval_key(self.trainer.config.run.seed, progress.iteration)))
         reward = float(result.episode_reward)
+        progress.evals_without_improvement = StopRules.evals_without_improvement(
+            progress.evals_without_improvement, reward, progress.best_eval_reward,
+            self.trainer.config.run.early_stop_min_delta)
         progress.last_eval_reward = reward
         if progress.best_eval_reward is None or reward > progress.best_eval_reward:
             progress.best_eval_reward = reward
