@@ -16,6 +16,7 @@ from rlfit.sinks import Sinks
 from rlfit.sinks.console import ConsoleSink
 from rlfit.sinks.jsonl import JsonlSink
 from rlfit.sinks.tensorboard import TensorBoardSink
+from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
 from rlfit.trainer import Trainer
 
 
@@ -53,6 +54,7 @@ def train(
 def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
                  live: bool | None = None) -> RunResult:
     """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
+    check_wandb_available(config)
     configure_jax(plan.precision)
     path = Path(run_dir) if run_dir else default_run_path(config.env.name)
     check_new_run_dir(path)
@@ -76,6 +78,8 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
                                              start_iteration=start, live=live)
     try:
         files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)]
+        wandb_sink = open_wandb_sink(trainer.config, directory, warn=console.message if console else None)
+        files += [wandb_sink] if wandb_sink else []
         sinks = Sinks(files + ([console] if console else []))
         checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
                                     sync_metrics=sinks.sync)

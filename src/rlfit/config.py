@@ -163,6 +163,12 @@ class Config:
                 self.algo: plain(dataclasses.asdict(self.algos[self.algo])),
                 "network": plain(dataclasses.asdict(self.network)), "run": plain(dataclasses.asdict(self.run))}
 
+    def to_dict_without_seed(self) -> dict[str, Any]:
+        """`to_dict()` less `run.seed`: what a compiled program depends on (the seed only enters its inputs)."""
+        described = self.to_dict()
+        described["run"] = {k: v for k, v in described["run"].items() if k != "seed"}
+        return described
+
     def replace(self, **sections: Mapping[str, Any]) -> Config:
         """A new config with some keys of some sections replaced, validated again."""
         updates = {f"{s}.{k}": v for s, keys in sections.items() for k, v in keys.items()}

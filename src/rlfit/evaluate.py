@@ -30,11 +30,23 @@ def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array]
     action is the squashed Gaussian's mode, tanh(mean).
     """
 
-    def evaluate(policy_params: Any, stats: RunningStats, key: jax.Array) -> EvalMetrics:
+    def act(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
+        policy_params, stats = policy
+        return TanhGaussian.from_logits(policy_logits(policy_params, normalize(stats, obs))).mode()
+
+    evaluate_actions = make_action_evaluator(env, act)
+    return lambda policy_params, stats, key: evaluate_actions((policy_params, stats), key)
+
+
+def make_action_evaluator(env: VecEnv, act: Callable[[Any, Any], jax.Array]
+                          ) -> Callable[[Any, jax.Array], EvalMetrics]:
+    """(policy, key) -> EvalMetrics over `env.num_envs` episodes, `act(policy, obs) -> action [num_envs, A]`
+    choosing each action (a saved policy: `lambda _, obs: load_policy(path)(obs)`)."""
+
+    def evaluate(policy: Any, key: jax.Array) -> EvalMetrics:
         def step(carry, _):
             state, alive, total, length = carry
-            logits = policy_logits(policy_params, normalize(stats, state.inner.obs))
-            state, out = env.step(state, TanhGaussian.from_logits(logits).mode())
+            state, out = env.step(state, act(policy, state.inner.obs))
             total = total + out.reward * alive
             length = length + alive
             alive = alive * (1.0 - jnp.maximum(out.termination, out.truncation))

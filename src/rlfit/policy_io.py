@@ -302,6 +302,15 @@ def load_policy(path: str | Path, precision: str | None = None) -> Policy:
 def jax_policy_function(files: PolicyFiles, precision: str) -> Callable[[Any], Any]:
     """The jitted deterministic action [..., obs_dim] -> [..., action_size] for `files`."""
     import jax
+
+    apply, arrays = policy_apply(files, precision)
+    return jax.jit(lambda obs: apply(arrays, obs))
+
+
+def policy_apply(files: PolicyFiles, precision: str) -> tuple[Callable[[Any, Any], Any], Any]:
+    """(apply, arrays): `apply(arrays, obs) -> action`, pure, with the policy's arrays as an argument (one
+    compiled program serves every policy of the same network), and `files`' arrays."""
+    import jax
     import jax.numpy as jnp
 
     from rlfit.networks import COMPUTE_DTYPES, MLP, TanhGaussian
@@ -315,17 +324,18 @@ def jax_policy_function(files: PolicyFiles, precision: str) -> Callable[[Any], A
     params = jax.tree.map(jnp.asarray, files.params)
     stats = RunningStats(jnp.asarray(files.count, jnp.float32), jnp.asarray(files.mean), jnp.asarray(files.sum_sq_dev))
     if network["kind"] == ENCODER_NETWORK_KIND:
-        return jax.jit(encoder_policy_function(network, mlp, params, precision))
+        return encoder_policy_function(network, mlp, precision), params
 
-    def act(obs: jax.Array) -> jax.Array:
-        logits = mlp.apply(params, normalize(stats, jnp.asarray(obs, jnp.float32)))
+    def apply(arrays: tuple[Any, RunningStats], obs: jax.Array) -> jax.Array:
+        mlp_params, obs_stats = arrays
+        logits = mlp.apply(mlp_params, normalize(obs_stats, jnp.asarray(obs, jnp.float32)))
         return TanhGaussian.from_logits(logits).mode()
 
-    return jax.jit(act)
+    return apply, (params, stats)
 
 
-def encoder_policy_function(network: Mapping[str, Any], mlp: Any, params: Any, precision: str) -> Callable[[Any], Any]:
-    """frames [..., T, H, W, C] (uint8) -> action [..., action_size]: the encoder, the MLP, tanh(mean)."""
+def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str) -> Callable[[Any, Any], Any]:
+    """(params, frames [..., T, H, W, C] (uint8)) -> action [..., action_size]: the encoder, the MLP, tanh(mean)."""
     import jax.numpy as jnp
 
     from rlfit.networks import COMPUTE_DTYPES, TanhGaussian
@@ -335,10 +345,10 @@ def encoder_policy_function(network: Mapping[str, Any], mlp: Any, params: Any, p
     spec = EncoderSpec.from_dict(network["encoder"])
     module = PixelPolicy(make_encoder(spec, COMPUTE_DTYPES[precision]), mlp)
 
-    def act(frames: Any) -> Any:  # PixelPolicy keeps any leading axes
+    def apply(params: Any, frames: Any) -> Any:  # PixelPolicy keeps any leading axes
         return TanhGaussian.from_logits(module.apply(params, jnp.asarray(frames))).mode()
 
-    return act
+    return apply
 
 
 def _activations() -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from rlfit.plan import make_plan, sizes_from_dict
 from rlfit.rundir import RunDir, lock_run_dir, write_atomic, write_json
 from rlfit.run_metrics import repair_metrics
 from rlfit.runner import Progress, RunResult
+from rlfit.sinks.wandb import check_wandb_available
 
 # Keys that may differ between the run and the resumed session; all others must match.
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
@@ -96,6 +97,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     from rlfit.planning.planner import check_device_precision
 
     config = apply_request(checked_config(directory, record), request)
+    check_wandb_available(config)
     check_device_precision(config.run.precision)
     configure_jax(config.run.precision)
     trainer, state, meta = restore_newest(directory, config)
@@ -137,6 +139,7 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
         raise UserError(f"{directory.path} has no checkpoint and its config.yaml is {problem}, so there is nothing to "
                         "resume; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
     config = apply_request(config, request, restarting=True)
+    check_wandb_available(config)
     config, plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
     configure_jax(plan.precision)
     trainer = Trainer.build(config, plan)

@@ -157,7 +157,8 @@ class Runner:
         compiled = self.trainer.compile(state)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
             self.checkpointer.save(state, progress, force=True)
-        self._say(f"compiled in {compiled.compile_s:.1f}s on {plan.device}; "
+        done = "reused this process's compiled programs" if compiled.reused else f"compiled in {compiled.compile_s:.1f}s"
+        self._say(f"{done} on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         rules = StopRules.from_config(config.run)
         started = time.perf_counter()
@@ -320,6 +321,7 @@ class Runner:
             "session_env_steps": session_steps,
             "train_wall_s": train_wall_s,
             "compile_s": compiled.compile_s,
+            "compile_reused": compiled.reused,
             "init_s": self._init_s,
             "eval_s": eval_s,
             "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,

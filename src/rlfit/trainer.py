@@ -5,6 +5,8 @@ This is the `plan -> env -> train step` part of the data flow; the host loop liv
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +31,8 @@ class Compiled:
     iteration: Callable[[Any], tuple[Any, Any]]
     evaluate: Callable[[Any, Any, jax.Array], EvalMetrics]
     compile_s: float
+    reused: bool = False
+    """The programs were compiled earlier in this process for the same config and sizes (another seed)."""
 
 
 @dataclass
@@ -85,14 +89,37 @@ class Trainer:
         return self.config.env.observation == "pixels"
 
     def compile(self, state: Any | None = None) -> Compiled:
-        """Compiles the training iteration (state donated) and the evaluator, ahead of time."""
+        """Compiles the training iteration (state donated) and the evaluator, ahead of time.
+
+        The programs do not depend on the seed, so a second run of the same config and sizes in this process
+        (the next seed of an experiment's variant) reuses them: no tracing, no compiling, `compile_s` 0.
+        """
+        key = program_key(self.config, self.plan)
+        if key in _PROGRAMS:
+            _PROGRAMS[key] = _PROGRAMS.pop(key)  # most recently used last
+            return dataclasses.replace(_PROGRAMS[key], compile_s=0.0, reused=True)
         state = state if state is not None else self.abstract_state()
         started = time.perf_counter()
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
         evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
                                  jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions)
-        return Compiled(iteration, evaluate, time.perf_counter() - started)
+        compiled = Compiled(iteration, evaluate, time.perf_counter() - started)
+        _PROGRAMS[key] = compiled
+        while len(_PROGRAMS) > PROGRAMS_KEPT:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        return compiled
+
+
+PROGRAMS_KEPT = 4
+"""Compiled programs this process keeps for reuse (each holds its executables' device code)."""
+_PROGRAMS: dict[str, Compiled] = {}
+
+
+def program_key(config: Config, plan: Plan) -> str:
+    """What the compiled programs depend on: the config without its seed, and the plan's sizes and target."""
+    return json.dumps({"config": config.to_dict_without_seed(), "sizes": plan.sizes._asdict(), "backend": plan.backend,
+                       "impl": plan.impl, "precision": plan.precision}, sort_keys=True, default=str)
 
 
 def observation_example(env: Any) -> Any:

@@ -14,7 +14,8 @@ from rlfit.errors import UserError
 from rlfit.runner import NonFiniteError
 from rlfit.signals import StopRequested
 
-COMMANDS = ("train", "resume", "play", "export", "doctor", "plan", "info", "convert-weights")
+COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "doctor", "plan", "info",
+            "convert-weights")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,0 +1,40 @@
+"""`rlfit experiment MANIFEST.yaml [--stage S] [--set K=V]` runs a study; `rlfit experiment resume EXP_DIR`
+finishes one that was stopped or killed. Both end with the report and its zip (`rlfit report`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "experiment", help="run a manifest of variants x seeds, then its report; `experiment resume EXP_DIR`",
+        description="Run every trial (variant x seed) of MANIFEST.yaml as its own run directory under "
+                    "--dir/<name>-<stage>-<time>/trials/, evaluate the suites, and write the report and its zip. "
+                    "`rlfit experiment resume EXP_DIR` finishes what is missing and never retrains a finished trial.")
+    parser.add_argument("target", nargs="+", metavar="MANIFEST | resume EXP_DIR")
+    parser.add_argument("--stage", help="a stage of the manifest (e.g. gpu-test, mini, full)")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                        help="a config override for every trial, applied last")
+    parser.add_argument("--dir", default="experiments", help="where experiment directories go (default: experiments)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlfit.errors import UserError
+    from rlfit.study.experiment import open_experiment, run_experiment, start_experiment
+    from rlfit.study.report import write_report
+
+    if args.target[0] == "resume":
+        if len(args.target) != 2 or args.stage or args.overrides:
+            raise UserError("usage: rlfit experiment resume EXP_DIR (the stage and --set are the experiment's own)")
+        experiment = open_experiment(args.target[1])
+    elif len(args.target) == 1:
+        experiment = start_experiment(args.target[0], args.stage, args.overrides, args.dir)
+        print(f"experiment directory: {experiment.path}", flush=True)
+    else:
+        raise UserError(f"give one manifest, got {' '.join(args.target)} (to resume: rlfit experiment resume EXP_DIR)")
+    run_experiment(experiment, say=lambda line: print(line, flush=True))
+    report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
+    print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")
+    return 0

@@ -1,0 +1,30 @@
+"""`rlfit report EXP_DIR [--zip] [--with-checkpoints]`: an experiment's statistics, plots and report.md."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report", help="write an experiment's report: statistics, plots, report.md, results.json",
+        description="Write EXP_DIR/report/ from the finished trials: IQM and mean with 95% bootstrap CIs per "
+                    "variant, pairwise comparisons, correlations, plots; --zip also packs it for download.")
+    parser.add_argument("experiment", metavar="EXP_DIR")
+    parser.add_argument("--zip", action="store_true", help="also write EXP_DIR/<name>.zip")
+    parser.add_argument("--with-checkpoints", action="store_true", help="put the trials' checkpoints in the zip")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlfit.errors import UserError
+    from rlfit.study.experiment import open_experiment
+    from rlfit.study.report import write_report
+
+    if args.with_checkpoints and not args.zip:
+        raise UserError("--with-checkpoints only applies with --zip")
+    experiment = open_experiment(args.experiment)
+    zip_path = experiment.path / f"{experiment.manifest.name}.zip" if args.zip else None
+    report = write_report(experiment, zip_path=zip_path, with_checkpoints=args.with_checkpoints)
+    print(f"report: {report}" + (f"\nzip: {zip_path}" if zip_path else ""))
+    return 0

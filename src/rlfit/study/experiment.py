@@ -1,0 +1,250 @@
+"""Running an experiment: every trial (variant x seed) an ordinary run directory, trained one after another,
+then evaluated on the suites; stopped or killed at any point, `resume` finishes what is missing and never
+trains a finished trial again.
+
+    EXP_DIR/manifest.yaml        the manifest as given     EXP_DIR/experiment.json   stage, --set, trial list
+    EXP_DIR/trials/VARIANT/seed-N/   a run directory (resume, play, export, TensorBoard work on it)
+                                     + suites.json: {suite: {episode_reward, ...}}
+    EXP_DIR/report/              report.md, results.json, plots (rlfit.study.report)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlfit.atomic_files import write_atomic
+from rlfit.errors import UserError
+from rlfit.rundir import write_json
+from rlfit.study.manifest import GPU_TEST_STAGE, Manifest, Trial, parse_manifest, read_manifest
+
+EXPERIMENT_FILE = "experiment.json"
+MANIFEST_FILE = "manifest.yaml"
+SUITES_FILE = "suites.json"
+FINISHED = (None, "early_stop", "target_reward")
+"""A trial is finished when its last session ended by itself or by one of these stopping rules."""
+SUMMARY_MEASURES = ("final_eval_reward", "best_eval_reward", "sps_mean", "train_wall_s", "compile_s", "env_steps",
+                    "iterations")
+"""summary.json fields a manifest may name in `measures` (suites add `suite/<name>`)."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment directory and its manifest (stage and command line applied)."""
+
+    path: Path
+    manifest: Manifest
+
+    @property
+    def trials_dir(self) -> Path:
+        return self.path / "trials"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.path / "report"
+
+    def trial_dir(self, trial: Trial) -> Path:
+        return self.trials_dir / trial.path
+
+
+def check_manifest(manifest: Manifest) -> None:
+    """Resolves every variant's config (every rule a run checks) and checks measures and correlations, so a
+    problem is one line before anything runs."""
+    from rlfit.config import all_keys, resolve
+
+    for variant in manifest.variants:
+        overrides = manifest.trial_overrides(Trial(variant.name, manifest.seeds[0]))
+        try:
+            resolve(manifest.env, manifest.preset, overrides=overrides)
+        except UserError as error:
+            raise UserError(f"variant '{variant.name}': {error}") from None
+    measures = measure_names(manifest)
+    for measure in manifest.measures:
+        if measure not in SUMMARY_MEASURES:
+            raise UserError(f"unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
+                            "(suites are compared as suite/<name> without being listed)")
+    keys = set(all_keys())
+    for x, y in manifest.correlations:
+        for name in (x, y):
+            if name not in measures and name not in keys:
+                raise UserError(f"correlation names '{name}', which is neither a measure ({', '.join(measures)}) "
+                                "nor a config key")
+
+
+def measure_names(manifest: Manifest) -> list[str]:
+    """The manifest's measures and one `suite/<name>` per suite."""
+    return [*manifest.measures, *(f"suite/{s.name}" for s in manifest.suites)]
+
+
+def start_experiment(manifest_path: str | Path, stage: str | None = None, command_line: Sequence[str] = (),
+                     root: str | Path = "experiments") -> Experiment:
+    """Validates the manifest, then creates `root/<name>-<stage>-<timestamp>/` with the manifest and record."""
+    raw = read_manifest(manifest_path)
+    manifest = parse_manifest(raw, stage, command_line, where=str(manifest_path))
+    check_manifest(manifest)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / "-".join(part for part in (manifest.name, manifest.stage, stamp) if part)
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = path.with_name(f"{path.name.rsplit('~', 1)[0]}~{suffix}")
+    try:
+        path.mkdir(parents=True)
+    except OSError as error:
+        raise UserError(f"cannot create {path}: {error.strerror or error}; choose another --dir") from None
+    write_atomic(path / MANIFEST_FILE, yaml.safe_dump(dict(raw), sort_keys=False))
+    write_json(path / EXPERIMENT_FILE, {
+        "name": manifest.name, "stage": manifest.stage, "set": list(command_line),
+        "manifest_source": str(Path(manifest_path).resolve()), "created": datetime.now().astimezone().isoformat(),
+        "trials": [trial.path for trial in manifest.trials()]})
+    return Experiment(path, manifest)
+
+
+def open_experiment(path: str | Path) -> Experiment:
+    """An existing experiment directory, with the manifest, stage and `--set` it was started with."""
+    path = Path(path)
+    record_path = path / EXPERIMENT_FILE
+    if not record_path.is_file() or not (path / MANIFEST_FILE).is_file():
+        raise UserError(f"{path} is not an experiment directory (no {EXPERIMENT_FILE} and {MANIFEST_FILE}); "
+                        "give the directory `rlfit experiment` created")
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"{record_path} is unreadable ({error}); restore it") from None
+    manifest = parse_manifest(read_manifest(path / MANIFEST_FILE), record["stage"], record["set"],
+                              where=str(path / MANIFEST_FILE))
+    return Experiment(path, manifest)
+
+
+def trial_status(run_dir: Path) -> str:
+    """'done' (its last session finished, by itself or a stopping rule), 'partial' (started), or 'new'."""
+    summary = read_json(run_dir / "summary.json")
+    if summary is not None and summary.get("stopped_by", "") in FINISHED:
+        return "done"
+    return "partial" if run_dir.exists() else "new"
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+class ProgressLine:
+    """Trials done / running / left and an ETA from the trials trained in this session, one line per event."""
+
+    def __init__(self, experiment: Experiment, say: Callable[[str], None]):
+        self.name = experiment.manifest.name + (f" [{experiment.manifest.stage}]" if experiment.manifest.stage else "")
+        self.total = len(experiment.manifest.trials())
+        self.say = say
+        self.durations: list[float] = []
+
+    def show(self, done: int, running: str | None, note: str = "") -> None:
+        left = self.total - done - (1 if running else 0)
+        eta = ""
+        if self.durations:
+            remaining = (left + (1 if running else 0)) * sum(self.durations) / len(self.durations)
+            eta = f", eta {format_duration(remaining)}"
+        now = f", running {running}" if running else ""
+        self.say(f"{self.name}: {done}/{self.total} done{now}, {left} left{eta}{note}")
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def run_experiment(experiment: Experiment, say: Callable[[str], None] = print) -> None:
+    """Trains every trial not yet finished (resuming started ones) and evaluates it on the suites."""
+    manifest = experiment.manifest
+    if manifest.stage == GPU_TEST_STAGE:
+        device_checks(say)
+    progress = ProgressLine(experiment, say)
+    trials = manifest.trials()
+    done = sum(trial_status(experiment.trial_dir(t)) == "done" and suites_done(experiment, t) for t in trials)
+    progress.show(done, None)
+    for trial in trials:
+        run_dir = experiment.trial_dir(trial)
+        status = trial_status(run_dir)
+        if status == "done" and suites_done(experiment, trial):
+            continue
+        label = f"{trial.variant} seed {trial.seed}"
+        progress.show(done, label)
+        started = time.perf_counter()
+        if status != "done":
+            train_trial(experiment, trial, status)
+        evaluate_suites(experiment, trial)
+        progress.durations.append(time.perf_counter() - started)
+        done += 1
+        summary = read_json(run_dir / "summary.json") or {}
+        progress.show(done, None, f" ({label}: final eval {format_reward(summary.get('final_eval_reward'))})")
+
+
+def format_reward(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def train_trial(experiment: Experiment, trial: Trial, status: str) -> None:
+    """Trains a new trial, or resumes a started one in its own run directory."""
+    from rlfit.api import train
+    from rlfit.resume import resume
+
+    run_dir = experiment.trial_dir(trial)
+    manifest = experiment.manifest
+    try:
+        if status == "new":
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            train(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trial), run_dir=run_dir)
+        else:
+            resume(run_dir)
+    except UserError as error:
+        raise UserError(f"trial {trial.path}: {error}") from None
+
+
+def suites_done(experiment: Experiment, trial: Trial) -> bool:
+    results = read_json(experiment.trial_dir(trial) / SUITES_FILE) or {}
+    return all(suite.name in results for suite in experiment.manifest.suites)
+
+
+def evaluate_suites(experiment: Experiment, trial: Trial) -> None:
+    """Evaluates the trial's final policy on each suite not yet in its suites.json (written after each)."""
+    from rlfit.resume import read_saved_config
+    from rlfit.rundir import RunDir
+    from rlfit.study.suites import evaluate_suite
+
+    run_dir = experiment.trial_dir(trial)
+    results = read_json(run_dir / SUITES_FILE) or {}
+    config = None
+    for index, suite in enumerate(experiment.manifest.suites):
+        if suite.name in results:
+            continue
+        if config is None:
+            config, problem = read_saved_config(RunDir(run_dir))
+            if config is None:
+                raise UserError(f"trial {trial.path}: config.yaml is {problem}; resume the trial to rebuild it")
+        results[suite.name] = evaluate_suite(run_dir, config, suite, index)
+        write_json(run_dir / SUITES_FILE, results)
+
+
+def device_checks(say: Callable[[str], None]) -> None:
+    """`rlfit doctor --full`'s checks; UserError when one fails (the gpu-test stage runs them first)."""
+    from rlfit.hardware.checks import run_checks
+    from rlfit.hardware.probe import probe_device
+
+    say("gpu-test: running rlfit doctor --full's checks first")
+    results = run_checks(probe_device(), lambda r: say(f"  {'pass' if r.passed else 'FAIL'}  {r.name:<10s} {r.figure}"))
+    failed = [r.name for r in results if not r.passed]
+    if failed:
+        raise UserError(f"device checks failed ({', '.join(failed)}); see `rlfit doctor --full` before running "
+                        "the experiment")

@@ -1,0 +1,218 @@
+"""The report of an experiment: per measure and suite, each variant's IQM and mean with 95% CIs, pairwise
+comparisons, correlations, plots; `report.md` and `results.json` hold the same numbers, every file written
+atomically. With `zip_path`, one archive of report, plots, manifest, configs and summaries.
+
+    EXP_DIR/report/report.md  results.json  learning_curves.png  <measure>.png  suites.png  correlation-<i>.png
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from rlfit.atomic_files import write_atomic
+from rlfit.errors import UserError
+from rlfit.rundir import write_json
+from rlfit.study.experiment import (SUITES_FILE, Experiment, measure_names, read_json, trial_status)
+from rlfit.study.manifest import Trial
+
+TRIAL_FILES_IN_ZIP = ("config.yaml", "plan.json", "summary.json", "metrics.jsonl", SUITES_FILE)
+BOOTSTRAP_REPS = 2000
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """What one finished trial measured."""
+
+    trial: Trial
+    values: dict[str, float | None]
+    """measure name -> value (summary.json fields, suite/<name> rewards) and every 'section.key' of its config."""
+    curve: tuple[np.ndarray, np.ndarray]
+    """(env steps (T,), eval reward (T,)) from metrics.jsonl's eval rows."""
+
+
+def collect(experiment: Experiment) -> list[TrialResult]:
+    """The finished trials' numbers (unfinished ones are left out of the report and counted in it)."""
+    from rlfit.resume import flat_keys
+    from rlfit.sinks.jsonl import read_rows
+
+    results = []
+    for trial in experiment.manifest.trials():
+        run_dir = experiment.trial_dir(trial)
+        if trial_status(run_dir) != "done":
+            continue
+        summary = read_json(run_dir / "summary.json") or {}
+        suites = read_json(run_dir / SUITES_FILE) or {}
+        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        values: dict[str, Any] = {k: v for k, v in flat_keys(config).items() if isinstance(v, (int, float))}
+        values.update({k: summary.get(k) for k in experiment.manifest.measures})
+        values.update({f"suite/{name}": r.get("episode_reward") for name, r in suites.items()})
+        rows = [r for r in read_rows(run_dir / "metrics.jsonl") if r.get("kind") == "eval"]
+        curve = (np.array([r["env_steps"] for r in rows], float),
+                 np.array([r["eval/episode_reward"] for r in rows], float))
+        results.append(TrialResult(trial, values, curve))
+    return results
+
+
+def variant_scores(results: list[TrialResult], measure: str, variants: list[str]) -> dict[str, np.ndarray]:
+    """variant -> the finished seeds' values of `measure`, shape (num_seeds,); variants without any left out."""
+    scores = {}
+    for variant in variants:
+        values = [r.values.get(measure) for r in results if r.trial.variant == variant]
+        values = [float(v) for v in values if v is not None and np.isfinite(v)]
+        if values:
+            scores[variant] = np.array(values)
+    return scores
+
+
+def variant_curves(results: list[TrialResult], variants: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """variant -> (steps (T,), rewards (num_seeds, T)) over the evaluation steps every seed reached."""
+    curves = {}
+    for variant in variants:
+        runs = [r.curve for r in results if r.trial.variant == variant and r.curve[0].size]
+        if not runs:
+            continue
+        common = sorted(set.intersection(*(set(steps.tolist()) for steps, _ in runs)))
+        if not common:
+            continue
+        rewards = np.stack([rewards[np.searchsorted(steps, common)] for steps, rewards in runs])
+        curves[variant] = (np.array(common), rewards)
+    return curves
+
+
+def write_report(experiment: Experiment, zip_path: Path | None = None, with_checkpoints: bool = False) -> Path:
+    """Writes EXP_DIR/report/ (and the zip when asked); returns report.md's path."""
+    from rlfit.study import plots
+    from rlfit.study.stats import compare, correlation, interval_estimates
+
+    manifest = experiment.manifest
+    results = collect(experiment)
+    if not results:
+        raise UserError(f"no finished trial in {experiment.path} yet; run `rlfit experiment resume {experiment.path}`")
+    variants = [v.name for v in manifest.variants]
+    out = experiment.report_dir
+    out.mkdir(parents=True, exist_ok=True)
+    numbers: dict[str, Any] = {"experiment": manifest.name, "stage": manifest.stage,
+                               "trials_finished": len(results), "trials_total": len(manifest.trials()),
+                               "measures": {}, "correlations": [], "figures": {}}
+    curves = variant_curves(results, variants)
+    if curves:
+        numbers["figures"]["learning_curves"] = plots.learning_curves(
+            curves, out / "learning_curves.png", f"{manifest.name}: evaluation reward (IQM, 95% CI)").name
+    suite_estimates = {}
+    for measure in measure_names(manifest):
+        scores = variant_scores(results, measure, variants)
+        if not scores:
+            continue
+        estimates = interval_estimates(scores, reps=BOOTSTRAP_REPS)
+        comparisons = [compare(a, scores[a], b, scores[b], reps=BOOTSTRAP_REPS)
+                       for a, b in itertools.combinations(scores, 2) if min(scores[a].size, scores[b].size) >= 2]
+        numbers["measures"][measure] = {"estimates": {k: e._asdict() for k, e in estimates.items()},
+                                        "comparisons": [c._asdict() for c in comparisons],
+                                        "values": {k: v.tolist() for k, v in scores.items()}}
+        if measure.startswith("suite/"):
+            suite_estimates[measure.removeprefix("suite/")] = estimates
+        else:
+            name = f"{measure}.png"
+            numbers["figures"][measure] = plots.interval_plot(estimates, out / name, f"{manifest.name}: {measure}",
+                                                              measure).name
+    if suite_estimates:
+        numbers["figures"]["suites"] = plots.suite_plot(suite_estimates, out / "suites.png",
+                                                        f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
+    for index, (x_name, y_name) in enumerate(manifest.correlations):
+        pairs = [(r.values.get(x_name), r.values.get(y_name)) for r in results]
+        pairs = [(float(x), float(y)) for x, y in pairs if x is not None and y is not None]
+        entry: dict[str, Any] = {"x": x_name, "y": y_name, "n": len(pairs)}
+        xs, ys = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        if len(pairs) >= 3 and np.ptp(xs) > 0 and np.ptp(ys) > 0:
+            corr = correlation(xs, ys, reps=BOOTSTRAP_REPS)
+            entry.update(corr._asdict())
+            entry["figure"] = plots.scatter_fit(xs, ys, corr, out / f"correlation-{index}.png", x_name, y_name,
+                                                f"{y_name} against {x_name}").name
+        else:
+            entry["verdict"] = "not computed: needs 3 or more trials and values that vary"
+        numbers["correlations"].append(entry)
+    write_json(out / "results.json", numbers)
+    report = out / "report.md"
+    write_atomic(report, markdown(experiment, numbers))
+    if zip_path is not None:
+        write_zip(experiment, zip_path, with_checkpoints)
+    return report
+
+
+def markdown(experiment: Experiment, numbers: dict[str, Any]) -> str:
+    """report.md: setup, a table per measure, comparisons and correlations in words, figures linked."""
+    manifest = experiment.manifest
+    lines = [f"# {manifest.name}" + (f" (stage {manifest.stage})" if manifest.stage else ""), "",
+             "## Setup", "",
+             f"- environment `{manifest.env}`, preset `{manifest.preset}`, seeds {list(manifest.seeds)}",
+             f"- overrides for every trial: {fmt_overrides(manifest.overrides)}",
+             f"- trials finished: {numbers['trials_finished']} of {numbers['trials_total']}"]
+    lines += [f"- variant `{v.name}`: {fmt_overrides(v.overrides)}" for v in manifest.variants]
+    lines += [f"- suite `{s.name}`: {fmt_overrides(s.overrides)}, {s.episodes} episodes per trial"
+              for s in manifest.suites]
+    lines += ["", "Intervals are 95% stratified bootstrap confidence intervals (rliable, "
+              f"{BOOTSTRAP_REPS} resamples); IQM is the interquartile mean over seeds.", ""]
+    if "learning_curves" in numbers["figures"]:
+        lines += [f"![learning curves]({numbers['figures']['learning_curves']})", ""]
+    for measure, entry in numbers["measures"].items():
+        lines += [f"## {measure}", "", "| variant | seeds | IQM [95% CI] | mean [95% CI] |", "| --- | --- | --- | --- |"]
+        for variant, e in entry["estimates"].items():
+            lines.append(f"| {variant} | {e['n']} | {e['iqm']:.4g} [{e['iqm_low']:.4g}, {e['iqm_high']:.4g}] | "
+                         f"{e['mean']:.4g} [{e['mean_low']:.4g}, {e['mean_high']:.4g}] |")
+        lines.append("")
+        for c in entry["comparisons"]:
+            lines.append(f"- `{c['a']}` vs `{c['b']}`: mean difference {c['mean_diff']:+.4g}, Hedges' g "
+                         f"{c['effect_size']:+.2f}; Welch's t = {c['welch_t']:.3g}, p = {c['welch_p']:.3g}; "
+                         f"Mann-Whitney U = {c['mannwhitney_u']:.3g}, p = {c['mannwhitney_p']:.3g}; "
+                         f"P({c['a']} > {c['b']}) = {c['prob_improvement']:.2f} "
+                         f"[{c['prob_improvement_low']:.2f}, {c['prob_improvement_high']:.2f}]; power "
+                         f"{c['power']:.2f}. **{c['verdict']}**")
+        figure = numbers["figures"].get(measure)
+        lines += ["", f"![{measure}]({figure})" if figure else "", ""]
+    if "suites" in numbers["figures"]:
+        lines += ["## Evaluation suites", "", f"![suites]({numbers['figures']['suites']})", ""]
+    if numbers["correlations"]:
+        lines += ["## Correlations", ""]
+        for c in numbers["correlations"]:
+            if "pearson_r" in c:
+                lines.append(f"- `{c['y']}` against `{c['x']}` over {c['n']} trials: Pearson's r = "
+                             f"{c['pearson_r']:.3f} [{c['pearson_low']:.3f}, {c['pearson_high']:.3f}] (p = "
+                             f"{c['pearson_p']:.3g}); Spearman's rho = {c['spearman_rho']:.3f} "
+                             f"[{c['spearman_low']:.3f}, {c['spearman_high']:.3f}]. {c['verdict']} "
+                             f"![scatter]({c['figure']})")
+            else:
+                lines.append(f"- `{c['y']}` against `{c['x']}` ({c['n']} trials): {c['verdict']}")
+        lines.append("")
+    lines += ["Every number above is in `results.json`.", ""]
+    return "\n".join(lines)
+
+
+def fmt_overrides(overrides: Any) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in dict(overrides).items()) or "none"
+
+
+def write_zip(experiment: Experiment, zip_path: Path, with_checkpoints: bool) -> Path:
+    """One archive of the report, manifest, record and each trial's config, plan, summary, metrics and suite
+    results (checkpoints only `with_checkpoints`), written aside and renamed into place."""
+    root = experiment.path
+    files = [p for p in sorted(experiment.report_dir.rglob("*")) if p.is_file()]
+    files += [root / name for name in ("manifest.yaml", "experiment.json")]
+    for trial in experiment.manifest.trials():
+        run_dir = experiment.trial_dir(trial)
+        files += [run_dir / name for name in TRIAL_FILES_IN_ZIP if (run_dir / name).is_file()]
+        if with_checkpoints and (run_dir / "checkpoints").is_dir():
+            files += [p for p in sorted((run_dir / "checkpoints").rglob("*")) if p.is_file()]
+    staging = zip_path.with_name(f".{zip_path.name}.partial")
+    with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, Path(root.name) / path.relative_to(root))
+    os.replace(staging, zip_path)
+    return zip_path
