@@ -17,6 +17,9 @@ def register(subparsers) -> None:
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="a config override for every trial, applied last")
     parser.add_argument("--dir", default="experiments", help="where experiment directories go (default: experiments)")
+    parser.add_argument("--ray", metavar="ADDRESS", help="run the trials as Ray tasks: a cluster's address, 'auto' "
+                        "(the running cluster) or 'local' (start one here); needs rlfit[ray] and EXP_DIR on storage "
+                        "every node sees")
     parser.set_defaults(handler=run)
 
 
@@ -26,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.study.report import write_report
 
     if args.target[0] == "resume":
-        if len(args.target) != 2 or args.stage or args.overrides:
+        if len(args.target) != 2 or args.stage or args.overrides:  # --ray may differ from the first session's
             raise UserError("usage: rlfit experiment resume EXP_DIR (the stage and --set are the experiment's own)")
         experiment = open_experiment(args.target[1])
     elif len(args.target) == 1:
@@ -34,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"experiment directory: {experiment.path}", flush=True)
     else:
         raise UserError(f"give one manifest, got {' '.join(args.target)} (to resume: rlfit experiment resume EXP_DIR)")
-    run_experiment(experiment, say=lambda line: print(line, flush=True))
+    run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
     report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
     print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")
     return 0

@@ -11,6 +11,7 @@ trains a finished trial again.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -124,11 +125,15 @@ def open_experiment(path: str | Path) -> Experiment:
 
 
 def trial_status(run_dir: Path) -> str:
-    """'done' (its last session finished, by itself or a stopping rule), 'partial' (started), or 'new'."""
+    """'done' (its last session finished, by itself or a stopping rule), 'partial' (resumable: it has its
+    config or a checkpoint), or 'new' (absent, or killed while its directory was being created)."""
+    from rlfit.rundir import RunDir
+
     summary = read_json(run_dir / "summary.json")
     if summary is not None and summary.get("stopped_by", "") in FINISHED:
         return "done"
-    return "partial" if run_dir.exists() else "new"
+    directory = RunDir(run_dir)
+    return "partial" if directory.config.is_file() or directory.checkpoints.is_dir() else "new"
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -165,20 +170,25 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def run_experiment(experiment: Experiment, say: Callable[[str], None] = print) -> None:
-    """Trains every trial not yet finished (resuming started ones) and evaluates it on the suites."""
+def run_experiment(experiment: Experiment, say: Callable[[str], None] = print, ray: str | None = None) -> None:
+    """Trains every trial not yet finished (resuming started ones) and evaluates it on the suites, here or,
+    with `ray` (an address, 'auto' or 'local'), as Ray tasks (`rlfit.study.ray_runner`)."""
     manifest = experiment.manifest
     if manifest.stage == GPU_TEST_STAGE:
         device_checks(say)
     progress = ProgressLine(experiment, say)
     trials = manifest.trials()
-    done = sum(trial_status(experiment.trial_dir(t)) == "done" and suites_done(experiment, t) for t in trials)
+    pending = [t for t in trials
+               if not (trial_status(experiment.trial_dir(t)) == "done" and suites_done(experiment, t))]
+    done = len(trials) - len(pending)
     progress.show(done, None)
-    for trial in trials:
+    if ray is not None:
+        from rlfit.study.ray_runner import run_on_ray
+
+        return run_on_ray(experiment, pending, ray, progress, done, say)
+    for trial in pending:
         run_dir = experiment.trial_dir(trial)
         status = trial_status(run_dir)
-        if status == "done" and suites_done(experiment, trial):
-            continue
         label = f"{trial.variant} seed {trial.seed}"
         progress.show(done, label)
         started = time.perf_counter()
@@ -204,6 +214,8 @@ def train_trial(experiment: Experiment, trial: Trial, status: str) -> None:
     manifest = experiment.manifest
     try:
         if status == "new":
+            if run_dir.exists():  # killed while creating it: nothing in it can be resumed
+                shutil.rmtree(run_dir)
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             train(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trial), run_dir=run_dir)
         else:

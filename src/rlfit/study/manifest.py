@@ -102,8 +102,10 @@ class Manifest:
         return next(v for v in self.variants if v.name == name)
 
     def trial_overrides(self, trial: Trial) -> list[str]:
-        """The `--set` strings of one trial: base, stage and command line, the variant's, its seed."""
-        merged = {**self.overrides, **self.variant(trial.variant).overrides, "run.seed": trial.seed}
+        """The `--set` strings of one trial: base, stage and command line, the variant's, its seed. The W&B
+        group is the experiment's name unless the manifest names one (one experiment = one W&B group)."""
+        merged = {"run.wandb_group": self.name, **self.overrides, **self.variant(trial.variant).overrides,
+                  "run.seed": trial.seed}
         return override_strings(merged)
 
 

@@ -1,0 +1,88 @@
+"""The manifest: parsed and validated whole before anything runs; a bad one is one line and exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from rlfit.config import parse_override
+from rlfit.errors import UserError
+from rlfit.study.manifest import Trial, override_strings, parse_manifest
+
+BASE = {
+    "name": "study", "env": "CartpoleBalance", "preset": "quick", "set": {"run.eval_every": 5},
+    "variants": [{"name": "a", "set": {"ppo.learning_rate": 1e-3}}, {"name": "b", "set": {"ppo.learning_rate": 3e-4}}],
+    "seeds": 3,
+    "suites": {"shifted": {"set": {"env.overrides": {"ctrl_dt": 0.02}}, "episodes": 8}},
+    "stages": {"gpu-test": {"set": {"run.num_timesteps": 1000, "run.eval_every": 1}, "seeds": 2, "episodes": 2},
+               "full": {}},
+}
+
+
+def test_a_manifest_with_its_stage_and_command_line():
+    manifest = parse_manifest(BASE, "gpu-test", ["run.eval_every=2"])
+    assert manifest.stage == "gpu-test" and manifest.seeds == (0, 1)
+    assert manifest.overrides == {"run.eval_every": 2, "run.num_timesteps": 1000}  # base < stage < command line
+    assert manifest.suites[0].episodes == 2 and manifest.suites[0].overrides == {"env.overrides": {"ctrl_dt": 0.02}}
+    assert [t.path for t in manifest.trials()] == ["a/seed-0", "a/seed-1", "b/seed-0", "b/seed-1"]
+    overrides = dict(parse_override(item) for item in manifest.trial_overrides(Trial("b", 1)))
+    assert overrides == {"run.eval_every": 2, "run.num_timesteps": 1000, "ppo.learning_rate": 3e-4, "run.seed": 1,
+                         "run.wandb_group": "study"}
+
+
+def test_the_default_stage_is_full_and_seeds_may_be_a_list():
+    manifest = parse_manifest({**BASE, "seeds": [4, 9]})
+    assert manifest.stage == "full" and manifest.seeds == (4, 9) and manifest.overrides == {"run.eval_every": 5}
+
+
+def test_a_grid_gives_one_variant_per_combination():
+    raw = {k: v for k, v in BASE.items() if k != "variants"}
+    manifest = parse_manifest({**raw, "grid": {"ppo.learning_rate": [1e-3, 3e-4], "ppo.entropy_cost": [0.01, 0]}})
+    assert [v.name for v in manifest.variants] == [
+        "learning_rate=0.001-entropy_cost=0.01", "learning_rate=0.001-entropy_cost=0",
+        "learning_rate=0.0003-entropy_cost=0.01", "learning_rate=0.0003-entropy_cost=0"]
+    assert manifest.variants[3].overrides == {"ppo.learning_rate": 3e-4, "ppo.entropy_cost": 0}
+
+
+@pytest.mark.parametrize("value", [1e-3, 3, "text", [1, 2], {"ctrl_dt": 0.02, "x": [1]}, True, ""])
+def test_override_strings_read_back_as_the_same_value(value):
+    [text] = override_strings({"section.key": value})
+    assert parse_override(text) == ("section.key", value)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"seed": 3}, "the manifest: unknown key 'seed' (did you mean seeds?)"),
+    ({"seeds": 0}, "seeds must be a positive count or a list of distinct seeds"),
+    ({"seeds": [1, 1]}, "seeds must be a positive count or a list of distinct seeds"),
+    ({"variants": [{"name": "a"}, {"name": "a"}]}, "variant names must differ"),
+    ({"variants": [{"name": "a", "sett": {}}]}, "variants[0]: unknown key 'sett'"),
+    ({"grid": {"ppo.learning_rate": [1e-3]}}, "give variants or grid, not both"),
+    ({"suites": {"s": {"episodes": 0}}}, "suites.s.episodes must be a positive integer"),
+    ({"name": "a b"}, "name must be letters, digits"),
+    ({"env": ""}, "env must be a non-empty string"),
+])
+def test_bad_manifests_name_the_problem(change, message):
+    with pytest.raises(UserError) as error:
+        parse_manifest({**BASE, **change})
+    assert message in str(error.value)
+
+
+def test_an_unknown_stage_lists_the_known_ones():
+    with pytest.raises(UserError, match="unknown stage 'mini'; the manifest defines: gpu-test, full"):
+        parse_manifest(BASE, "mini")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"variants": [{"name": "odd", "set": {"ppo.num_envs": 1536}}]}, "variant 'odd': ppo.batch_size"),
+    ({"set": {"ppo.learning_rat": 1}}, "unknown config key 'ppo.learning_rat'"),
+    ({"measures": ["reward"]}, "unknown measure 'reward'"),
+    ({"correlations": [{"x": "ppo.nothing", "y": "final_eval_reward"}]}, "correlation names 'ppo.nothing'"),
+])
+def test_the_cli_refuses_a_bad_manifest_in_one_line_and_runs_nothing(run_cli, tmp_path, change, message):
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **change}))
+    result = run_cli("experiment", str(path), "--dir", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("rlfit: error: ") and message in line
+    assert not (tmp_path / "out").exists()
