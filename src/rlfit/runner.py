@@ -20,7 +20,7 @@ from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.rundir import RunDir, write_json
 from rlfit.sinks import Sinks
 from rlfit.stopping import StopRules
-from rlfit.trainer import Compiled, Trainer
+from rlfit.trainer import Compiled, Trainer, forget_programs
 from rlfit.versions import package_versions
 
 EXIT_NON_FINITE = 3
@@ -252,6 +252,7 @@ class Runner:
         doing = "creating the starting state" if where == "init" else f"iteration {progress.iteration}"
         reason = f"out of memory at num_envs={old.plan.sizes.num_envs} ({doing}); backed off to {smaller}"
         plan = old.plan.with_sizes(sizes, old.config, (progress.iteration, progress.env_steps), reason)
+        forget_programs()  # memory is short: release programs kept for other seeds
         self.trainer = Trainer.build(old.config, plan, env=old.env)
         if self.checkpointer is not None:
             self.checkpointer.trainer = self.trainer

@@ -5,10 +5,11 @@ This is the `plan -> env -> train step` part of the data flow; the host loop liv
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,29 +92,52 @@ class Trainer:
     def compile(self, state: Any | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time.
 
-        The programs do not depend on the seed, so a second run of the same config and sizes in this process
-        (the next seed of an experiment's variant) reuses them: no tracing, no compiling, `compile_s` 0.
+        The programs do not depend on the seed: inside `reusing_programs()` (an experiment's trials) a second
+        run of the same config and sizes in this process reuses them: no tracing, no compiling, `compile_s` 0.
         """
         key = program_key(self.config, self.plan)
+        if not _REUSE["enabled"]:
+            return self._compile(state)
         if key in _PROGRAMS:
             _PROGRAMS[key] = _PROGRAMS.pop(key)  # most recently used last
             return dataclasses.replace(_PROGRAMS[key], compile_s=0.0, reused=True)
+        compiled = self._compile(state)
+        _PROGRAMS[key] = compiled
+        while len(_PROGRAMS) > PROGRAMS_KEPT:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        return compiled
+
+    def _compile(self, state: Any | None) -> Compiled:
         state = state if state is not None else self.abstract_state()
         started = time.perf_counter()
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
         evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
                                  jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions)
-        compiled = Compiled(iteration, evaluate, time.perf_counter() - started)
-        _PROGRAMS[key] = compiled
-        while len(_PROGRAMS) > PROGRAMS_KEPT:
-            _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        return compiled
+        return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 
 PROGRAMS_KEPT = 4
 """Compiled programs this process keeps for reuse (each holds its executables' device code)."""
 _PROGRAMS: dict[str, Compiled] = {}
+_REUSE = {"enabled": False}
+
+
+@contextlib.contextmanager
+def reusing_programs() -> Iterator[None]:
+    """Within the block, runs of the same config and sizes (other seeds) reuse compiled programs; after it, or
+    after `forget_programs()`, they are released."""
+    _REUSE["enabled"] = True
+    try:
+        yield
+    finally:
+        _REUSE["enabled"] = False
+        forget_programs()
+
+
+def forget_programs() -> None:
+    """Releases the kept programs (the runner calls it when backing off from an out-of-memory error)."""
+    _PROGRAMS.clear()
 
 
 def program_key(config: Config, plan: Plan) -> str:

@@ -25,6 +25,7 @@ from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError
 from rlfit.rundir import write_json
 from rlfit.study.manifest import GPU_TEST_STAGE, Manifest, Trial, parse_manifest, read_manifest
+from rlfit.trainer import reusing_programs
 
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST_FILE = "manifest.yaml"
@@ -186,19 +187,30 @@ def run_experiment(experiment: Experiment, say: Callable[[str], None] = print, r
         from rlfit.study.ray_runner import run_on_ray
 
         return run_on_ray(experiment, pending, ray, progress, done, say)
+    with reusing_programs():
+        train_pending(experiment, pending, progress, done)
+
+
+def train_pending(experiment: Experiment, pending: list[Trial], progress: ProgressLine, done: int) -> None:
+    """Trains and evaluates `pending` one after another, showing progress."""
     for trial in pending:
         run_dir = experiment.trial_dir(trial)
-        status = trial_status(run_dir)
         label = f"{trial.variant} seed {trial.seed}"
         progress.show(done, label)
         started = time.perf_counter()
-        if status != "done":
-            train_trial(experiment, trial, status)
-        evaluate_suites(experiment, trial)
+        complete_trial(experiment, trial)
         progress.durations.append(time.perf_counter() - started)
         done += 1
         summary = read_json(run_dir / "summary.json") or {}
         progress.show(done, None, f" ({label}: final eval {format_reward(summary.get('final_eval_reward'))})")
+
+
+def complete_trial(experiment: Experiment, trial: Trial) -> None:
+    """Trains the trial unless it is finished (resuming it if started), then evaluates the missing suites."""
+    status = trial_status(experiment.trial_dir(trial))
+    if status != "done":
+        train_trial(experiment, trial, status)
+    evaluate_suites(experiment, trial)
 
 
 def format_reward(value: Any) -> str:

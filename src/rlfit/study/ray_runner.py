@@ -58,14 +58,12 @@ def run_on_ray(experiment: Experiment, pending: list[Trial], address: str, progr
 
 def train_trials(experiment_path: str, trial_paths: list[str]) -> list[str]:
     """In a Ray worker: trains and evaluates the given trials of the experiment; returns their paths."""
-    from rlfit.study.experiment import evaluate_suites, open_experiment, train_trial, trial_status
+    from rlfit.study.experiment import complete_trial, open_experiment
+    from rlfit.trainer import reusing_programs
 
     experiment = open_experiment(experiment_path)
     trials = {t.path: t for t in experiment.manifest.trials()}
-    for path in trial_paths:
-        trial = trials[path]
-        status = trial_status(experiment.trial_dir(trial))
-        if status != "done":
-            train_trial(experiment, trial, status)
-        evaluate_suites(experiment, trial)
+    with reusing_programs():
+        for path in trial_paths:
+            complete_trial(experiment, trials[path])
     return trial_paths
