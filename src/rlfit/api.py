@@ -12,6 +12,7 @@ from rlfit.rundir import RunDir, check_new_run_dir, create_run_dir, default_run_
 from rlfit.checkpointer import Checkpointer, SaveFailed
 from rlfit.runner import Progress, Runner, RunResult
 from rlfit.signals import StopFlag
+from rlfit.hardware.utilization import UtilizationSampler
 from rlfit.sinks import Sinks
 from rlfit.sinks.console import ConsoleSink
 from rlfit.sinks.jsonl import JsonlSink
@@ -83,10 +84,16 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
         sinks = Sinks(files + ([console] if console else []))
         checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
                                     sync_metrics=sinks.sync)
+        sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
         try:
+            if sampler is not None:
+                sampler.start()
             with StopFlag() as stop_flag:
-                result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console).run(state, progress)
+                result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console,
+                                sampler).run(state, progress)
         finally:
+            if sampler is not None:
+                sampler.stop()
             sinks.close()
     except OSError as error:
         raise SaveFailed(f"cannot write {error.filename or directory.path}: {error.strerror or error}; the checkpoints "

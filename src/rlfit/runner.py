@@ -116,8 +116,10 @@ class Runner:
     """Runs a Trainer's plan to the end, writing into a run directory."""
 
     def __init__(self, trainer: Trainer, run_dir: RunDir, sinks: Sinks, checkpointer: Any | None = None,
-                 stop_flag: Any | None = None, console: Any | None = None):
+                 stop_flag: Any | None = None, console: Any | None = None, sampler: Any | None = None):
         self.trainer = trainer
+        self.sampler = sampler
+        """A started `UtilizationSampler` (GPU utilization and memory into each train row), or None."""
         self.run_dir = run_dir
         self.sinks = sinks
         self.checkpointer = checkpointer
@@ -175,8 +177,9 @@ class Runner:
             algorithm_row = self.trainer.learner.metrics_row(metrics)
             if not bool(metrics.all_finite):
                 raise NonFiniteError(self._non_finite_message(progress, algorithm_row))
-            self.sinks.write("train", train_row(progress, metrics, algorithm_row, seconds,
-                                                time.perf_counter() - started, plan.env_steps_per_iteration))
+            row = train_row(progress, metrics, algorithm_row, seconds, time.perf_counter() - started,
+                            plan.env_steps_per_iteration)
+            self.sinks.write("train", {**row, **(self.sampler.take() if self.sampler is not None else {})})
             last = progress.iteration == plan.num_iterations
             if last or (config.run.eval_every and progress.iteration % config.run.eval_every == 0):
                 eval_started = time.perf_counter()
