@@ -132,3 +132,23 @@ def test_ray_gives_the_same_trials_as_without_it(killed_then_resumed, tmp_path):
         assert ray_summary["params_digest"] == here["params_digest"]
         assert ray_summary["final_eval_reward"] == here["final_eval_reward"]
     assert (on_ray / "report" / "report.md").is_file() and (on_ray / "toy.zip").is_file()
+
+
+def test_a_diverging_trial_is_recorded_and_the_study_goes_on(run_cli, tmp_path):
+    manifest = tmp_path / "toy.yaml"
+    manifest.write_text(yaml.safe_dump({
+        **{k: v for k, v in MANIFEST.items() if k not in ("suites", "correlations")}, "seeds": 1,
+        "variants": [{"name": "fine"}, {"name": "nan", "set": {"env.overrides": {"nan_after_steps": 3}}}]}))
+    result = run_cli("experiment", str(manifest), "--dir", str(tmp_path / "out"))
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "rlfit: 1 trial(s) failed and are left out of the statistics: nan/seed-0")
+    [experiment] = list((tmp_path / "out").iterdir())
+    failed = json.loads((experiment / "trials" / "nan" / "seed-0" / "failed.json").read_text())
+    assert failed["kind"] == "NonFiniteError" and "non-finite" in failed["error"]
+    results = json.loads((experiment / "report" / "results.json").read_text())
+    assert list(results["trials_failed"]) == ["nan/seed-0"]
+    assert list(results["measures"]["final_eval_reward"]["values"]) == ["fine"]
+    assert "trial `nan/seed-0` failed (left out of the statistics)" in (experiment / "report" / "report.md").read_text()
+    again = run_cli("experiment", "resume", str(experiment))  # a failed trial is reported, not retried
+    assert again.returncode == 3 and "running" not in again.stdout

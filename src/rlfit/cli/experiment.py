@@ -4,6 +4,10 @@ finishes one that was stopped or killed. Both end with the report and its zip (`
 from __future__ import annotations
 
 import argparse
+import sys
+
+EXIT_TRIALS_FAILED = 3
+"""Some trial's training became non-finite or ran out of memory (the report was written without it)."""
 
 
 def register(subparsers) -> None:
@@ -25,7 +29,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
-    from rlfit.study.experiment import open_experiment, run_experiment, start_experiment
+    from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
     from rlfit.study.report import write_report
 
     if args.target[0] == "resume":
@@ -40,4 +44,9 @@ def run(args: argparse.Namespace) -> int:
     run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
     report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
     print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")
+    failed = failed_trials(experiment)
+    if failed:
+        print(f"rlfit: {len(failed)} trial(s) failed and are left out of the statistics: {', '.join(failed)}",
+              file=sys.stderr)
+        return EXIT_TRIALS_FAILED
     return 0

@@ -30,6 +30,8 @@ from rlfit.trainer import reusing_programs
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST_FILE = "manifest.yaml"
 SUITES_FILE = "suites.json"
+FAILED_FILE = "failed.json"
+"""Written in a trial whose training diverged or ran out of memory: it is reported, not retried."""
 FINISHED = (None, "early_stop", "target_reward")
 """A trial is finished when its last session ended by itself or by one of these stopping rules."""
 SUMMARY_MEASURES = ("final_eval_reward", "best_eval_reward", "sps_mean", "train_wall_s", "compile_s", "env_steps",
@@ -126,13 +128,16 @@ def open_experiment(path: str | Path) -> Experiment:
 
 
 def trial_status(run_dir: Path) -> str:
-    """'done' (its last session finished, by itself or a stopping rule), 'partial' (resumable: it has its
-    config or a checkpoint), or 'new' (absent, or killed while its directory was being created)."""
+    """'done' (its last session finished, by itself or a stopping rule), 'failed' (its training diverged or ran
+    out of memory: FAILED_FILE), 'partial' (resumable: it has its config or a checkpoint), or 'new' (absent, or
+    killed while its directory was being created)."""
     from rlfit.rundir import RunDir
 
     summary = read_json(run_dir / "summary.json")
     if summary is not None and summary.get("stopped_by", "") in FINISHED:
         return "done"
+    if (run_dir / FAILED_FILE).is_file():
+        return "failed"
     directory = RunDir(run_dir)
     return "partial" if directory.config.is_file() or directory.checkpoints.is_dir() else "new"
 
@@ -179,8 +184,7 @@ def run_experiment(experiment: Experiment, say: Callable[[str], None] = print, r
         device_checks(say)
     progress = ProgressLine(experiment, say)
     trials = manifest.trials()
-    pending = [t for t in trials
-               if not (trial_status(experiment.trial_dir(t)) == "done" and suites_done(experiment, t))]
+    pending = [t for t in trials if not trial_settled(experiment, t)]
     done = len(trials) - len(pending)
     progress.show(done, None)
     if ray is not None:
@@ -201,16 +205,43 @@ def train_pending(experiment: Experiment, pending: list[Trial], progress: Progre
         complete_trial(experiment, trial)
         progress.durations.append(time.perf_counter() - started)
         done += 1
+        failure = read_json(run_dir / FAILED_FILE)
         summary = read_json(run_dir / "summary.json") or {}
-        progress.show(done, None, f" ({label}: final eval {format_reward(summary.get('final_eval_reward'))})")
+        outcome = (f"FAILED: {failure.get('error', '')}" if failure is not None
+                   else f"final eval {format_reward(summary.get('final_eval_reward'))}")
+        progress.show(done, None, f" ({label}: {outcome})")
+
+
+def trial_settled(experiment: Experiment, trial: Trial) -> bool:
+    """Nothing left to do: finished with every suite evaluated, or failed."""
+    status = trial_status(experiment.trial_dir(trial))
+    return status == "failed" or (status == "done" and suites_done(experiment, trial))
 
 
 def complete_trial(experiment: Experiment, trial: Trial) -> None:
-    """Trains the trial unless it is finished (resuming it if started), then evaluates the missing suites."""
-    status = trial_status(experiment.trial_dir(trial))
+    """Trains the trial unless it is finished (resuming it if started), then evaluates the missing suites. A
+    trial whose training becomes non-finite or runs out of memory is recorded in FAILED_FILE and the
+    experiment goes on (a study expects some seeds to diverge; the report lists them)."""
+    from rlfit.planning.backoff import OutOfMemory
+    from rlfit.runner import NonFiniteError
+
+    run_dir = experiment.trial_dir(trial)
+    status = trial_status(run_dir)
+    if status == "failed":
+        return
     if status != "done":
-        train_trial(experiment, trial, status)
+        try:
+            train_trial(experiment, trial, status)
+        except (NonFiniteError, OutOfMemory) as error:
+            write_json(run_dir / FAILED_FILE, {"error": str(error), "kind": type(error).__name__})
+            return
     evaluate_suites(experiment, trial)
+
+
+def failed_trials(experiment: Experiment) -> dict[str, str]:
+    """trial path -> its error, for every failed trial."""
+    return {t.path: (read_json(experiment.trial_dir(t) / FAILED_FILE) or {}).get("error", "unreadable record")
+            for t in experiment.manifest.trials() if trial_status(experiment.trial_dir(t)) == "failed"}
 
 
 def format_reward(value: Any) -> str:
@@ -233,6 +264,10 @@ def train_trial(experiment: Experiment, trial: Trial, status: str) -> None:
         else:
             resume(run_dir)
     except UserError as error:
+        from rlfit.planning.backoff import OutOfMemory
+
+        if isinstance(error, OutOfMemory):
+            raise
         raise UserError(f"trial {trial.path}: {error}") from None
 
 

@@ -20,7 +20,8 @@ import yaml
 from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError
 from rlfit.rundir import write_json
-from rlfit.study.experiment import (SUITES_FILE, Experiment, measure_names, read_json, trial_status)
+from rlfit.study.experiment import (SUITES_FILE, Experiment, failed_trials, measure_names, read_json,
+                                    trial_status)
 from rlfit.study.manifest import Trial
 
 TRIAL_FILES_IN_ZIP = ("config.yaml", "plan.json", "summary.json", "metrics.jsonl", SUITES_FILE)
@@ -95,12 +96,17 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
     manifest = experiment.manifest
     results = collect(experiment)
     if not results:
+        failed = failed_trials(experiment)
+        if failed:
+            raise UserError(f"no trial in {experiment.path} finished: {len(failed)} failed ({', '.join(failed)}); "
+                            "see failed.json in each")
         raise UserError(f"no finished trial in {experiment.path} yet; run `rlfit experiment resume {experiment.path}`")
     variants = [v.name for v in manifest.variants]
     out = experiment.report_dir
     out.mkdir(parents=True, exist_ok=True)
     numbers: dict[str, Any] = {"experiment": manifest.name, "stage": manifest.stage,
                                "trials_finished": len(results), "trials_total": len(manifest.trials()),
+                               "trials_failed": failed_trials(experiment),
                                "measures": {}, "correlations": [], "figures": {}}
     curves = variant_curves(results, variants)
     if curves:
@@ -155,6 +161,8 @@ def markdown(experiment: Experiment, numbers: dict[str, Any]) -> str:
              f"- environment `{manifest.env}`, preset `{manifest.preset}`, seeds {list(manifest.seeds)}",
              f"- overrides for every trial: {fmt_overrides(manifest.overrides)}",
              f"- trials finished: {numbers['trials_finished']} of {numbers['trials_total']}"]
+    lines += [f"- trial `{path}` failed (left out of the statistics): {error}"
+              for path, error in numbers["trials_failed"].items()]
     lines += [f"- variant `{v.name}`: {fmt_overrides(v.overrides)}" for v in manifest.variants]
     lines += [f"- suite `{s.name}`: {fmt_overrides(s.overrides)}, {s.episodes} episodes per trial"
               for s in manifest.suites]
