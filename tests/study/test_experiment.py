@@ -82,6 +82,9 @@ def test_the_report_holds_the_trials_numbers(killed_then_resumed):
         assert final["values"][variant] == values
         assert final["estimates"][variant]["mean"] == pytest.approx(np.mean(values))
         assert final["estimates"][variant]["n"] == 2
+    profile = final["profile"]
+    for variant, values in rewards.items():
+        assert profile[variant]["fraction"] == pytest.approx([np.mean(np.array(values) > t) for t in profile["taus"]])
     [comparison] = final["comparisons"]
     assert comparison["mean_diff"] == pytest.approx(np.mean(rewards["fast"]) - np.mean(rewards["slow"]))
     assert comparison["verdict"].startswith("too few seeds")  # 2 seeds never make a significant result
@@ -92,7 +95,8 @@ def test_the_report_holds_the_trials_numbers(killed_then_resumed):
     assert corr["n"] == 4 and corr["pearson_r"] == pytest.approx(
         np.corrcoef([1e-3, 1e-3, 1e-4, 1e-4], rewards["fast"] + rewards["slow"])[0, 1])
     report = (experiment / "report" / "report.md").read_text()
-    for figure in ("learning_curves.png", "final_eval_reward.png", "suites.png", "correlation-0.png"):
+    for figure in ("learning_curves.png", "final_eval_reward.png", "final_eval_reward-profile.png", "suites.png",
+                   "correlation-0.png"):
         assert f"]({figure})" in report and (experiment / "report" / figure).read_bytes()[:4] == b"\x89PNG"
     with zipfile.ZipFile(experiment / "toy.zip") as archive:
         names = set(archive.namelist())

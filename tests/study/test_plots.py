@@ -6,8 +6,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from rlfit.study.plots import interval_plot, learning_curves, scatter_fit, suite_plot
-from rlfit.study.stats import Estimate, correlation
+from rlfit.study.plots import interval_plot, learning_curves, profile_plot, scatter_fit, suite_plot
+from rlfit.study.stats import Estimate, correlation, performance_profile
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -47,6 +47,16 @@ def test_interval_plot(tmp_path):
     path = tmp_path / "intervals.png"
     estimates = {"baseline": estimate(1.0), "wide": estimate(2.0), "single": Estimate(3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 1)}
     assert_one_nonblank_png(interval_plot(estimates, path, "final reward", "eval reward"), path)
+
+
+def test_profile_plot(tmp_path):
+    scores = {"a": np.array([1.0, 2.0, 3.0, 4.0]), "b": np.array([0.5, 1.5, 2.5, 2.6])}
+    taus = np.linspace(0.0, 4.0, 9)
+    profiles = performance_profile(scores, taus, reps=100)
+    for name, values in scores.items():  # the profile is the fraction of seeds above each threshold
+        assert profiles[name][0] == pytest.approx([(values > t).mean() for t in taus])
+    path = tmp_path / "profile.png"
+    assert_one_nonblank_png(profile_plot(profiles, taus, path, "profile", "reward"), path)
 
 
 def test_suite_plot(tmp_path):

@@ -81,6 +81,27 @@ def interval_plot(estimates: Mapping[str, Estimate], path: Path | str, title: st
     return _save(figure, path)
 
 
+def profile_plot(profiles: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]], taus: np.ndarray,
+                 path: Path | str, title: str, xlabel: str) -> Path:
+    """Performance profiles: per variant the fraction of seeds scoring above each threshold `taus` (T,), with
+    its 95% CI band (`stats.performance_profile`'s (profile, low, high), each (T,))."""
+    if not profiles:
+        raise ValueError("no variants: profiles is empty")
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
+    axes = figure.subplots()
+    for index, (name, (profile, low, high)) in enumerate(profiles.items()):
+        colour = _COLOURS[index % len(_COLOURS)]
+        axes.plot(taus, profile, color=colour, label=name)
+        axes.fill_between(taus, low, high, color=colour, alpha=0.2)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("fraction of seeds with score > threshold")
+    axes.set_ylim(-0.02, 1.02)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
 def suite_plot(per_suite: Mapping[str, Mapping[str, Estimate]], path: Path | str, title: str) -> Path:
     """IQM and 95% CI per variant, grouped by evaluation suite: `per_suite[suite][variant] -> Estimate`."""
     if not per_suite or not any(per_suite.values()):

@@ -26,6 +26,8 @@ from rlfit.study.manifest import Trial
 
 TRIAL_FILES_IN_ZIP = ("config.yaml", "plan.json", "summary.json", "metrics.jsonl", SUITES_FILE)
 BOOTSTRAP_REPS = 2000
+PROFILE_POINTS = 50
+"""Thresholds of a performance profile, evenly spaced over the measure's observed range."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def variant_curves(results: list[TrialResult], variants: list[str]) -> dict[str,
 def write_report(experiment: Experiment, zip_path: Path | None = None, with_checkpoints: bool = False) -> Path:
     """Writes EXP_DIR/report/ (and the zip when asked); returns report.md's path."""
     from rlfit.study import plots
-    from rlfit.study.stats import compare, correlation, interval_estimates
+    from rlfit.study.stats import compare, correlation, interval_estimates, performance_profile
 
     manifest = experiment.manifest
     results = collect(experiment)
@@ -129,6 +131,15 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
             name = f"{measure}.png"
             numbers["figures"][measure] = plots.interval_plot(estimates, out / name, f"{manifest.name}: {measure}",
                                                               measure).name
+            values = np.concatenate(list(scores.values()))
+            if np.ptp(values) > 0:
+                taus = np.linspace(values.min(), values.max(), PROFILE_POINTS)
+                profiles = performance_profile(scores, taus, reps=BOOTSTRAP_REPS)
+                numbers["measures"][measure]["profile"] = {
+                    "taus": taus.tolist(), **{k: {"fraction": f.tolist(), "low": lo.tolist(), "high": hi.tolist()}
+                                              for k, (f, lo, hi) in profiles.items()}}
+                numbers["figures"][f"{measure}/profile"] = plots.profile_plot(
+                    profiles, taus, out / f"{measure}-profile.png", f"{manifest.name}: performance profile", measure).name
     if suite_estimates:
         numbers["figures"]["suites"] = plots.suite_plot(suite_estimates, out / "suites.png",
                                                         f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
@@ -185,6 +196,10 @@ def markdown(experiment: Experiment, numbers: dict[str, Any]) -> str:
                          f"{c['power']:.2f}. **{c['verdict']}**")
         figure = numbers["figures"].get(measure)
         lines += ["", f"![{measure}]({figure})" if figure else "", ""]
+        profile = numbers["figures"].get(f"{measure}/profile")
+        if profile:
+            lines += [f"Performance profile (the fraction of seeds above each threshold, 95% CI): ![profile]({profile})",
+                      ""]
     if "suites" in numbers["figures"]:
         lines += ["## Evaluation suites", "", f"![suites]({numbers['figures']['suites']})", ""]
     if numbers["correlations"]:
