@@ -1,0 +1,88 @@
+"""Several seeds of one configuration in one compiled program: the algorithm's pure `init`/`step` and the
+evaluator, `jax.vmap`ped over a leading seed axis (as PureJaxRL does), so a study traces and compiles once and
+the device works on all seeds' environments at once.
+
+    group = SeedGroup.build(trainer, seeds=(0, 1, 2, 3))
+    state = group.init()                     # every leaf [num_seeds, ...]
+    state, metrics = group.step(state)       # one iteration of every seed; metrics [num_seeds]
+    rewards = group.evaluate(state, iteration)   # [num_seeds] deterministic eval rewards
+    lane(state, 2)                           # seed 2's state, as a run of seed 2 alone would hold it
+
+A seed's lane follows the same arithmetic as the seed trained alone, but XLA may order a batched reduction
+differently: after a few iterations a lane equals the solo run to 1e-5 (tested on the toy environment), while
+over many updates the rounding differences grow as training amplifies them, so a long run's lane is another
+sample of the same seed's training, not a copy of it (measured by `benchmarks/seeds_vmap.py`: after 1280
+updates on CartpoleBalance the final eval rewards of the two differ by up to 67.7). Not yet wired into
+`rlfit experiment`, which runs the seeds of a variant one after another, sharing compiled programs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.evaluate import make_evaluator
+from rlfit.jax_setup import compile_ahead
+from rlfit.runner import eval_key
+
+
+def stack(trees: Sequence[Any]) -> Any:
+    """Pytrees of equal structure -> one pytree whose leaves gain a leading axis [len(trees), ...]."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+
+def lane(tree: Any, index: int) -> Any:
+    """The `index`-th slice of every leaf's leading axis."""
+    return jax.tree.map(lambda leaf: leaf[index], tree)
+
+
+@dataclass
+class SeedGroup:
+    """A Trainer's learner and evaluator over `seeds`, compiled once for all of them."""
+
+    trainer: Any
+    seeds: tuple[int, ...]
+    _step: Any = None
+    _evaluate: Any = None
+
+    @classmethod
+    def build(cls, trainer: Any, seeds: Sequence[int]) -> SeedGroup:
+        if len(set(seeds)) != len(seeds) or not seeds:
+            raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
+        return cls(trainer, tuple(int(s) for s in seeds))
+
+    def init(self) -> Any:
+        """The stacked fresh states of every seed (each `learner.init(seed)`, the same as a solo run's)."""
+        return stack([self.trainer.learner.init(seed) for seed in self.seeds])
+
+    def compile(self, state: Any) -> float:
+        """Compiles the vmapped step (state donated) and evaluator; returns the seconds it took."""
+        import time
+
+        learner, convolutions = self.trainer.learner, self.trainer.convolutions
+        started = time.perf_counter()
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+        self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,), convolutions=convolutions)
+        policy_params, stats = jax.vmap(learner.acting)(state)
+        keys = jnp.stack([eval_key(seed, 0) for seed in self.seeds])
+        evaluator = jax.vmap(make_evaluator(self.trainer.eval_env, learner.policy_logits))
+        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, convolutions=convolutions)
+        return time.perf_counter() - started
+
+    def step(self, state: Any) -> tuple[Any, Any]:
+        if self._step is None:
+            self.compile(state)
+        return self._step(state)
+
+    def evaluate(self, state: Any, iteration: int) -> jax.Array:
+        """[num_seeds] mean eval reward of each seed, with each seed's own evaluation key at `iteration` (the
+        key a solo run uses)."""
+        if self._evaluate is None:
+            self.compile(state)
+        policy_params, stats = jax.vmap(self.trainer.learner.acting)(state)
+        keys = jnp.stack([eval_key(seed, iteration) for seed in self.seeds])
+        return self._evaluate(policy_params, stats, keys).episode_reward

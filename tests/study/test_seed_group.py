@@ -1,0 +1,51 @@
+"""Seeds in one compiled program: a seed trained in a group of 4 equals the seed trained alone (1e-5), and so
+does its evaluation."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from rlfit.config import resolve
+from rlfit.plan import config_sizes, make_plan
+from rlfit.runner import eval_key
+from rlfit.study.seed_group import SeedGroup, lane, stack
+from rlfit.trainer import Trainer
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+
+ITERATIONS = 3
+
+
+def test_stack_and_lane_are_inverse():
+    trees = [{"a": np.full((2,), i), "b": (np.float32(i),)} for i in range(3)]
+    stacked = stack(trees)
+    assert stacked["a"].shape == (3, 2) and stacked["b"][0].shape == (3,)
+    for i, tree in enumerate(trees):
+        assert jax.tree.all(jax.tree.map(lambda x, y: bool(np.array_equal(x, y)), lane(stacked, i), tree))
+
+
+def test_a_seed_in_a_group_of_four_equals_the_seed_alone():
+    config = resolve(TOY_ENV, "smoke", overrides=list(TOY_TRAIN_OVERRIDES))
+    trainer = Trainer.build(config, make_plan(config, config_sizes(config)))
+    group = SeedGroup.build(trainer, (5, 6, 7, 8))
+    grouped = group.init()
+    alone = trainer.learner.init(7)
+    step = trainer.compile_iteration(alone)
+    for _ in range(ITERATIONS):
+        grouped, grouped_metrics = group.step(grouped)
+        alone, alone_metrics = step(alone)
+    seed7 = lane(grouped, 2)
+    for ours, theirs in zip(jax.tree.leaves(seed7.params), jax.tree.leaves(alone.params)):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5, atol=1e-5)
+    assert float(lane(grouped_metrics, 2).episodes_finished) == float(alone_metrics.episodes_finished)
+    rewards = np.asarray(group.evaluate(grouped, ITERATIONS))
+    evaluate = trainer.compile(alone).evaluate
+    solo = float(evaluate(*trainer.learner.acting(alone), eval_key(7, ITERATIONS)).episode_reward)
+    assert rewards.shape == (4,) and rewards[2] == pytest.approx(solo, rel=1e-5, abs=1e-5)
+    assert len(set(np.round(rewards, 3).tolist())) > 1  # different seeds, different policies
+
+
+def test_seeds_must_be_distinct():
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        SeedGroup.build(None, (1, 1))
