@@ -78,11 +78,14 @@ def test_an_unknown_stage_lists_the_known_ones():
     ({"measures": ["reward"]}, "unknown measure 'reward'"),
     ({"correlations": [{"x": "ppo.nothing", "y": "final_eval_reward"}]}, "correlation names 'ppo.nothing'"),
 ])
-def test_the_cli_refuses_a_bad_manifest_in_one_line_and_runs_nothing(run_cli, tmp_path, change, message):
+def test_the_cli_refuses_a_bad_manifest_in_one_line_and_runs_nothing(capsys, tmp_path, change, message):
+    from rlfit.cli import main  # in this process: the same code path as `rlfit experiment`, without a start-up
+
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump({**BASE, **change}))
-    result = run_cli("experiment", str(path), "--dir", str(tmp_path / "out"))
-    assert result.returncode == 2, result.stderr
-    [line] = result.stderr.strip().splitlines()
+    code = main(["experiment", str(path), "--dir", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    [line] = captured.err.strip().splitlines()
     assert line.startswith("rlfit: error: ") and message in line
-    assert not (tmp_path / "out").exists()
+    assert captured.out == "" and not (tmp_path / "out").exists()
