@@ -24,6 +24,7 @@ import yaml
 from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError
 from rlfit.rundir import write_json
+from rlfit.sinks.console import format_duration
 from rlfit.study.manifest import GPU_TEST_STAGE, Manifest, Trial, parse_manifest, read_manifest
 from rlfit.trainer import reusing_programs
 
@@ -167,13 +168,6 @@ class ProgressLine:
             eta = f", eta {format_duration(remaining)}"
         now = f", running {running}" if running else ""
         self.say(f"{self.name}: {done}/{self.total} done{now}, {left} left{eta}{note}")
-
-
-def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def run_experiment(experiment: Experiment, say: Callable[[str], None] = print, ray: str | None = None) -> None:
