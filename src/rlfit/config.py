@@ -137,6 +137,9 @@ class RunConfig:
     """The W&B group (an experiment sets it to the experiment's name)."""
     wandb_timeout_s: float = 10.0
     """How long `wandb=auto` waits for the service before it falls back to offline."""
+    devices: str = "auto"
+    """How many of this process's devices train the run, data parallel (`rlfit.mesh`): auto (all of them) or a
+    number. Sizes stay global: `num_envs` is the total, split evenly over the devices."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlfit.errors import UserError
+from rlfit.mesh import parse_devices
 from rlfit.stopping import parse_duration, parse_reward
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ def check_config(config: Config) -> None:
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_pixels(config)
+    parse_devices(config.run.devices)
     parse_duration(config.run.time_budget, "run.time_budget")
     parse_reward(config.run.target_reward, "run.target_reward")
     config_module(config.algo).check(config)

@@ -41,9 +41,12 @@ def compiler_options(convolutions: bool) -> dict[str, str]:
 
 
 def compile_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = (),
-                  convolutions: bool = False) -> Any:
-    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options(convolutions)`."""
-    return jax.jit(fn, donate_argnums=donate_argnums).lower(*args).compile(
+                  convolutions: bool = False, in_shardings: Any = None, out_shardings: Any = None) -> Any:
+    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options(convolutions)`;
+    with `in_shardings`/`out_shardings` (a run over several devices, `rlfit.mesh`) laid out as they say."""
+    layout = {name: value for name, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings))
+              if value is not None}
+    return jax.jit(fn, donate_argnums=donate_argnums, **layout).lower(*args).compile(
         compiler_options=compiler_options(convolutions))
 
 

@@ -31,6 +31,8 @@ class Plan:
     reasons: tuple[str, ...] = ()
     predicted_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    devices: int = 1
+    """Local devices the run is split over (`rlfit.mesh`); the sizes are totals over all of them."""
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -67,17 +69,23 @@ def iterations_to_total(config: Config, per_iteration: int, done: tuple[int, int
 
 
 def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
-              done: tuple[int, int] = (0, 0)) -> Plan:
-    """The plan for `config` on the default JAX device, with `sizes` (default: the config's).
+              done: tuple[int, int] = (0, 0), devices: int | None = None) -> Plan:
+    """The plan for `config` on this process's JAX devices, with `sizes` (default: the config's).
 
     `done` = (iterations, env steps) already trained (when resuming); the plan runs to `run.num_timesteps`.
+    `devices` (default: from `run.devices`) is how many local devices the run is split over; raises UserError
+    when `num_envs` does not split evenly over them.
     """
     import jax
 
     from rlfit.envs.loading import choose_impl
+    from rlfit.mesh import check_divisible, device_count
 
     sizes = sizes or config_sizes(config)
-    device = jax.devices()[0]
+    device = jax.local_devices()[0]
+    if devices is None:
+        devices = device_count(config.run.devices, len(jax.local_devices()), jax.default_backend())
+    check_divisible(sizes.num_envs, devices, f"{config.algo}.num_envs")
     per_iteration = sizes.steps_per_iteration * config.env.action_repeat
     return Plan(
         sizes=sizes,
@@ -88,4 +96,5 @@ def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
         impl=choose_impl(config.env.impl),
         precision=config.run.precision,
         reasons=reasons or ("sizes from the config",),
+        devices=devices,
     )

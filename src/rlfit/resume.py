@@ -32,7 +32,8 @@ from rlfit.sinks.wandb import check_wandb_available
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
                      "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff", "run.checkpoint_replay",
                      "run.time_budget", "run.early_stop_patience", "run.early_stop_min_delta", "run.target_reward",
-                     "run.wandb", "run.wandb_project", "run.wandb_entity", "run.wandb_group", "run.wandb_timeout_s")
+                     "run.wandb", "run.wandb_project", "run.wandb_entity", "run.wandb_group", "run.wandb_timeout_s",
+                     "run.devices")
 
 
 @dataclasses.dataclass(frozen=True)

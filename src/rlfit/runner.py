@@ -156,6 +156,7 @@ class Runner:
 
     def _train(self, state: Any, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
+        state = self.trainer.place(state)  # restored or resized states arrive on one device
         compiled = self.trainer.compile(state)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
             self.checkpointer.save(state, progress, force=True)
@@ -248,6 +249,8 @@ class Runner:
         old = self.trainer
         allowed = old.config.run.oom_backoff
         sizes = algorithm(old.config.algo).smaller_sizes(old.plan.sizes, where) if allowed else None
+        if sizes is not None and sizes.num_envs % old.plan.devices:
+            sizes = None  # smaller sizes must still split evenly over the run's devices
         if sizes is None:
             raise OutOfMemory(out_of_memory_message(old.config.algo, old.plan.sizes.num_envs, allowed)) from None
         smaller = ", ".join(f"{name}={value}" for name, value in sizes._asdict().items()
@@ -316,6 +319,7 @@ class Runner:
     def _summary(self, state: Any, progress: Progress, compiled: Compiled, train_wall_s: float,
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         plan = self.trainer.plan
+        peaks = [peak for peak in map(peak_bytes_in_use, self.trainer.layout.mesh.devices.flat) if peak is not None]
         return {
             "env": self.trainer.config.env.name,
             "final_eval_reward": progress.last_eval_reward,
@@ -334,7 +338,9 @@ class Runner:
             "impl": plan.impl,
             "sizes": plan.sizes._asdict(),
             "predicted_bytes": plan.predicted_bytes,
-            "device_peak_bytes": peak_bytes_in_use(),
+            "devices": self.trainer.layout.describe(),
+            "device_peak_bytes": max(peaks, default=None),
+            "device_peak_bytes_per_device": peaks or None,
             "events": progress.events,
             "stopped_by": stopped_by,
             "versions": package_versions(),

@@ -22,6 +22,7 @@ from rlfit.envs import VecEnv, load_env
 from rlfit.networks import select_obs
 from rlfit.evaluate import EvalMetrics, make_evaluator
 from rlfit.jax_setup import compile_ahead
+from rlfit.mesh import DeviceLayout, default_env_axes
 from rlfit.plan import Plan
 
 
@@ -49,6 +50,8 @@ class Trainer:
     learner: Learner
     obs_example: Any
     """One unbatched observation of zeros (shapes and dtypes of the environment's observations)."""
+    layout: DeviceLayout
+    """The devices the run is split over (`plan.devices`) and how its state lies on them."""
 
     @classmethod
     def build(cls, config: Config, plan: Plan, env: Any | None = None) -> Trainer:
@@ -62,18 +65,37 @@ class Trainer:
         obs_example = observation_example(env)
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
         select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
-        return cls(config, plan, env, train_env, eval_env, learner, obs_example)
+        return cls(config, plan, env, train_env, eval_env, learner, obs_example, DeviceLayout(plan.devices))
 
     @property
     def action_size(self) -> int:
         return int(self.env.action_size)
 
     def init_state(self) -> Any:
-        return self.learner.init(self.config.run.seed)
+        """A fresh training state from the config's seed; over several devices, created where it lives."""
+        seed = self.config.run.seed
+        if not self.layout.parallel:
+            return self.learner.init(seed)
+        return jax.jit(lambda: self.learner.init(seed), out_shardings=self.state_shardings())()
 
     def abstract_state(self) -> Any:
-        """The training state's shapes and dtypes, without allocating or running anything."""
+        """The training state's shapes and dtypes (and shardings, over several devices), without allocating or
+        running anything."""
         return jax.eval_shape(self.init_state)
+
+    def state_shardings(self) -> Any:
+        """Per leaf of the training state, its sharding over the run's devices (`rlfit.mesh`); None on one."""
+        if not self.layout.parallel:
+            return None
+        shapes = jax.eval_shape(lambda: self.learner.init(self.config.run.seed))
+        env_axes = (self.learner.env_axes or default_env_axes)(shapes)
+        return self.layout.shardings(shapes, env_axes)
+
+    def place(self, state: Any) -> Any:
+        """`state` (restored, resized or fresh) laid out on the run's devices; unchanged on one device."""
+        if not self.layout.parallel:
+            return state
+        return self.layout.place(state, self.state_shardings())
 
     def train_iteration_fn(self) -> Callable[[Any], tuple[Any, Any]]:
         """The pure training iteration (not yet compiled)."""
@@ -81,8 +103,11 @@ class Trainer:
 
     def compile_iteration(self, state: Any | None = None) -> Any:
         """The training iteration compiled ahead of time (state donated), for `state` or the abstract state."""
+        shardings = self.state_shardings()
+        layout = {} if shardings is None else {"in_shardings": (shardings,),
+                                               "out_shardings": (shardings, self.layout.replicated)}
         return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
-                             donate_argnums=(0,), convolutions=self.convolutions)
+                             donate_argnums=(0,), convolutions=self.convolutions, **layout)
 
     @property
     def convolutions(self) -> bool:
@@ -112,8 +137,10 @@ class Trainer:
         started = time.perf_counter()
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
+        replicated = self.layout.replicated
+        layout = {} if not self.layout.parallel else {"in_shardings": replicated, "out_shardings": replicated}
         evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
-                                 jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions)
+                                 jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions, **layout)
         return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 
@@ -143,7 +170,7 @@ def forget_programs() -> None:
 def program_key(config: Config, plan: Plan) -> str:
     """What the compiled programs depend on: the config without its seed, and the plan's sizes and target."""
     return json.dumps({"config": config.to_dict_without_seed(), "sizes": plan.sizes._asdict(), "backend": plan.backend,
-                       "impl": plan.impl, "precision": plan.precision}, sort_keys=True, default=str)
+                       "impl": plan.impl, "precision": plan.precision, "devices": plan.devices}, sort_keys=True, default=str)
 
 
 def observation_example(env: Any) -> Any:

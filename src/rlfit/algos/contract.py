@@ -52,6 +52,9 @@ class Learner(NamedTuple):
     stored_rows: Callable[[Any], list[int | None]] | None = None
     """state -> per leaf, how many leading rows hold data (None: all), so a checkpoint writes only those (an
     unfilled replay buffer); None: every leaf whole."""
+    env_axes: Callable[[Any], Any] | None = None
+    """state (or its shapes) -> the same tree with, per leaf, the axis that indexes environments (split over the
+    run's devices) or `rlfit.mesh.REPLICATED`; None: axis 0 of `env_state`'s leaves, the rest replicated."""
     refill: Callable[[Any], Any] | None = None
     """state restored from a checkpoint that left out what `stored_rows` trims (`run.checkpoint_replay: false`;
     those rows come back as zeros) -> the state with that experience emptied and collected again as at the start."""

@@ -149,12 +149,12 @@ def probe_jax() -> Accelerator | None:
     )
 
 
-def peak_bytes_in_use() -> int | None:
-    """The most device memory JAX's allocator has held so far in this process (`memory_stats()`'s
-    `peak_bytes_in_use` of the first device); None where the backend keeps no statistics (the CPU)."""
+def peak_bytes_in_use(device: Any = None) -> int | None:
+    """The most memory JAX's allocator has held so far in this process on `device` (default: the first;
+    `memory_stats()`'s `peak_bytes_in_use`); None where the backend keeps no statistics (the CPU)."""
     import jax
 
-    stats = jax.devices()[0].memory_stats() or {}
+    stats = (device if device is not None else jax.devices()[0]).memory_stats() or {}
     peak = stats.get("peak_bytes_in_use")
     return int(peak) if peak is not None else None
 

@@ -93,11 +93,12 @@ def fit_coefficients(points: Sequence[MemoryPoint]) -> tuple[float, float, float
 
 
 def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
-    """The training step for `sizes`, compiled ahead of time on abstract inputs (state donated)."""
+    """The training step for `sizes` on one device, compiled ahead of time on abstract inputs (state donated).
+    (A run split over several devices is planned per device: `rlfit.planning.planner`.)"""
     from rlfit.plan import make_plan
     from rlfit.trainer import Trainer
 
-    return Trainer.build(config, make_plan(config, sizes), env=env).compile_iteration()
+    return Trainer.build(config, make_plan(config, sizes, devices=1), env=env).compile_iteration()
 
 
 def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:

@@ -21,6 +21,7 @@ from rlfit.algos.sac.sizes import SACSizes, config_sizes, smaller_sizes
 from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
+from rlfit.mesh import REPLICATED, default_env_axes
 from rlfit.loss_scale import loss_scale_row
 from rlfit.networks.pixels import encoder_for
 
@@ -88,6 +89,14 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         stored.update({id(leaf): slots for leaf in jax.tree.leaves(replay.final_obs)})
         return [stored.get(id(leaf)) for leaf in jax.tree.leaves(state)]
 
+    def env_axes(state: Any) -> Any:
+        """The environments' states along axis 0 and the replay buffer's transitions along their environment axis
+        (1: [rows, num_envs, ...]; `final_position` 0), so each device stores the transitions it collects."""
+        replay = state.replay
+        env_axis = jax.tree.map(lambda _: 1, replay)._replace(final_position=0, insert_position=REPLICATED,
+                                                               size=REPLICATED)
+        return default_env_axes(state)._replace(replay=env_axis)
+
     return Learner(
         init=init,
         step=make_train_step(train_env, networks, optimizers, sac, steps=plan.sizes.policy_steps_per_iteration),
@@ -100,6 +109,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         resize=resize,
         stored_rows=stored_rows,
         refill=refill,
+        env_axes=env_axes,
     )
 
 
