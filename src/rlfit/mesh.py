@@ -15,6 +15,7 @@ One device is today's path exactly: no shardings are given to JAX at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,16 +48,20 @@ def device_count(requested: str, available: int, backend: str) -> int:
     return count
 
 
-def check_divisible(num_envs: int, devices: int, key: str) -> None:
-    """Raises UserError unless `num_envs` splits evenly over `devices`, naming the nearest valid values."""
+def check_divisible(num_envs: int, devices: int, key: str, valid: Callable[[int], bool] = lambda n: True) -> None:
+    """Raises UserError unless `num_envs` splits evenly over `devices`, naming the nearest totals that split and
+    pass `valid` (the algorithm's other rules), and the device counts that would take `num_envs` as it is."""
     if devices <= 1 or num_envs % devices == 0:
         return
-    below = num_envs - num_envs % devices
-    above = below + devices
-    nearest = f"{below} or {above}" if below > 0 else f"{above}"
+    floor = num_envs - num_envs % devices
+    below = next((n for n in range(floor, max(0, floor - 1000 * devices), -devices) if valid(n)), None)
+    above = next((n for n in range(floor + devices, floor + 1000 * devices, devices) if valid(n)), None)
+    nearest = [n for n in (below, above) if n]
     counts = [d for d in range(devices - 1, 0, -1) if num_envs % d == 0]
+    options = [f"{key}={' or '.join(map(str, nearest))}"] if nearest else []
+    options.append(f"run.devices={counts[0]}")
     raise UserError(f"{key}={num_envs} does not split over {devices} devices (it is the total over all of them); "
-                    f"use {key}={nearest}, or run.devices={counts[0]}")
+                    f"use {' or '.join(options)}")
 
 
 def default_env_axes(state: Any) -> Any:

@@ -62,6 +62,18 @@ def sizes_from_dict(config: Config, sizes: dict[str, Any]) -> Any:
     return algorithm(config.algo).sizes_type(**sizes)
 
 
+def _valid_num_envs(config: Config, num_envs: int) -> bool:
+    """Whether `config` with this many environments passes its algorithm's rules."""
+    from rlfit.algos.registry import config_module
+    from rlfit.errors import UserError
+
+    try:
+        config_module(config.algo).check(config.replace(**{config.algo: {"num_envs": num_envs}}))
+    except UserError:
+        return False
+    return True
+
+
 def iterations_to_total(config: Config, per_iteration: int, done: tuple[int, int] = (0, 0)) -> int:
     """Iterations needed to reach `run.num_timesteps` when `done` = (iterations, env steps) are behind us."""
     iterations, env_steps = done
@@ -85,7 +97,7 @@ def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
     device = jax.local_devices()[0]
     if devices is None:
         devices = device_count(config.run.devices, len(jax.local_devices()), jax.default_backend())
-    check_divisible(sizes.num_envs, devices, f"{config.algo}.num_envs")
+    check_divisible(sizes.num_envs, devices, f"{config.algo}.num_envs", lambda n: _valid_num_envs(config, n))
     per_iteration = sizes.steps_per_iteration * config.env.action_repeat
     return Plan(
         sizes=sizes,

@@ -128,3 +128,26 @@ def test_bf16_is_accepted_where_supported():
     check_precision("bf16", device("NVIDIA A100-SXM4-40GB", "8.0"))
     check_precision("bf16", device("NVIDIA GeForce RTX 4070", "8.9"))
     check_precision("bf16", CPU)
+
+
+def test_several_gpus_are_planned_per_device_and_multiplied(config):
+    budget = stated_budget(int(12 * GIB / 0.75), "gpu", CPU)
+    one = memory_plan_from_model(config, model(), budget)
+    four = memory_plan_from_model(config, model(), budget, devices=4)
+    # each device holds num_envs / 4 environments beside its own copy of the parameters (the intercept)
+    assert four.chosen.sizes.num_envs == 4 * one.chosen.sizes.num_envs
+    per_device = 50e6 + four.chosen.sizes.num_envs / 4 * 2e6
+    assert four.chosen.estimate_bytes == pytest.approx(per_device, rel=1e-9)
+    assert four.to_dict()["devices"] == 4 and any("split over 4 devices" in r for r in four.reasons)
+    check_batch_divisibility(four.chosen.sizes.num_envs, four.chosen.sizes.batch_size,
+                             four.chosen.sizes.num_minibatches)
+
+
+def test_cpu_devices_share_one_budget_and_totals_that_do_not_split_never_fit(config):
+    budget = stated_budget(int(1 * GIB / 0.75), "cpu", CPU)
+    one = memory_plan_from_model(config, model(), budget, cpu_cores=64)
+    two = memory_plan_from_model(config, model(), budget, cpu_cores=64, devices=2)
+    assert two.chosen.predicted_bytes <= budget.budget_bytes // 2
+    assert two.chosen.sizes.num_envs <= 2 * one.chosen.sizes.num_envs
+    three = memory_plan_from_model(config, model(), stated_budget(int(80 * GIB / 0.75), "gpu", CPU), devices=3)
+    assert all(not c.fits for c in three.candidates if c.sizes.num_envs % 3)

@@ -22,9 +22,12 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.hardware.checks import CheckResult, run_checks
     from rlfit.hardware.probe import probe_device
 
+    from rlfit.hardware.probe import jax_devices
+
     device = probe_device()
+    devices = jax_devices()
     if not args.json:
-        for line in describe(device):
+        for line in describe(device) + describe_devices(devices):
             print(line)
 
     def show(result: CheckResult) -> None:
@@ -38,12 +41,23 @@ def run(args: argparse.Namespace) -> int:
             print(f"checks, {where}:", flush=True)
         checks = run_checks(device, show)
     if args.json:
-        out = {"device": device.to_dict()}
+        out = {"device": device.to_dict(), "jax_devices": devices}
         if args.full:
             out["checks"] = [c.to_dict() for c in checks]
             out["passed"] = all(c.passed for c in checks)
         print(json.dumps(out, indent=2))
     return EXIT_CHECK_FAILED if any(not c.passed for c in checks) else 0
+
+
+def describe_devices(devices: list[dict]) -> list[str]:
+    """One line per device JAX computes on (a run uses them all by default: run.devices=auto)."""
+    from rlfit.planning.units import format_bytes
+
+    lines = [f"jax devices  {len(devices)} (a run splits its environments over all of them; run.devices=N for fewer)"]
+    for d in devices:
+        memory = f", {format_bytes(d['memory_bytes'])} usable" if d["memory_bytes"] else ""
+        lines.append(f"  {d['platform']}:{d['id']}  {d['kind']} (process {d['process']}){memory}")
+    return lines
 
 
 def describe(device) -> list[str]:

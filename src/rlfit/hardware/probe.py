@@ -149,6 +149,22 @@ def probe_jax() -> Accelerator | None:
     )
 
 
+def jax_devices() -> list[dict[str, Any]]:
+    """Every device JAX computes on, in every process (id, process, kind, memory JAX may use where it says)."""
+    import jax
+
+    def memory(device: Any) -> int | None:
+        try:
+            limit = (device.memory_stats() or {}).get("bytes_limit")
+        except Exception:  # noqa: BLE001 - a device of another process, or a backend without statistics
+            return None
+        return int(limit) if limit else None
+
+    return [{"id": int(d.id), "process": int(d.process_index), "kind": getattr(d, "device_kind", d.platform),
+             "platform": d.platform, "memory_bytes": memory(d) if d.process_index == jax.process_index() else None}
+            for d in jax.devices()]
+
+
 def peak_bytes_in_use(device: Any = None) -> int | None:
     """The most memory JAX's allocator has held so far in this process on `device` (default: the first;
     `memory_stats()`'s `peak_bytes_in_use`); None where the backend keeps no statistics (the CPU)."""

@@ -71,9 +71,11 @@ class MemoryPlan:
     """One line for when `chosen` is None."""
     config: Config | None = None
     """The config planned: the one given, with `network.encoder=auto` resolved where the planner chose it."""
+    devices: int = 1
+    """Devices the run is split over; every byte figure is per device (`memory_plan_from_model`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.budget.device, "target_backend": self.budget.target_backend,
+        return {"device": self.budget.device, "target_backend": self.budget.target_backend, "devices": self.devices,
                 "budget_bytes": self.budget.budget_bytes, "margin": self.margin,
                 "candidates": [c.to_dict() for c in self.candidates], "requested": self.requested.to_dict(),
                 "chosen": self.chosen.to_dict() if self.chosen else None, "reasons": list(self.reasons),
@@ -90,10 +92,14 @@ def predict(model: MemoryModel, sizes: Any, transitions: int, margin: float, bud
 
 
 def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
-                           cpu_cores: int | None = None) -> MemoryPlan:
+                           cpu_cores: int | None = None, devices: int = 1) -> MemoryPlan:
     """The candidates, their predictions and the choice for a fitted model and a budget (compiles nothing).
 
-    `cpu_cores` (default: this process's) sets the cap on environments when the target is a CPU.
+    `cpu_cores` (default: this process's) sets the cap on environments when the target is a CPU. Over `devices`
+    (`rlfit.mesh`) the sizes stay totals and are judged per device: one device runs num_envs / devices
+    environments and stores 1 / devices of the transitions beside a whole copy of the parameters (the model's
+    intercept), against one device's budget (a CPU's devices share one budget); a total that does not split
+    evenly does not fit.
     """
     from rlfit.algos.registry import algorithm
 
@@ -101,9 +107,13 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     margin, margin_reason = margin_for(model.backend, budget.target_backend)
     cores = cpu_cores or usable_cores()
     cap = cpu_max_num_envs(cores) if budget.target_backend == "cpu" else None
+    shared = budget.target_backend == "cpu" and devices > 1
+    device_budget = budget.budget_bytes // devices if shared else budget.budget_bytes
 
     def judge(sizes: Any) -> Candidate:
-        return predict(model, sizes, rules.stored_transitions(sizes), margin, budget.budget_bytes)
+        one_device = sizes._replace(num_envs=max(1, sizes.num_envs // devices))
+        candidate = predict(model, one_device, rules.stored_transitions(sizes) // devices, margin, device_budget)
+        return dataclasses.replace(candidate, sizes=sizes, fits=candidate.fits and sizes.num_envs % devices == 0)
 
     requested = judge(config_sizes(config))
     choice = rules.choose(config, judge, cap)
@@ -111,25 +121,32 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     reasons.append(f"the config's sizes are predicted at {format_bytes(requested.predicted_bytes)}: "
                    f"{'fits' if requested.fits else 'does not fit'}")
     reasons += choice.reasons
-    reasons.append("the evaluation program runs apart and is not included; the trainer uses one device")
+    if devices > 1:
+        reasons.append(f"split over {devices} devices: each runs num_envs / {devices} environments beside a copy of "
+                       f"the parameters; bytes are per device"
+                       + (f", against 1/{devices} of the CPU's budget" if shared else ""))
+    reasons.append("the evaluation program runs apart and is not included"
+                   + ("; the trainer uses one device" if devices == 1 else ""))
     smallest = choice.smallest
     described = " ".join(f"{c}={getattr(smallest.sizes, c)}" for c in rules.columns)
     nothing_fits = (f"no configuration fits the budget of {format_bytes(budget.budget_bytes)}: even {described} "
                     f"is predicted at {format_bytes(smallest.predicted_bytes)}; {choice.fix}")
     return MemoryPlan(budget, margin, model, choice.candidates, requested, choice.chosen, tuple(reasons),
-                      rules.columns, nothing_fits)
+                      rules.columns, nothing_fits, devices=devices)
 
 
 def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
                 env: Any = None, device: DeviceInfo | None = None,
-                models: dict[str, MemoryModel] | None = None) -> MemoryPlan:
+                models: dict[str, MemoryModel] | None = None, devices: int | None = None) -> MemoryPlan:
     """Probes the device (unless given), fits the memory model (compiles, unless `models` holds it) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
     is the backend that device computes on (default: this process's). `models` caches fitted models by the
     planned config's `network.encoder` across calls (one fit serves every device size). With pixel
     observations and `network.encoder=auto` on an accelerator, R3D-18 is planned first and kept where some
-    configuration of it fits; else the CPU's encoder for the frames (`encoder_candidates`).
+    configuration of it fits; else the CPU's encoder for the frames (`encoder_candidates`). `devices` (default:
+    `run.devices` on this process; a stated `device_memory` may name more devices than this machine has) is how
+    many devices of that size the run is split over.
     """
     from rlfit.hardware.probe import probe_device
 
@@ -139,6 +156,8 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         budget = local_budget(local)
     else:
         budget = stated_budget(parse_size(device_memory), target_backend or local.jax_backend, local)
+    if devices is None:
+        devices = planned_device_count(config.run.devices, stated=device_memory is not None)
     models = {} if models is None else models
     candidates = encoder_candidates(config, budget.target_backend)
     tried: list[MemoryPlan] = []
@@ -147,7 +166,8 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         key = planned_config.network.encoder
         if key not in models:
             models[key] = fit_memory_model(planned_config, env)
-        tried.append(dataclasses.replace(memory_plan_from_model(planned_config, models[key], budget),
+        tried.append(dataclasses.replace(memory_plan_from_model(planned_config, models[key], budget,
+                                                                devices=devices),
                                          config=planned_config))
         if tried[-1].chosen is not None:
             break
@@ -165,6 +185,18 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
                   f"budget of {format_bytes(budget.budget_bytes)} in any configuration (its smallest is predicted "
                   f"at {format_bytes(smallest)}); planned {planned.config.network.encoder} instead")
     return dataclasses.replace(planned, reasons=(reason,) + planned.reasons)
+
+
+def planned_device_count(requested: str, stated: bool) -> int:
+    """Devices to plan for: `run.devices` (auto: this process's); more than this machine has only for a stated
+    device (`--device-memory`: planning for another machine)."""
+    import jax
+
+    from rlfit.mesh import device_count, parse_devices
+
+    if stated and parse_devices(requested) is not None:
+        return parse_devices(requested)
+    return device_count(requested, len(jax.local_devices()), jax.default_backend())
 
 
 def encoder_candidates(config: Config, target_backend: str) -> tuple[str | None, ...]:

@@ -1,0 +1,65 @@
+"""Runs in its own interpreter with XLA_FLAGS=--xla_force_host_platform_device_count=4 (a test cannot change the
+device count of the test process): trains the toy environment on 1, 2 and 4 CPU devices and writes what
+tests/test_mesh.py checks into OUT (parameters as .npz, summaries and shardings as JSON).
+
+    python tests/multi_device_worker.py OUT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import rlfit
+from rlfit.resume import resume
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+
+PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0", "run.save_interval=2"]
+"""5 iterations of 2560 env steps, 32 environments."""
+SAC = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("ppo.")] + [
+    "algo=sac", "sac.num_envs=16", "sac.batch_size=32", "sac.min_replay_size=64", "sac.max_replay_size=2048",
+    "run.num_timesteps=3000", "run.eval_every=0"]
+
+
+def save(out: Path, name: str, result) -> None:
+    leaves = jax.tree.leaves(jax.device_get(result.state.params))
+    np.savez(out / f"{name}.npz", *leaves)
+    env_leaf = jax.tree.leaves(result.state.env_state)[0]
+    spec = getattr(env_leaf.sharding, "spec", None)
+    record = {"summary": result.summary, "env_state_spec": [str(p) for p in spec] if spec is not None else None,
+              "env_state_devices": len(env_leaf.sharding.device_set)}
+    if getattr(result.state, "replay", None) is not None:
+        reward = result.state.replay.reward
+        record["replay_reward_spec"] = [str(p) for p in getattr(reward.sharding, "spec", ())]
+        record["replay_reward_shard_shape"] = list(reward.addressable_shards[0].data.shape)
+    (out / f"{name}.json").write_text(json.dumps(record, default=str))
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    assert len(jax.devices()) == 4, jax.devices()
+    for devices in (1, 2, 4):
+        save(out, f"ppo-{devices}", rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, f"run.devices={devices}"],
+                                                run_dir=out / f"ppo-{devices}", quiet=True))
+    for devices in (1, 2):
+        save(out, f"sac-{devices}", rlfit.train(TOY_ENV, "smoke", overrides=[*SAC, f"run.devices={devices}"],
+                                                run_dir=out / f"sac-{devices}", quiet=True))
+    # The same run split into sessions: 2 iterations on 1 device, then 2 on 2 devices, then 1 on 1 device.
+    split = out / "ppo-1-2-1"
+    rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, "run.devices=1", "run.num_timesteps=5120"], run_dir=split,
+                quiet=True)
+    resume(split, iterations=4, overrides={"run": {"devices": "2"}})
+    save(out, "ppo-1-2-1", resume(split, iterations=5, overrides={"run": {"devices": "1"}}))
+    # Split on 2 devices both times: bit-identical to the straight 2-device run.
+    same = out / "ppo-2-2"
+    rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, "run.devices=2", "run.num_timesteps=5120"], run_dir=same,
+                quiet=True)
+    save(out, "ppo-2-2", resume(same, iterations=5))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
