@@ -55,9 +55,13 @@ def train(
 def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
                  live: bool | None = None) -> RunResult:
     """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
+    from rlfit.distributed import is_writer
+
     check_wandb_available(config)
     configure_jax(plan.precision)
     path = Path(run_dir) if run_dir else default_run_path(config.env.name)
+    if not is_writer():  # another process of a distributed run: process 0 writes the run directory
+        return execute(Trainer.build(config, plan), RunDir(path), quiet=True)
     check_new_run_dir(path)
     trainer = Trainer.build(config, plan)
     directory, lock = create_run_dir(path, config)
@@ -73,17 +77,23 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
     The caller holds the directory's lock. A file of the run that cannot be written stops the run in one line
     (exit code 4), the checkpoints written before it intact.
     """
+    from rlfit.distributed import is_writer
+
     plan = trainer.plan
     start = progress.iteration if progress else 0
+    writer = is_writer()  # with jax.distributed, the other processes write nothing
+    quiet = quiet or not writer
     console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
                                              start_iteration=start, live=live)
     try:
-        files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)]
-        wandb_sink = open_wandb_sink(trainer.config, directory, warn=console.message if console else None)
+        files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)] if writer \
+            else []
+        wandb_sink = open_wandb_sink(trainer.config, directory, warn=console.message if console else None) \
+            if writer else None
         files += [wandb_sink] if wandb_sink else []
         sinks = Sinks(files + ([console] if console else []))
         checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
-                                    sync_metrics=sinks.sync)
+                                    sync_metrics=sinks.sync, writer=writer)
         sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
         try:
             if sampler is not None:

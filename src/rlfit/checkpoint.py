@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from rlfit.atomic_files import swap_into_place, write_synced
+from rlfit.distributed import host_copy
 
 STATE_DIR = "state"
 META_FILE = "meta.json"
@@ -88,8 +89,6 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
 
     Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
     """
-    import orbax.checkpoint as ocp
-
     leaves, trimmed = fetch_leaves(state, stored_rows or [], drop_trimmed)
     meta = CheckpointMeta(checksum=leaves_checksum(leaves), trimmed=trimmed, **meta_fields)
     final = step_dir(directory, meta.iteration)
@@ -98,7 +97,7 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir()
-        ocp.PyTreeCheckpointer().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(leaves)})
+        this_process_only().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(leaves)})
         for name, data in (extra_files or {}).items():
             write_synced(tmp / name, data)
         write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
@@ -114,12 +113,10 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
 
     Raises CorruptCheckpoint when it is incomplete, does not fit `like`, or fails its checksum.
     """
-    import orbax.checkpoint as ocp
-
     path = step_dir(directory, iteration)
     try:
         meta = CheckpointMeta(**json.loads((path / META_FILE).read_text()))
-        restored = ocp.PyTreeCheckpointer().restore((path / STATE_DIR).absolute())
+        restored = this_process_only().restore((path / STATE_DIR).absolute())
     except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
         raise CorruptCheckpoint(f"checkpoint {path} is corrupt or incomplete: it cannot be read "
                                 f"({type(error).__name__}: {error})") from None
@@ -144,6 +141,15 @@ def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, Ch
                                      f"{leaf.shape} {leaf.dtype} where the run needs {tuple(expected.shape)} "
                                      f"{expected.dtype})")
     return jax.tree.unflatten(treedef, [jax.numpy.asarray(leaf) for leaf in leaves]), meta
+
+
+def this_process_only() -> Any:
+    """Orbax's PyTree checkpointer for host arrays written and read by this process alone: in a run over several
+    processes only process 0 writes (`rlfit.distributed`), so Orbax must not wait for the others."""
+    import orbax.checkpoint as ocp
+
+    alone = ocp.options.MultiprocessingOptions(primary_host=jax.process_index(), active_processes={jax.process_index()})
+    return ocp.Checkpointer(ocp.PyTreeCheckpointHandler(multiprocessing_options=alone), multiprocessing_options=alone)
 
 
 def read_meta(directory: Path, iteration: int) -> CheckpointMeta | None:
@@ -183,6 +189,7 @@ def fetch_leaves(state: Any, stored_rows: list[int | None], drop_trimmed: bool =
     (or whatever they hold, with `drop_trimmed`), and the record of the cuts (`CheckpointMeta.trimmed`).
 
     A leaf is cut where it lives (on the device) before it is copied, so the rows left out are never fetched.
+    Over several processes this is a collective (`rlfit.distributed.host_copy`): every process calls it.
     """
     leaves, trimmed = [], {}
     for index, leaf in enumerate(jax.tree.leaves(state)):
@@ -193,11 +200,11 @@ def fetch_leaves(state: Any, stored_rows: list[int | None], drop_trimmed: bool =
                 trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": 0, "dropped": True}
                 leaf = leaf[:rows]
             elif np.size(tail):
-                fill = np.asarray(jax.device_get(tail.reshape(-1)[0])).item()
+                fill = host_copy(tail.reshape(-1)[0]).item()
                 if bool(jax.numpy.all(tail == fill)):
                     trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": fill}
                     leaf = leaf[:rows]
-        leaves.append(np.asarray(jax.device_get(leaf)))
+        leaves.append(host_copy(leaf))
     return leaves, trimmed
 
 

@@ -10,7 +10,10 @@ import dataclasses
 import sys
 from typing import Any
 
-from rlfit.checkpoint import list_steps, prune, save_checkpoint
+import jax
+
+from rlfit.checkpoint import fetch_leaves, list_steps, prune, save_checkpoint
+from rlfit.distributed import from_writer, host_copy
 from rlfit.errors import UserError
 from rlfit.rundir import RunDir
 from rlfit.run_metrics import METRICS_COPY, metrics_copy
@@ -26,19 +29,25 @@ class SaveFailed(UserError):
 
 
 class Checkpointer:
-    """Saves a run's checkpoints; `sync_metrics` forces the metrics to disk before each save (its copy is whole)."""
+    """Saves a run's checkpoints; `sync_metrics` forces the metrics to disk before each save (its copy is whole).
 
-    def __init__(self, trainer: Any, run_dir: RunDir, warn=None, sync_metrics=None):
+    In a run over several processes every process's Checkpointer takes part in gathering the arrays, and only
+    the `writer`'s (process 0's) writes them."""
+
+    def __init__(self, trainer: Any, run_dir: RunDir, warn=None, sync_metrics=None, writer: bool = True):
         self.trainer = trainer
         self.run_dir = run_dir
         self.sync_metrics = sync_metrics or (lambda: None)
         self.run_config = trainer.config.run
         self.warn = warn or (lambda text: print(text, file=sys.stderr, flush=True))
         self.last_saved: int | None = None
+        self.writer = writer
 
     def latest_step(self) -> int | None:
-        steps = list_steps(self.run_dir.checkpoints)
-        return steps[-1] if steps else None
+        """The newest checkpoint's iteration (the writer's, on every process of a distributed run)."""
+        steps = list_steps(self.run_dir.checkpoints) if self.writer else []
+        latest = from_writer(steps[-1] if steps else -1)
+        return None if latest < 0 else latest
 
     def after_iteration(self, state: Any, progress: Any, final: bool) -> None:
         if final or progress.iteration % self.run_config.save_interval == 0:
@@ -57,16 +66,23 @@ class Checkpointer:
             "versions": package_versions(),
         }
         try:
-            self.sync_metrics()
-            extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
             learner = self.trainer.learner
             rows = learner.stored_rows(state) if learner.stored_rows is not None else None
             drop = rows is not None and not self.run_config.checkpoint_replay
             if drop:  # the stored experience (a replay buffer) is left out: resume collects it again
                 rows = [None if r is None else 0 for r in rows]
+            # Host copies, made on every process: nothing below computes on arrays (a computation on arrays
+            # over several processes would wait for the processes that do not write).
+            acting = jax.tree.map(host_copy, learner.acting(state))
+            if not self.writer:  # gathers this process's shards for the writer
+                fetch_leaves(state, rows or [], drop)
+                self.last_saved = progress.iteration
+                return
+            self.sync_metrics()
+            extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
             path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop)
-            self._save_policy(state, path / "policy")
-            self._save_policy(state, self.run_dir.policy)
+            self._save_policy(acting, path / "policy")
+            self._save_policy(acting, self.run_dir.policy)
         except OSError as error:
             message = (f"cannot write checkpoint for iteration {progress.iteration} in {self.run_dir.checkpoints}: "
                        f"{error.strerror or error}; earlier checkpoints are intact")
@@ -78,10 +94,11 @@ class Checkpointer:
         self.last_saved = progress.iteration
         prune(self.run_dir.checkpoints, self.run_config.keep_checkpoints)
 
-    def _save_policy(self, state: Any, directory) -> None:
+    def _save_policy(self, acting: Any, directory) -> None:
+        """Writes the deployable policy from `acting` = (policy params, observation statistics) on the host."""
         from rlfit.policy_io import save_policy
 
         t = self.trainer
-        policy_params, stats = t.learner.acting(state)
+        policy_params, stats = acting
         save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_size,
                     t.config.env.name, t.plan.precision, t.config.algo)

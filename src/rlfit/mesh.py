@@ -74,14 +74,14 @@ def default_env_axes(state: Any) -> Any:
 
 
 class DeviceLayout:
-    """A run's mesh of `count` local devices and the shardings of its state on it."""
+    """A run's mesh of `count` devices (of every process, with `jax.distributed`) and its state's shardings."""
 
     def __init__(self, count: int):
         import jax
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         self.count = count
-        self.mesh = Mesh(np.array(jax.local_devices()[:count]), (AXIS,))
+        self.mesh = Mesh(np.array(jax.devices()[:count]), (AXIS,))
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self._split = [NamedSharding(self.mesh, PartitionSpec(*([None] * axis), AXIS)) for axis in range(8)]
 
@@ -89,6 +89,12 @@ class DeviceLayout:
     def parallel(self) -> bool:
         """More than one device: arrays carry shardings."""
         return self.count > 1
+
+    def local_devices(self) -> list[Any]:
+        """The mesh's devices that belong to this process."""
+        import jax
+
+        return [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
 
     def shardings(self, abstract_state: Any, env_axes: Any) -> Any:
         """The sharding of each leaf of `abstract_state` (shapes), split along its entry in `env_axes`."""
@@ -110,6 +116,6 @@ class DeviceLayout:
     def describe(self) -> dict[str, Any]:
         """What plan.json and summary.json record of the mesh."""
         devices = list(self.mesh.devices.flat)
-        return {"axis": AXIS, "devices": self.count,
+        return {"axis": AXIS, "devices": self.count, "processes": len({d.process_index for d in devices}),
                 "kinds": sorted({getattr(d, "device_kind", d.platform) for d in devices}),
                 "ids": [int(d.id) for d in devices]}

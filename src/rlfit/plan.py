@@ -85,7 +85,7 @@ def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
     """The plan for `config` on this process's JAX devices, with `sizes` (default: the config's).
 
     `done` = (iterations, env steps) already trained (when resuming); the plan runs to `run.num_timesteps`.
-    `devices` (default: from `run.devices`) is how many local devices the run is split over; raises UserError
+    `devices` (default: from `run.devices`) is how many devices (of every process) the run is split over; raises UserError
     when `num_envs` does not split evenly over them.
     """
     import jax
@@ -94,9 +94,9 @@ def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
     from rlfit.mesh import check_divisible, device_count
 
     sizes = sizes or config_sizes(config)
-    device = jax.local_devices()[0]
+    device = jax.devices()[0]
     if devices is None:
-        devices = device_count(config.run.devices, len(jax.local_devices()), jax.default_backend())
+        devices = device_count(config.run.devices, len(jax.devices()), jax.default_backend())
     check_divisible(sizes.num_envs, devices, f"{config.algo}.num_envs", lambda n: _valid_num_envs(config, n))
     per_iteration = sizes.steps_per_iteration * config.env.action_repeat
     return Plan(

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.distributed import any_process, is_writer, process_count
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.rundir import RunDir, write_json
 from rlfit.sinks import Sinks
@@ -138,7 +139,8 @@ class Runner:
         self._slowest_save_s = 0.0
         state = state if state is not None else self._fresh_state(progress)
         self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
-        start = (jax.device_get(state), dataclasses.replace(progress, events=list(progress.events)))
+        start = (jax.device_get(state) if process_count() == 1 else None,  # no back-off over several processes
+                 dataclasses.replace(progress, events=list(progress.events)))
         if self.checkpointer is not None and self.checkpointer.latest_step() is None:
             self._timed_save(lambda: self.checkpointer.save(state, progress))  # before compiling: a kill at any
             # instant leaves a resumable run
@@ -151,6 +153,12 @@ class Runner:
 
                 if not is_out_of_memory(error):
                     raise
+                if process_count() > 1:
+                    from rlfit.planning.backoff import OutOfMemory
+
+                    raise OutOfMemory(f"out of device memory at {self.trainer.config.algo}.num_envs="
+                                      f"{self.trainer.plan.sizes.num_envs} in a run over {process_count()} processes, "
+                                      "which does not back off; lower num_envs or use --num-envs auto") from None
                 state, progress = self._back_off(error, start)
                 save_first = self.checkpointer is not None  # the environments changed size
 
@@ -192,13 +200,17 @@ class Runner:
                 self._timed_save(lambda: self.checkpointer.after_iteration(state, progress, final=last))
             stop_reason = stop_reason or rules.before_next(time.perf_counter() - self._session_started,
                                                            slowest_step_s + self._slowest_save_s)
+            signalled = self.stop_flag is not None and self.stop_flag.requested
+            if process_count() > 1 and not last and any_process(stop_reason is not None or signalled) \
+                    and stop_reason is None and not signalled:
+                stop_reason = "a stop on another process"  # every process stops after the same iteration
             if stop_reason is not None and not last:
                 if self.checkpointer is not None:
                     self.checkpointer.save(state, progress)
                 self._say(f"rlfit: stopped by {stop_reason} at iteration {progress.iteration}")
                 summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, stop_reason)
                 return RunResult(state, progress, summary, self.run_dir)
-            if self.stop_flag is not None and self.stop_flag.requested and not last:
+            if signalled and not last:
                 if self.checkpointer is not None:
                     self.checkpointer.save(state, progress)
                 stopped_by = self.stop_flag.signal_name
@@ -212,7 +224,8 @@ class Runner:
         """Writes summary.json for the session so far (at the end, or when a signal stops the run)."""
         summary = self._summary(state, progress, compiled, time.perf_counter() - started, session_steps, eval_s,
                                 stopped_by)
-        write_json(self.run_dir.summary, summary)
+        if is_writer():
+            write_json(self.run_dir.summary, summary)
         return summary
 
     def _timed_save(self, save: Any) -> None:
@@ -319,7 +332,7 @@ class Runner:
     def _summary(self, state: Any, progress: Progress, compiled: Compiled, train_wall_s: float,
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         plan = self.trainer.plan
-        peaks = [peak for peak in map(peak_bytes_in_use, self.trainer.layout.mesh.devices.flat) if peak is not None]
+        peaks = [peak for peak in map(peak_bytes_in_use, self.trainer.layout.local_devices()) if peak is not None]
         return {
             "env": self.trainer.config.env.name,
             "final_eval_reward": progress.last_eval_reward,

@@ -35,7 +35,33 @@ def register(subparsers) -> None:
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue RUN_DIR instead of starting a new run (refused if the settings differ)")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags that join this process to a run over several processes or machines (`rlfit.distributed`)."""
+    group = parser.add_argument_group("several machines (jax.distributed)")
+    group.add_argument("--distributed", action="store_true",
+                       help="this process is one of several training one run (under SLURM or Open MPI JAX finds "
+                            "the others; else give the three flags below)")
+    group.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same for every process")
+    group.add_argument("--num-processes", type=int, metavar="N", help="how many processes train the run")
+    group.add_argument("--process-id", type=int, metavar="I", help="this process's number, 0 to N-1 (0 writes)")
+
+
+def join_if_distributed(args: argparse.Namespace) -> None:
+    """Joins the distributed run when --distributed is given (before anything uses JAX)."""
+    given = [args.coordinator, args.num_processes, args.process_id]
+    if not args.distributed:
+        if any(value is not None for value in given):
+            from rlfit.errors import UserError
+
+            raise UserError("--coordinator, --num-processes and --process-id need --distributed")
+        return
+    from rlfit.distributed import initialize
+
+    initialize(*given)
 
 
 def chosen_algo(args: argparse.Namespace) -> str:
@@ -80,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.api import train
     from rlfit.planning.units import parse_size
 
+    join_if_distributed(args)
     if args.resume:
         return resume_as_train(args)
     device_memory = parse_size(args.device_memory) if args.device_memory is not None else None

@@ -196,7 +196,7 @@ def planned_device_count(requested: str, stated: bool) -> int:
 
     if stated and parse_devices(requested) is not None:
         return parse_devices(requested)
-    return device_count(requested, len(jax.local_devices()), jax.default_backend())
+    return device_count(requested, len(jax.devices()), jax.default_backend())
 
 
 def encoder_candidates(config: Config, target_backend: str) -> tuple[str | None, ...]:
