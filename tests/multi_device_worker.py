@@ -39,9 +39,27 @@ def save(out: Path, name: str, result) -> None:
     (out / f"{name}.json").write_text(json.dumps(record, default=str))
 
 
+def step_bytes(overrides: list[str]) -> dict[int, dict[str, int]]:
+    """XLA's per-device memory analysis of the compiled step on 1 and 2 devices (compiled, not run)."""
+    from rlfit.config import resolve
+    from rlfit.plan import make_plan
+    from rlfit.trainer import Trainer
+
+    sizes = {}
+    for devices in (1, 2):
+        config = resolve(TOY_ENV, "smoke", overrides=[*overrides, f"run.devices={devices}"])
+        analysis = Trainer.build(config, make_plan(config)).compile_iteration().memory_analysis()
+        sizes[devices] = {"temp": int(analysis.temp_size_in_bytes), "arguments": int(analysis.argument_size_in_bytes)}
+    return sizes
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     assert len(jax.devices()) == 4, jax.devices()
+    larger = ["ppo.num_envs=256", "ppo.batch_size=256", "ppo.num_minibatches=4"]
+    (out / "step_bytes.json").write_text(json.dumps({
+        "ppo": step_bytes([*PPO, *larger]),
+        "sac": step_bytes([*SAC, "sac.num_envs=64", "sac.max_replay_size=65536", "sac.batch_size=256"])}))
     for devices in (1, 2, 4):
         save(out, f"ppo-{devices}", rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, f"run.devices={devices}"],
                                                 run_dir=out / f"ppo-{devices}", quiet=True))

@@ -38,6 +38,8 @@ def runs(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-3000:]
 
     def load(name: str):
+        if name == "step_bytes":
+            return json.loads((out / "step_bytes.json").read_text())
         arrays = np.load(out / f"{name}.npz")
         return [arrays[key] for key in arrays.files], json.loads((out / f"{name}.json").read_text())
 
@@ -68,6 +70,17 @@ def test_sac_splits_its_replay_buffer_by_environment_and_learns_what_one_device_
     # [rows, num_envs] split along environments: each device stores its 8 environments' transitions
     assert record["replay_reward_spec"] == ["None", "envs"] and record["replay_reward_shard_shape"][1] == 8
     assert largest_difference(one, split) < TOLERANCE
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_each_device_holds_and_computes_its_share_not_everything(runs, algo):
+    """XLA's analysis of the compiled step: on 2 devices each holds about half the temporaries (the rollout,
+    the minibatches, the sampled batches) and SAC about half its state (the replay buffer dominates it; the toy
+    environment's own state is small beside PPO's replicated parameters), not a full copy."""
+    one, two = (runs("step_bytes")[algo][key] for key in ("1", "2"))
+    assert two["temp"] < 0.6 * one["temp"]
+    if algo == "sac":
+        assert two["arguments"] < 0.6 * one["arguments"]
 
 
 def test_a_run_resumes_on_another_number_of_devices_and_continues_correctly(runs):

@@ -64,6 +64,50 @@ def check_divisible(num_envs: int, devices: int, key: str, valid: Callable[[int]
                     f"use {' or '.join(options)}")
 
 
+def split_envs(tree: Any, axis: int) -> Any:
+    """Inside a step compiled over several devices (the trainer sets the mesh while compiling): `tree`'s leaves
+    kept split along `axis`, their environments (or sequences) axis, so the work on them is split too rather
+    than repeated on every device. Without a mesh (one device) `tree` unchanged. Values are never changed."""
+    import jax
+    from jax.sharding import PartitionSpec
+
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or AXIS not in mesh.axis_names:
+        return tree
+    count = mesh.shape[AXIS]
+    spec = PartitionSpec(*([None] * axis), AXIS)
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, spec)
+                        if x.ndim > axis and x.shape[axis] % count == 0 else x, tree)
+
+
+def take_by_env(buffer: Any, rows: Any, envs: Any) -> Any:
+    """`buffer[rows, envs]` for a `buffer` [R, N, ...] stored per environment (axis 1) and index arrays of one
+    shape S: [*S, ...]. Inside a step compiled over several devices (`split_envs`) N is split, so each device
+    gathers the entries it holds, zeros elsewhere, and one sum over devices assembles them (the same values:
+    adding zeros), instead of the compiler collecting the whole buffer on every device."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec
+
+    def take(block: Any, rows_: Any, envs_: Any) -> Any:
+        return block.reshape((-1,) + block.shape[2:])[rows_ * block.shape[1] + envs_]
+
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or AXIS not in mesh.axis_names or buffer.shape[1] % mesh.shape[AXIS]:
+        return take(buffer, rows, envs)
+
+    def local(block: Any, rows_: Any, envs_: Any) -> Any:
+        first = jax.lax.axis_index(AXIS) * block.shape[1]
+        mine = (envs_ >= first) & (envs_ < first + block.shape[1])
+        values = take(block, rows_, jnp.clip(envs_ - first, 0, block.shape[1] - 1))
+        kept = jnp.where(mine.reshape(mine.shape + (1,) * (values.ndim - mine.ndim)), values, 0)
+        narrow = kept.dtype == jnp.bool_ or (jnp.issubdtype(kept.dtype, jnp.integer) and kept.dtype.itemsize < 4)
+        return jax.lax.psum(kept.astype(jnp.int32) if narrow else kept, AXIS).astype(kept.dtype)
+
+    return jax.shard_map(local, in_specs=(PartitionSpec(None, AXIS), PartitionSpec(), PartitionSpec()),
+                         out_specs=PartitionSpec())(buffer, rows, envs)
+
+
 def default_env_axes(state: Any) -> Any:
     """Per leaf of a training state, the axis that indexes environments: axis 0 of `state.env_state`'s leaves;
     every other leaf replicated (`REPLICATED`)."""
@@ -106,6 +150,14 @@ class DeviceLayout:
             return self._split[axis]
 
         return jax.tree.map(sharding, abstract_state, env_axes)
+
+    def compiling(self) -> Any:
+        """A context for tracing the step: the mesh set for `split_envs` over several devices, nothing on one."""
+        import contextlib
+
+        import jax
+
+        return jax.set_mesh(self.mesh) if self.parallel else contextlib.nullcontext()
 
     def place(self, tree: Any, shardings: Any) -> Any:
         """`tree` (host or device arrays) laid out as `shardings`; arrays already laid out so stay put."""

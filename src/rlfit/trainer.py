@@ -106,8 +106,9 @@ class Trainer:
         shardings = self.state_shardings()
         layout = {} if shardings is None else {"in_shardings": (shardings,),
                                                "out_shardings": (shardings, self.layout.replicated)}
-        return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
-                             donate_argnums=(0,), convolutions=self.convolutions, **layout)
+        with self.layout.compiling():
+            return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
+                                 donate_argnums=(0,), convolutions=self.convolutions, **layout)
 
     @property
     def convolutions(self) -> bool:

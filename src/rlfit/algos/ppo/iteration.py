@@ -15,6 +15,7 @@ import optax
 
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.vec_env import EnvState, VecEnv
+from rlfit.mesh import split_envs
 from rlfit.networks import Agent, AgentParams
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.algos.ppo.sizes import BatchSizes
@@ -121,11 +122,11 @@ def make_train_iteration(
         shuffle_key, entropy_key = jax.random.split(key)
         order = jax.random.permutation(shuffle_key, num_sequences)
         # [T, B, ...] -> shuffle sequences -> [M, T, batch_size, ...]
-        minibatches = jax.tree.map(
+        minibatches = split_envs(jax.tree.map(
             lambda x: jnp.swapaxes(
                 jnp.take(x, order, axis=1).reshape((x.shape[0], sizes.num_minibatches, sizes.batch_size) + x.shape[2:]),
                 0, 1),
-            data)
+            data), axis=2)  # over several devices, each computes its share of every minibatch
         entropy_keys = jax.random.split(entropy_key, sizes.num_minibatches)
         return jax.lax.scan(minibatch_update, carry, (minibatches, entropy_keys))
 
@@ -133,6 +134,7 @@ def make_train_iteration(
         key, collect_key, epochs_key = jax.random.split(state.key, 3)
         env_state, data = collect(env, agent, state.params.policy, state.normalizer, state.env_state,
                                   collect_key, sizes.unroll_length, num_unrolls)
+        data = split_envs(data, axis=1)  # [T, B, ...]: sequences stay on the device that collected them
         stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
         obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
         # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
@@ -140,7 +142,7 @@ def make_train_iteration(
         next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
         advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
                                           data.truncation, ppo.discounting, ppo.gae_lambda)
-        batch = LossBatch(obs, data.raw_action, data.log_prob, advantages, returns)
+        batch = split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns), axis=1)
         (params, opt_state, loss_scale), (terms, grad_norms, applied) = jax.lax.scan(
             lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state, state.loss_scale),
             jax.random.split(epochs_key, ppo.num_updates_per_batch))

@@ -53,6 +53,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlfit.mesh import take_by_env
+
 
 class StepBatch(NamedTuple):
     """What one policy step of N environments adds; leading axis [N] (none in `init_replay`'s example)."""
@@ -206,20 +208,20 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
     row = (oldest + stack_length(state) - 1 + index // num_envs) % rows
     env = index % num_envs
     next_row = (row + 1) % rows
-    slot = state.final_slot.reshape(-1)[row * num_envs + env]
+    slot = take_by_env(state.final_slot, row, env)
     truncated = slot >= 0
     safe_slot = jnp.maximum(slot, 0)
 
     def at(buffer, rows):
-        """buffer[rows, env], gathered from the buffer seen as [C * N, ...] (a reshape XLA need not copy)."""
-        return buffer.reshape((-1,) + buffer.shape[2:])[rows * num_envs + env]
+        """buffer[rows, env] (`rlfit.mesh.take_by_env`: where the environments are split over devices too)."""
+        return take_by_env(buffer, rows, env)
 
     def stack_at(buffer, rows_, frames):
         """[B, T, ...]: rows_ - T + 1 .. rows_ of each env, none older than the episode's first (episode_step)."""
         back = at(state.episode_step, rows_)
         wanted = frames - 1 - jnp.arange(frames)
         source = (rows_[:, None] - jnp.minimum(wanted[None, :], back[:, None])) % rows
-        return buffer.reshape((-1,) + buffer.shape[2:])[source * num_envs + env[:, None]]
+        return take_by_env(buffer, source, jnp.broadcast_to(env[:, None], source.shape))
 
     def gather(rows_):
         """The observations of rows_ [B], with frame stacks rebuilt."""
@@ -230,7 +232,7 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
 
     def next_obs(following, final):
         mask = truncated.reshape((batch_size,) + (1,) * (following.ndim - 1))
-        return jnp.where(mask, final[safe_slot, env], following)
+        return jnp.where(mask, take_by_env(final, safe_slot, env), following)
 
     return Batch(
         obs=gather(row),

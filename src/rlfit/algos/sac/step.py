@@ -27,6 +27,7 @@ from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, 
 from rlfit.envs.pixels import frame_stack_keys
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
 from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
+from rlfit.mesh import split_envs
 from rlfit.loss_scale import LossScale, all_finite, init_loss_scale, select
 
 
@@ -162,6 +163,7 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
         state, out = act_and_store(env, config, state._replace(key=key), action)
         batches = sample(state.replay, sample_key, num_updates * config.batch_size)
         batches = jax.tree.map(lambda x: x.reshape((num_updates, config.batch_size) + x.shape[1:]), batches)
+        batches = split_envs(batches, axis=1)  # over several devices, each computes its share of every update
         update_keys = jax.random.split(update_key, num_updates)
         state, (metrics, applied, skipped) = jax.lax.scan(one_update, state, (batches, update_keys))
         return state, (metrics, applied, skipped, out)
