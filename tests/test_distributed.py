@@ -23,11 +23,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_processes(run_dir, overrides, cwd) -> list[subprocess.Popen]:
+def start_processes(run_dir, overrides, cwd, command: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+    """Two processes of `rlfit train` (or `command`, e.g. `resume RUN_DIR`) joined through jax.distributed."""
     port = free_port()
     sets = [arg for o in overrides for arg in ("--set", o)]
-    return [subprocess.Popen([sys.executable, "-m", "rlfit", "train", TOY_ENV, "--preset", "smoke", *sets,
-                              "--run-dir", str(run_dir), "--quiet", "--distributed", "--coordinator",
+    command = command or ("train", TOY_ENV, "--preset", "smoke", *sets, "--run-dir", str(run_dir))
+    return [subprocess.Popen([sys.executable, "-m", "rlfit", *command, "--quiet", "--distributed", "--coordinator",
                               f"localhost:{port}", "--num-processes", "2", "--process-id", str(index)],
                              cwd=cwd, env=cli_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -52,7 +53,7 @@ def train_iterations(run_dir) -> list[int]:
             if "sps" in row]
 
 
-def test_two_processes_train_one_run_written_once_that_resumes_in_one_process(tmp_path, run_cli):
+def test_two_processes_train_one_run_written_once_that_resumes_on_two_processes_or_one(tmp_path, run_cli):
     run_dir = tmp_path / "run"
     results = finish(start_processes(run_dir, [*RUN, "run.num_timesteps=12800"], tmp_path))
     assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
@@ -68,11 +69,15 @@ def test_two_processes_train_one_run_written_once_that_resumes_in_one_process(tm
     assert done.returncode == 0, done.stderr
     reference = json.loads((single / "summary.json").read_text())
     assert summary["final_eval_reward"] == pytest.approx(reference["final_eval_reward"], rel=1e-4)
-    resumed = run_cli("resume", str(run_dir), "--iterations", "7", "--quiet")
+    results = finish(start_processes(run_dir, [], tmp_path, ("resume", str(run_dir), "--iterations", "7")))
+    assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["iterations"] == 7 and summary["devices"]["processes"] == 2
+    resumed = run_cli("resume", str(run_dir), "--iterations", "9", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["iterations"] == 7 and summary["devices"]["processes"] == 1
-    assert train_iterations(run_dir) == [1, 2, 3, 4, 5, 6, 7]
+    assert summary["iterations"] == 9 and summary["devices"]["processes"] == 1
+    assert train_iterations(run_dir) == list(range(1, 10))
 
 
 def test_sigterm_to_either_process_stops_both_after_the_same_iteration_with_a_checkpoint(tmp_path):

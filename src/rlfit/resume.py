@@ -11,6 +11,7 @@ iteration) starts again from the beginning with its saved config.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -81,10 +82,17 @@ def resume(path: str | Path, *, timesteps: int | None = None, iterations: int | 
     """Continues the run at `path` to a new total of `timesteps` env steps or `iterations` iterations."""
     if iterations is not None and timesteps is not None:
         raise UserError("give either --timesteps or --iterations, not both")
+    from rlfit.distributed import is_writer, process_count
+
     directory = open_run(path)
     request = Request(timesteps, iterations, requested, overrides)
-    with lock_run_dir(directory.path, "resume"):
+    # Over several processes (`rlfit resume --distributed`, the run directory on a file system all of them
+    # see) process 0 holds the lock and writes; the others read the same checkpoint.
+    with lock_run_dir(directory.path, "resume") if is_writer() else contextlib.nullcontext():
         record = read_newest_meta(directory)
+        if record is None and process_count() > 1:
+            raise UserError(f"{directory.path} has no checkpoint to resume over several processes; start it again "
+                            "with `rlfit train ... --distributed`")
         if record is None:
             return restart(directory, request, quiet, live)
         return continue_run(directory, record, request, quiet, live)
@@ -94,6 +102,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
                  live: bool | None) -> RunResult:
     """Resumes from the newest valid checkpoint, `record` being the newest readable record (lock held)."""
     from rlfit.api import execute
+    from rlfit.distributed import is_writer
     from rlfit.jax_setup import configure_jax
     from rlfit.planning.planner import check_device_precision
 
@@ -116,10 +125,10 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
                         f"give a larger total (`rlfit resume {directory.path} --iterations N` with N > {meta.iteration}, "
                         f"or --timesteps N with N > {meta.env_steps})")
     trainer = dataclasses.replace(trainer, config=config, plan=plan)
-    # From here on the run directory changes.
-    repair_metrics(directory, meta.iteration, warn)
-    write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
-    write_json(directory.plan, plan.to_dict())
+    if is_writer():  # from here on the run directory changes (process 0's alone over several processes)
+        repair_metrics(directory, meta.iteration, warn)
+        write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        write_json(directory.plan, plan.to_dict())
     return execute(trainer, directory, state, Progress.from_record(meta.progress), quiet=quiet, live=live)
 
 

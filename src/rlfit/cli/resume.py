@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rlfit.cli.train import add_distributed_arguments, join_if_distributed
 from rlfit.config import parse_override
 
 
@@ -18,6 +19,7 @@ def register(subparsers) -> None:
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="change run.eval_every, run.save_interval, run.keep_checkpoints, ...")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -39,6 +41,7 @@ def overrides_by_section(items: list[str]) -> dict[str, dict]:
 def run(args: argparse.Namespace) -> int:
     from rlfit.resume import resume
 
+    join_if_distributed(args)
     resume(args.run_dir, timesteps=args.timesteps, iterations=args.iterations,
            overrides=overrides_by_section(args.overrides), quiet=args.quiet)
     return 0
