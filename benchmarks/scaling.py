@@ -4,6 +4,7 @@ global sizes unchanged, and each device's share of the step's memory (XLA's anal
     .venv/bin/python benchmarks/scaling.py                         # CartpoleBalance quick on 1, 2, 4 forced CPU devices
     .venv/bin/python benchmarks/scaling.py --gpus                  # 1..N real GPUs of this machine
     .venv/bin/python benchmarks/scaling.py --reward-seeds 0 1 2    # also whole quick runs on 1 and 2 devices: final rewards
+    .venv/bin/python benchmarks/scaling.py --rewards-only --reward-seeds 0 1 2   # only those (timing-insensitive)
     .venv/bin/python benchmarks/scaling.py --quick                 # a check of the script
 
 On a CPU the devices are forced with XLA_FLAGS=--xla_force_host_platform_device_count=N: they share the same
@@ -97,6 +98,8 @@ def main() -> None:
     parser.add_argument("--gpus", action="store_true", help="this machine's GPUs instead of forced CPU devices")
     parser.add_argument("--reward-seeds", type=int, nargs="*", default=[],
                         help="also train whole runs with these seeds on 1 and 2 devices and record final rewards")
+    parser.add_argument("--rewards-only", action="store_true",
+                        help="only the whole runs of --reward-seeds (writes results/scaling_rewards.json)")
     parser.add_argument("--quick", action="store_true", help="small sizes, 1 timed iteration (a check only)")
     parser.add_argument("--child-devices", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -113,20 +116,19 @@ def main() -> None:
         counts = args.counts or list(range(1, len(jax.devices()) + 1))
     else:
         counts = args.counts or [1, 2, 4]
-    name = "scaling_gpu" if args.gpus else "scaling"
+    name = "scaling_rewards" if args.rewards_only else "scaling_gpu" if args.gpus else "scaling"
     record = start_record(name + ("_quick" if args.quick else ""))
     record.update({"env": args.env, "preset": args.preset, "overrides": args.set, "counts": counts,
                    "forced_cpu_devices": not args.gpus})
     rows = []
-    for devices in counts:
+    for devices in [] if args.rewards_only else counts:
         done = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--child-devices", str(devices)],
                               env=child_environment(args, devices), capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{devices} devices failed: {done.stderr[-3000:]}")
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    base = rows[0]["sps"] * 1.0 / rows[0]["devices"]
     for row in rows:
-        row["efficiency"] = round(row["sps"] / (row["devices"] * base), 3)
+        row["efficiency"] = round(row["sps"] / (row["devices"] * rows[0]["sps"] / rows[0]["devices"]), 3)
     record["rows"] = rows
     record["whole_runs"] = [whole_run(args, devices, seed) for seed in args.reward_seeds for devices in (1, 2)]
     finish_record(record)
