@@ -67,6 +67,48 @@ def cli_environment() -> dict[str, str]:
     return env
 
 
+def cli_in_process(capfd, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`rlfit args...` run by the CLI's `main` in this process, as `python -m rlfit` runs it, but without an
+    interpreter start (which, with its imports and first compiles, costs seconds per command); returns the same
+    CompletedProcess as a subprocess would. `capfd` (pytest's fixture) captures at the file descriptors, so
+    output written below Python (XLA, absl) is in stdout/stderr too; None (for a fixture wider than a test,
+    which cannot have capfd) captures what Python prints. Warnings print to stderr as a fresh interpreter's
+    defaults would (pytest would otherwise collect them). For signals, concurrent processes or a process's
+    limits, use a real subprocess."""
+    import contextlib
+    import io
+    import warnings
+
+    from rlfit.cli import main
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    out, err = io.StringIO(), io.StringIO()
+    if capfd is not None:
+        capfd.readouterr()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.chdir(cwd))
+        if capfd is None:
+            stack.enter_context(contextlib.redirect_stdout(out))
+            stack.enter_context(contextlib.redirect_stderr(err))
+        stack.enter_context(warnings.catch_warnings())
+        warnings.resetwarnings()  # a fresh interpreter's filters: these categories hidden, the rest shown once
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.filterwarnings("ignore", category=category)
+        warnings.showwarning = show
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors, as the interpreter would exit
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+            if not isinstance(exit_.code, int | None):
+                print(exit_.code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    stdout, stderr = capfd.readouterr() if capfd is not None else (out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(["rlfit", *args], code, stdout, stderr)
+
+
 @pytest.fixture
 def run_cli(tmp_path):
     """`run_cli(*args, cwd=tmp_path)` runs `python -m rlfit args...` as a user would; returns CompletedProcess."""

@@ -9,32 +9,43 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
-LIMIT_KB = 4_000_000  # JAX and rlfit start in ~1 GB of address space; 262144 envs need far more than 4 GB
+LIMIT_KB = 4_000_000  # JAX and rlfit start in ~1 GB of address space; 131072 envs need far more than 4 GB
+NUM_ENVS = 131072
+"""Its iteration allocates 5.0 GB (XLA's RESOURCE_EXHAUSTED, measured); here 65536 (2.5 GB beside JAX's ~1 GB) did
+not fit either and 32768 did: two halvings, each a compile (262144, which needs 10 GB, only added a third)."""
 
 
-def train_capped(tmp_path, run, *extra):
-    """`rlfit train` of 262144 toy environments with the address space capped; the finished process."""
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory) -> Path:
+    """One compile cache for this module's runs: both start by compiling the same program at NUM_ENVS."""
+    return tmp_path_factory.mktemp("oom-cache")
+
+
+def train_capped(cache, run, *extra):
+    """`rlfit train` of NUM_ENVS toy environments with the address space capped; the finished process."""
     args = ["train", "tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50",
-            "--set", "ppo.num_envs=262144", "--set", "ppo.batch_size=262144", "--set", "ppo.num_minibatches=1",
+            "--set", f"ppo.num_envs={NUM_ENVS}", "--set", f"ppo.batch_size={NUM_ENVS}", "--set", "ppo.num_minibatches=1",
             "--set", "ppo.unroll_length=16", "--set", "network.value_hidden=[64,64]", "--set", "run.num_eval_envs=8",
             "--timesteps", "1", "--run-dir", str(run), "--quiet", *extra]
     command = f"ulimit -v {LIMIT_KB}; exec {sys.executable} -m rlfit " + " ".join(f"'{a}'" for a in args)
-    env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(cache))
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=900)
 
 
-def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path):
+def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path, compile_cache):
     run = tmp_path / "run"
-    result = train_capped(tmp_path, run)
+    result = train_capped(compile_cache, run)
     assert result.returncode == 0, result.stderr[-3000:]
 
     summary = json.loads((run / "summary.json").read_text())
     events = summary["events"]
-    assert events, "262144 environments should not fit in 4 GB of address space"
+    assert events, f"{NUM_ENVS} environments should not fit in 4 GB of address space"
     assert all(e["event"] == "out_of_memory_backoff" and "RESOURCE_EXHAUSTED" in e["error"] for e in events)
     sizes = [e["from"]["num_envs"] for e in events] + [events[-1]["to"]["num_envs"]]
-    assert sizes == [262144 // 2**k for k in range(len(sizes))]  # halved each time
+    assert sizes == [NUM_ENVS // 2**k for k in range(len(sizes))]  # halved each time
     assert summary["sizes"]["num_envs"] == sizes[-1]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     logged = [{k: v for k, v in r.items() if k != "time"} for r in rows if r["kind"] == "event"]
@@ -44,12 +55,12 @@ def test_out_of_memory_backs_off_to_a_size_that_fits(tmp_path):
     assert plan["sizes"]["num_envs"] == sizes[-1] and "out of memory" in plan["reasons"][-1]
 
 
-def test_out_of_memory_without_backoff_stops_with_exit_code_5(tmp_path):
+def test_out_of_memory_without_backoff_stops_with_exit_code_5(tmp_path, compile_cache):
     run = tmp_path / "run"
-    result = train_capped(tmp_path, run, "--set", "run.oom_backoff=false")
+    result = train_capped(compile_cache, run, "--set", "run.oom_backoff=false")
     assert result.returncode == 5, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
-        "rlfit: error: out of device memory at ppo.num_envs=262144 (run.oom_backoff=false); lower ppo.num_envs, "
+        f"rlfit: error: out of device memory at ppo.num_envs={NUM_ENVS} (run.oom_backoff=false); lower ppo.num_envs, "
         "use --num-envs auto, or set run.oom_backoff=true"]
     assert not (run / "summary.json").exists()
-    assert json.loads((run / "plan.json").read_text())["sizes"]["num_envs"] == 262144  # no back-off happened
+    assert json.loads((run / "plan.json").read_text())["sizes"]["num_envs"] == NUM_ENVS  # no back-off happened

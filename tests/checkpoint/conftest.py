@@ -1,4 +1,8 @@
-"""Helpers for the checkpoint/resume tests: run the CLI as a user does, on the toy environment."""
+"""Helpers for the checkpoint/resume tests: run the CLI as a user does, on the toy environment.
+
+`ToyCli.run` calls the CLI's `main` in the test's process when given `capfd` (the same code path as
+`python -m rlfit`, without an interpreter start per command: `tests.conftest.cli_in_process`), else a
+subprocess; `ToyCli.start` always starts a real process (to signal, kill or race it)."""
 
 from __future__ import annotations
 
@@ -58,14 +62,20 @@ def module_tmp(tmp_path_factory) -> Path:
 
 class ToyCli:
     """The helpers above bound to one temporary directory and an algorithm (a fixture, since test modules import
-    nothing). Both algorithms' smoke presets collect 64 env steps per iteration, so iteration counts agree."""
+    nothing). Both algorithms' smoke presets collect 64 env steps per iteration, so iteration counts agree.
+    With `capfd`, `run` runs the command in this process (see the module's docstring)."""
 
-    def __init__(self, tmp_path: Path, algo: str = "ppo"):
+    def __init__(self, tmp_path: Path, algo: str = "ppo", capfd=None):
         self.tmp_path = tmp_path
         self.algo = algo
         self.toy = TOY + ["--algo", algo]
+        self.capfd = capfd
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
+        if self.capfd is not None:
+            from tests.conftest import cli_in_process
+
+            return cli_in_process(self.capfd, *args, cwd=self.tmp_path)
         return rlfit(self.tmp_path, *args)
 
     def start(self, *args: str) -> subprocess.Popen:
@@ -77,11 +87,11 @@ class ToyCli:
 
 
 @pytest.fixture
-def cli(tmp_path) -> ToyCli:
-    return ToyCli(tmp_path)
+def cli(tmp_path, capfd) -> ToyCli:
+    return ToyCli(tmp_path, capfd=capfd)
 
 
 @pytest.fixture(params=["ppo", "sac"])
-def any_cli(tmp_path, request) -> ToyCli:
+def any_cli(tmp_path, request, capfd) -> ToyCli:
     """The same test for every algorithm."""
-    return ToyCli(tmp_path, request.param)
+    return ToyCli(tmp_path, request.param, capfd=capfd)

@@ -109,10 +109,10 @@ def test_train_with_resume_continues_or_refuses_other_settings(cli):
     assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, 11))
 
 
-def test_sac_checkpoints_only_the_filled_part_of_its_replay_buffer_and_resumes_exactly(tmp_path):
+def test_sac_checkpoints_only_the_filled_part_of_its_replay_buffer_and_resumes_exactly(tmp_path, capfd):
     from tests.checkpoint.conftest import ToyCli
 
-    cli = ToyCli(tmp_path, "sac")
+    cli = ToyCli(tmp_path, "sac", capfd=capfd)
     big = (*SMALL, "--set", "sac.max_replay_size=400000")  # 50,000 rows of 8 envs; 82 rows get filled
     half, full = tmp_path / "half", tmp_path / "full"
     assert cli.run("train", *cli.toy, *big, "--timesteps", "320", "--run-dir", str(half)).returncode == 0
@@ -128,10 +128,10 @@ def test_sac_checkpoints_only_the_filled_part_of_its_replay_buffer_and_resumes_e
     assert stored < 2_000_000  # the whole buffer would be > 50,000 rows x 8 envs x 20 bytes = 8 MB
 
 
-def test_sac_without_its_replay_buffer_in_checkpoints_refills_on_resume_and_says_so(tmp_path):
+def test_sac_without_its_replay_buffer_in_checkpoints_refills_on_resume_and_says_so(tmp_path, capfd):
     from tests.checkpoint.conftest import ToyCli
 
-    cli = ToyCli(tmp_path, "sac")
+    cli = ToyCli(tmp_path, "sac", capfd=capfd)
     light = (*SMALL, "--set", "sac.max_replay_size=400000", "--set", "run.checkpoint_replay=false")
     run = tmp_path / "run"
     assert cli.run("train", *cli.toy, *light, "--timesteps", "320", "--run-dir", str(run)).returncode == 0

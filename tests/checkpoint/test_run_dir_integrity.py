@@ -94,7 +94,8 @@ def test_edited_config_is_refused_naming_the_key_and_an_emptied_one_is_rebuilt(c
 def test_a_second_writer_is_refused_while_the_first_finishes(cli):
     run = cli.tmp_path / "run"
     first = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
-    wait_for(lambda: train_row_count(run) >= 2, first)
+    # past the first evaluation (iteration 4), so that TensorBoard's eval scalars are compared below
+    wait_for(lambda: train_row_count(run) >= 5, first)
     for second in (cli.run("resume", str(run), "--iterations", "60"),
                    cli.run("train", *cli.toy, "--run-dir", str(run))):
         assert second.returncode == 2

@@ -28,10 +28,10 @@ def wait_for_rows(run_dir, count: int, process, timeout: float = 300.0) -> None:
 
 @pytest.mark.parametrize("algo, signum, code", [("ppo", signal.SIGTERM, 143), ("ppo", signal.SIGINT, 130),
                                                ("sac", signal.SIGTERM, 143)])
-def test_signal_saves_a_resumable_checkpoint(tmp_path, algo, signum, code):
+def test_signal_saves_a_resumable_checkpoint(tmp_path, capfd, algo, signum, code):
     from tests.checkpoint.conftest import ToyCli
 
-    cli = ToyCli(tmp_path, algo)
+    cli = ToyCli(tmp_path, algo, capfd=capfd)  # the signalled run is a real process (`start`), the resume not
     run = cli.tmp_path / "run"
     process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run), "--quiet")
     wait_for_rows(run, 3, process)

@@ -12,6 +12,7 @@ import pytest
 
 from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.planning.units import parse_size
+from tests.conftest import cli_in_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOY = "tests.toy_env:make"
@@ -25,6 +26,17 @@ def rlfit(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedPr
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+@pytest.fixture
+def plan_cli(capfd, monkeypatch, tmp_path):
+    """`plan_cli(*args)`: `rlfit args...` by the CLI's main in this process (`tests.conftest.cli_in_process`: the
+    code path of `python -m rlfit` without an interpreter start, and compiled programs cached across commands) with
+    JAX's default memory settings, in tmp_path. The doctor's tests, which read a fresh process's XLA settings, run
+    `rlfit` as a subprocess."""
+    for name in XLA_MEMORY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return lambda *args: cli_in_process(capfd, *args, cwd=tmp_path)
 
 
 def one_line_error(result: subprocess.CompletedProcess) -> str:
@@ -56,8 +68,8 @@ def test_doctor_text_says_plainly_when_there_is_no_gpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_plan_cartpole_for_an_8gib_gpu_as_json(tmp_path):
-    result = rlfit("plan", "CartpoleBalance", "--device-memory", "8GiB", "--json", cwd=tmp_path)
+def test_plan_cartpole_for_an_8gib_gpu_as_json(plan_cli):
+    result = plan_cli("plan", "CartpoleBalance", "--device-memory", "8GiB", "--json")
     assert result.returncode == 0, result.stderr
     planned = json.loads(result.stdout)
     budget = planned["budget_bytes"]
@@ -76,8 +88,8 @@ def test_plan_cartpole_for_an_8gib_gpu_as_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_plan_table_and_more_memory_never_fewer_envs(tmp_path):
-    small = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--target", "cpu", cwd=tmp_path)
+def test_plan_table_and_more_memory_never_fewer_envs(plan_cli):
+    small = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--target", "cpu")
     assert small.returncode == 0, small.stderr
     header = next(line for line in small.stdout.splitlines() if line.startswith("num_envs"))
     assert header.split() == ["num_envs", "batch_size", "num_minibatches", "unroll_length", "predicted", "fits"]
@@ -85,39 +97,38 @@ def test_plan_table_and_more_memory_never_fewer_envs(tmp_path):
     chosen_line = next(line for line in small.stdout.splitlines() if line.startswith("chosen:"))
     chosen = {"4MiB": int(chosen_line.split("num_envs=")[1].split()[0])}
     for size in ("2MiB", "16MiB"):
-        result = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", size, "--target", "cpu", "--json",
-                       cwd=tmp_path)
+        result = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", size, "--target", "cpu", "--json")
         assert result.returncode == 0, result.stderr
         chosen[size] = json.loads(result.stdout)["chosen"]["num_envs"]
     assert chosen["2MiB"] <= chosen["4MiB"] <= chosen["16MiB"] and chosen["2MiB"] < chosen["16MiB"]
 
 
 @pytest.mark.slow
-def test_plan_for_several_device_sizes_matches_one_size_at_a_time(tmp_path):
+def test_plan_for_several_device_sizes_matches_one_size_at_a_time(plan_cli):
     sizes = ["2MiB", "4MiB", "16MiB"]
-    several = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", *sizes, "--json", cwd=tmp_path)
+    several = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", *sizes, "--json")
     assert several.returncode == 0, several.stderr
     plans = json.loads(several.stdout)["plans"]
     assert [p["budget_bytes"] for p in plans] == [int(parse_size(s) * 0.75) for s in sizes]
     assert all(p["memory_model"] == plans[0]["memory_model"] for p in plans)  # fitted once
     chosen = [p["chosen"]["num_envs"] for p in plans]
     assert chosen == sorted(chosen) and chosen[0] < chosen[-1]
-    one = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--json", cwd=tmp_path)
+    one = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--json")
     assert json.loads(one.stdout)["chosen"] == plans[1]["chosen"]
 
-    table = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "1kB", "4MiB", cwd=tmp_path)
+    table = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "1kB", "4MiB")
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines() if line.strip().endswith(("fits", "KiB", "MiB"))]
     assert rows[0][-2:] == ["nothing", "fits"] and int(rows[1][4]) == plans[1]["chosen"]["num_envs"]
-    nothing = rlfit("plan", TOY, "--preset", "smoke", "--device-memory", "1kB", "2kB", cwd=tmp_path)
+    nothing = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "1kB", "2kB")
     assert nothing.returncode == 2 and nothing.stderr.count("\n") == 1 and "no configuration fits" in nothing.stderr
 
 
 @pytest.mark.slow
-def test_train_num_envs_auto_records_the_plan(tmp_path):
+def test_train_num_envs_auto_records_the_plan(plan_cli, tmp_path):
     run_dir = tmp_path / "run"
-    result = rlfit("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--device-memory", "4MiB",
-                   "--timesteps", "64", "--run-dir", str(run_dir), "--quiet", cwd=tmp_path)
+    result = plan_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--device-memory", "4MiB",
+                      "--timesteps", "64", "--run-dir", str(run_dir), "--quiet")
     assert result.returncode == 0, result.stderr
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["reasons"][0].startswith("num_envs auto")
@@ -126,11 +137,11 @@ def test_train_num_envs_auto_records_the_plan(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["train", "plan"])
-def test_constraint_error_offers_the_nearest_valid_values(tmp_path, command):
+def test_constraint_error_offers_the_nearest_valid_values(plan_cli, tmp_path, command):
     run_dir = tmp_path / "run"
     extra = ["--run-dir", str(run_dir)] if command == "train" else []
-    result = rlfit(command, TOY, "--set", "ppo.num_envs=512", "--set", "ppo.batch_size=128",
-                   "--set", "ppo.num_minibatches=2", *extra, cwd=tmp_path)
+    result = plan_cli(command, TOY, "--set", "ppo.num_envs=512", "--set", "ppo.batch_size=128",
+                      "--set", "ppo.num_minibatches=2", *extra)
     line = one_line_error(result)
     assert "ppo.batch_size * ppo.num_minibatches" in line and "num_minibatches=4" in line
     assert not run_dir.exists()
@@ -141,7 +152,7 @@ def test_constraint_error_offers_the_nearest_valid_values(tmp_path, command):
     ("train", TOY, "--num-envs", "auto", "--device-memory", "lots"),
     ("plan", TOY, "--target", "gpu"),
 ])
-def test_bad_sizes_are_one_line_errors(tmp_path, args):
-    line = one_line_error(rlfit(*args, cwd=tmp_path))
+def test_bad_sizes_are_one_line_errors(plan_cli, tmp_path, args):
+    line = one_line_error(plan_cli(*args))
     assert line.startswith("rlfit: error:") and ("--device-memory" in line)
     assert list(tmp_path.iterdir()) == []

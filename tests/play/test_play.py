@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rlfit.errors import UserError
-from tests.conftest import cli_environment
+from tests.conftest import cli_environment, cli_in_process
 from tests.play.support import headless_gl_reason, make_policy_run
 
 CARTPOLE = "CartpoleBalance"
@@ -147,13 +147,14 @@ def test_frame_stride_keeps_videos_at_most_30_fps():
 
 
 @pytest.mark.slow
-def test_play_and_export_a_sac_run(tmp_path):
-    """A SAC run (trained a few iterations on CartpoleBalance) plays in native MuJoCo and exports to ONNX."""
+def test_play_and_export_a_sac_run(tmp_path, capfd):
+    """A SAC run (trained a few iterations on CartpoleBalance) plays in native MuJoCo and exports to ONNX.
+    Train and export run in this process (the CLI's main, see cli_in_process); play as a user runs it."""
     run = tmp_path / "sac-run"
-    trained = run_cli("train", "CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--timesteps", "128",
-                      "--run-dir", str(run), "--quiet", cwd=tmp_path)
+    trained = cli_in_process(capfd, "train", "CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--timesteps",
+                             "128", "--run-dir", str(run), "--quiet", cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr
-    exported = run_cli("export", str(run), cwd=tmp_path)
+    exported = cli_in_process(capfd, "export", str(run), cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     error = float(exported.stdout.split("within ")[1].split(" ")[0])
     assert error <= 1e-5  # ONNX against rlfit.load_policy on random observations

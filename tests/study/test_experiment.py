@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment, cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -55,8 +55,7 @@ def killed_then_resumed(tmp_path_factory):
     assert first is not None, "the first trial did not finish in time"
     before = {name: (first / name).read_bytes() for name in ("summary.json", "metrics.jsonl", "suites.json")}
     experiment = first.parents[2]
-    result = subprocess.run([sys.executable, "-m", "rlfit", "experiment", "resume", str(experiment)],
-                            env=cli_environment(), cwd=root, capture_output=True, text=True, timeout=600)
+    result = cli_in_process(None, "experiment", "resume", str(experiment), cwd=root)  # killed: a process; resumed: here
     assert result.returncode == 0, result.stderr
     return experiment, before, result.stdout
 
@@ -105,13 +104,13 @@ def test_the_report_holds_the_trials_numbers(killed_then_resumed):
     assert not any("/checkpoints/" in name for name in names)
 
 
-def test_a_seed_trained_after_another_equals_the_seed_trained_alone(killed_then_resumed, run_cli, tmp_path):
+def test_a_seed_trained_after_another_equals_the_seed_trained_alone(killed_then_resumed, capfd, tmp_path):
     """seed-1 of each variant ran after seed-0 in the same process (reusing its compiled programs)."""
     experiment, _, _ = killed_then_resumed
     trial = json.loads((experiment / "trials" / "slow" / "seed-1" / "summary.json").read_text())
     overrides = [*SHORT, "ppo.learning_rate=0.0001", "run.seed=1"]
-    result = run_cli("train", TOY_ENV, "--preset", "smoke", *[a for o in overrides for a in ("--set", o)],
-                     "--run-dir", str(tmp_path / "alone"), "--quiet")
+    result = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", *[a for o in overrides for a in ("--set", o)],
+                            "--run-dir", str(tmp_path / "alone"), "--quiet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     alone = json.loads((tmp_path / "alone" / "summary.json").read_text())
     assert alone["params_digest"] == trial["params_digest"]
@@ -138,12 +137,12 @@ def test_ray_gives_the_same_trials_as_without_it(killed_then_resumed, tmp_path):
     assert (on_ray / "report" / "report.md").is_file() and (on_ray / "toy.zip").is_file()
 
 
-def test_a_diverging_trial_is_recorded_and_the_study_goes_on(run_cli, tmp_path):
+def test_a_diverging_trial_is_recorded_and_the_study_goes_on(capfd, tmp_path):
     manifest = tmp_path / "toy.yaml"
     manifest.write_text(yaml.safe_dump({
         **{k: v for k, v in MANIFEST.items() if k not in ("suites", "correlations")}, "seeds": 1,
         "variants": [{"name": "fine"}, {"name": "nan", "set": {"env.overrides": {"nan_after_steps": 3}}}]}))
-    result = run_cli("experiment", str(manifest), "--dir", str(tmp_path / "out"))
+    result = cli_in_process(capfd, "experiment", str(manifest), "--dir", str(tmp_path / "out"), cwd=tmp_path)
     assert result.returncode == 3, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "rlfit: 1 trial(s) failed and are left out of the statistics: nan/seed-0")
@@ -154,5 +153,5 @@ def test_a_diverging_trial_is_recorded_and_the_study_goes_on(run_cli, tmp_path):
     assert list(results["trials_failed"]) == ["nan/seed-0"]
     assert list(results["measures"]["final_eval_reward"]["values"]) == ["fine"]
     assert "trial `nan/seed-0` failed (left out of the statistics)" in (experiment / "report" / "report.md").read_text()
-    again = run_cli("experiment", "resume", str(experiment))  # a failed trial is reported, not retried
+    again = cli_in_process(capfd, "experiment", "resume", str(experiment), cwd=tmp_path)  # reported, not retried
     assert again.returncode == 3 and "running" not in again.stdout

@@ -136,19 +136,20 @@ def pretrained_file(path, spec: EncoderSpec) -> dict:
 
 
 @pytest.mark.slow
-def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path):
+def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path, capfd):
     """A pixel run from pretrained, frozen encoder weights: straight 2 iterations vs 1 + resume to 2 give the
     same parameters bit for bit; the policy file holds the encoder, the file's weights unchanged and its input
     normalization; load_policy and the ONNX export agree with the training networks; `rlfit play` shows the
-    agent's frames beside the scene."""
-    from tests.checkpoint.conftest import ToyCli
+    agent's frames beside the scene. Train, resume and export run in this process (the CLI's main); play, which
+    sets up OpenGL for its process, runs as a subprocess."""
+    from tests.checkpoint.conftest import ToyCli, rlfit
 
     normalized = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C, mean=(0.5, 0.4, 0.3),
                              std=(0.2, 0.25, 0.3))
     weights = pretrained_file(tmp_path / "encoder.safetensors", normalized)
     pretrained = ["--set", f"network.pretrained={tmp_path / 'encoder.safetensors'}", "--set",
                   "network.freeze_encoder=true"]
-    cli = ToyCli(tmp_path, "sac")
+    cli = ToyCli(tmp_path, "sac", capfd=capfd)
     half, full = tmp_path / "half", tmp_path / "full"
     first = cli.run("train", *PIXEL_RUN, *pretrained, "--timesteps", "64", "--run-dir", str(half))
     assert first.returncode == 0, first.stderr
@@ -192,7 +193,7 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path):
     np.testing.assert_allclose(onnx_actions, np.tanh(np.asarray(mean)), atol=1e-5)
 
     video = tmp_path / "play.mp4"
-    played = cli.run("play", str(full), "--seconds", "0.5", "--out", str(video))
+    played = rlfit(tmp_path, "play", str(full), "--seconds", "0.5", "--out", str(video))
     assert played.returncode == 0, played.stderr
     import imageio.v3 as iio
 
@@ -209,12 +210,12 @@ def test_an_encoder_without_an_onnx_export_is_refused_in_one_line():
     assert "\n" not in str(error.value)
 
 
-def test_a_pickle_or_a_missing_file_as_pretrained_weights_is_refused_before_anything_is_written(tmp_path):
+def test_a_pickle_or_a_missing_file_as_pretrained_weights_is_refused_before_anything_is_written(tmp_path, capfd):
     import pickle
 
     from tests.checkpoint.conftest import ToyCli
 
-    cli = ToyCli(tmp_path, "sac")
+    cli = ToyCli(tmp_path, "sac", capfd=capfd)
     pickled = tmp_path / "weights.pt"
     pickled.write_bytes(pickle.dumps({"stem": np.zeros(3)}))
     for path, message in ((pickled, "is a pickle, which rlfit does not load"),
