@@ -1,4 +1,4 @@
-"""The devices a run trains on, and how its training state is laid out over them (data parallel, one process).
+"""The devices a run trains on, and how its training state is laid out over them (data parallel).
 
 One mesh axis, `envs`. Every array with an environments axis (the environments' states; a replay buffer's
 transitions, stored per environment) is split along it, so each device steps and stores its share of the
@@ -124,10 +124,9 @@ class DeviceLayout:
         import jax
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-        self.count = count
+        self.count = count  # of jax.devices(): every process's, in a run over several (`rlfit.distributed`)
         self.mesh = Mesh(np.array(jax.devices()[:count]), (AXIS,))
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
-        self._split = [NamedSharding(self.mesh, PartitionSpec(*([None] * axis), AXIS)) for axis in range(8)]
 
     @property
     def parallel(self) -> bool:
@@ -144,10 +143,12 @@ class DeviceLayout:
         """The sharding of each leaf of `abstract_state` (shapes), split along its entry in `env_axes`."""
         import jax
 
+        from jax.sharding import NamedSharding, PartitionSpec
+
         def sharding(leaf: Any, axis: int) -> Any:
             if axis == REPLICATED or axis >= len(leaf.shape) or leaf.shape[axis] % self.count:
                 return self.replicated
-            return self._split[axis]
+            return NamedSharding(self.mesh, PartitionSpec(*([None] * axis), AXIS))
 
         return jax.tree.map(sharding, abstract_state, env_axes)
 
@@ -158,12 +159,6 @@ class DeviceLayout:
         import jax
 
         return jax.set_mesh(self.mesh) if self.parallel else contextlib.nullcontext()
-
-    def place(self, tree: Any, shardings: Any) -> Any:
-        """`tree` (host or device arrays) laid out as `shardings`; arrays already laid out so stay put."""
-        import jax
-
-        return jax.device_put(tree, shardings)
 
     def describe(self) -> dict[str, Any]:
         """What plan.json and summary.json record of the mesh."""

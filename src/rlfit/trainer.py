@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -76,15 +77,17 @@ class Trainer:
         seed = self.config.run.seed
         if not self.layout.parallel:
             return self.learner.init(seed)
-        return jax.jit(lambda: self.learner.init(seed), out_shardings=self.state_shardings())()
+        return jax.jit(lambda: self.learner.init(seed), out_shardings=self.state_shardings)()
 
     def abstract_state(self) -> Any:
         """The training state's shapes and dtypes (and shardings, over several devices), without allocating or
         running anything."""
         return jax.eval_shape(self.init_state)
 
+    @functools.cached_property
     def state_shardings(self) -> Any:
-        """Per leaf of the training state, its sharding over the run's devices (`rlfit.mesh`); None on one."""
+        """Per leaf of the training state, its sharding over the run's devices (`rlfit.mesh`); None on one.
+        (Traces `init` once for the shapes; kept, since every placement and compile asks.)"""
         if not self.layout.parallel:
             return None
         shapes = jax.eval_shape(lambda: self.learner.init(self.config.run.seed))
@@ -95,7 +98,7 @@ class Trainer:
         """`state` (restored, resized or fresh) laid out on the run's devices; unchanged on one device."""
         if not self.layout.parallel:
             return state
-        return self.layout.place(state, self.state_shardings())
+        return jax.device_put(state, self.state_shardings)
 
     def train_iteration_fn(self) -> Callable[[Any], tuple[Any, Any]]:
         """The pure training iteration (not yet compiled)."""
@@ -103,12 +106,13 @@ class Trainer:
 
     def compile_iteration(self, state: Any | None = None) -> Any:
         """The training iteration compiled ahead of time (state donated), for `state` or the abstract state."""
-        shardings = self.state_shardings()
-        layout = {} if shardings is None else {"in_shardings": (shardings,),
-                                               "out_shardings": (shardings, self.layout.replicated)}
+        shardings = self.state_shardings
+        parallel = shardings is not None
         with self.layout.compiling():
             return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
-                                 donate_argnums=(0,), convolutions=self.convolutions, **layout)
+                                 donate_argnums=(0,), convolutions=self.convolutions,
+                                 in_shardings=(shardings,) if parallel else None,
+                                 out_shardings=(shardings, self.layout.replicated) if parallel else None)
 
     @property
     def convolutions(self) -> bool:
@@ -138,10 +142,10 @@ class Trainer:
         started = time.perf_counter()
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
-        replicated = self.layout.replicated
-        layout = {} if not self.layout.parallel else {"in_shardings": replicated, "out_shardings": replicated}
+        replicated = self.layout.replicated if self.layout.parallel else None
         evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
-                                 jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions, **layout)
+                                 jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions,
+                                 in_shardings=replicated, out_shardings=replicated)
         return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 

@@ -20,9 +20,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.hardware.checks import CheckResult, run_checks
-    from rlfit.hardware.probe import probe_device
-
-    from rlfit.hardware.probe import jax_devices
+    from rlfit.hardware.probe import jax_devices, probe_device
 
     device = probe_device()
     devices = jax_devices()
