@@ -6,10 +6,10 @@ check what it wrote. The reference for a run on 2 or 4 devices is the same confi
 seed) on 1 device: JAX's partitionable threefry draws the same random numbers however an array is split, so
 the only difference left is the order in which a sum over environments is added up (partial sums per device,
 then across devices). That changes a float32 result by a few units in the last place (about 1e-7 relative), and
-Adam turns such differences into parameter differences of the same order over a few iterations: 3.2e-7 was
-measured here after 5 iterations (80 updates). TOLERANCE is 1e-5, 30 times that; a real fault is far larger: an
-update computed from one device's half of the batch, or with unreduced gradients, moves parameters by about
-the learning rate (1e-3) per update.
+Adam turns such differences into parameter differences of the same order over a few iterations: at most 3.6e-7
+was measured here after 5 iterations (80 updates), on 2 or 4 devices. TOLERANCE is 1e-5, about 30 times that;
+a real fault is far larger: an update computed from one device's half of the batch, or with unreduced
+gradients, moves parameters by about the learning rate (1e-3) per update.
 """
 
 from __future__ import annotations
