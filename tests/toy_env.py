@@ -52,3 +52,18 @@ class PointReach:
 def make(**overrides: Any) -> PointReach:
     """Factory for `--env tests.toy_env:make`."""
     return PointReach(**overrides)
+
+
+class PointChoice(PointReach):
+    """PointReach with three discrete actions: 0 moves left, 1 stays, 2 moves right (by `speed`)."""
+
+    num_actions = 3
+
+    def step(self, state: ToyState, action: jax.Array) -> ToyState:
+        direction = jnp.asarray(action, jnp.float32).reshape(()) - 1.0
+        return super().step(state, direction[None])
+
+
+def make_discrete(**overrides: Any) -> PointChoice:
+    """Factory for `--env tests.toy_env:make_discrete`."""
+    return PointChoice(**overrides)

@@ -100,5 +100,5 @@ class Checkpointer:
 
         t = self.trainer
         policy_params, stats = acting
-        save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_size,
+        save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_space,
                     t.config.env.name, t.plan.precision, t.config.algo)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.envs.vec_env import VecEnv
-from rlfit.networks import TanhGaussian
+from rlfit.networks import distribution_for
 from rlfit.normalizer import RunningStats, normalize
 
 
@@ -26,13 +26,14 @@ def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array]
                    ) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
     """(policy params, stats, key) -> EvalMetrics over `env.num_envs` episodes of up to `episode_length` steps.
 
-    `policy_logits(policy params, normalized obs) -> [..., 2 * A]` (any algorithm's acting network); the
-    action is the squashed Gaussian's mode, tanh(mean).
+    `policy_logits(policy params, normalized obs) -> [..., logits_size]` (any algorithm's acting network); the
+    action is the distribution's mode: tanh(mean) of the squashed Gaussian, or the most likely discrete action.
     """
+    distribution = distribution_for(env.action_space)
 
     def act(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
         policy_params, stats = policy
-        return TanhGaussian.from_logits(policy_logits(policy_params, normalize(stats, obs))).mode()
+        return distribution.from_logits(policy_logits(policy_params, normalize(stats, obs))).mode()
 
     evaluate_actions = make_action_evaluator(env, act)
     return lambda policy_params, stats, key: evaluate_actions((policy_params, stats), key)

@@ -6,8 +6,9 @@
         weights.npz   params/<flax path> (the policy MLP), normalizer/{count, mean, sum_sq_dev} (its input's
                       running statistics)
 
-`load_policy(path)` turns it into a jitted `obs -> action` function (normalize, MLP, action = tanh(mean)),
-the deterministic action that evaluation uses, without the training code or the environment.
+`load_policy(path)` turns it into a jitted `obs -> action` function (normalize, MLP, then the deterministic
+action that evaluation uses: tanh(mean) for continuous actions, the most likely index for discrete ones),
+without the training code or the environment.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import numpy as np
 from rlfit.atomic_files import aside_path, swap_into_place, write_synced
 from rlfit.errors import UserError
 
+from rlfit.envs.action_space import CONTINUOUS, ActionSpace
+
 if TYPE_CHECKING:
     from rlfit.algos.contract import PolicySpec
     from rlfit.normalizer import RunningStats
@@ -36,7 +39,7 @@ FORMAT_VERSION = 1
 DESCRIPTION_FILE = "policy.json"
 WEIGHTS_FILE = "weights.npz"
 NETWORK_KIND = "mlp"
-"""An MLP whose output is a tanh-Gaussian's logits, on a vector observation."""
+"""An MLP whose output is the action distribution's logits (`action_space`), on a vector observation."""
 ENCODER_NETWORK_KIND = "encoder_mlp"
 """An encoder of camera frames [T, H, W, C] (`network.encoder`, an `EncoderSpec`) feeding such an MLP."""
 NETWORK_KINDS = (NETWORK_KIND, ENCODER_NETWORK_KIND)
@@ -60,7 +63,7 @@ class PolicyFiles(NamedTuple):
 
 
 def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: PolicySpec, obs_example: Any,
-                action_size: int, env_name: str, precision: str, algorithm: str) -> None:
+                action_space: ActionSpace, env_name: str, precision: str, algorithm: str) -> None:
     """Writes the policy to `directory` atomically (a temporary folder renamed into place).
 
     `policy_params`: the policy MLP's flax params; `stats`: the training RunningStats (a pytree like one
@@ -73,7 +76,7 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
     weights["normalizer/count"] = np.asarray(stats.count, np.float32)
     weights["normalizer/mean"] = np.asarray(_entry(stats.mean, obs_key), np.float32)
     weights["normalizer/sum_sq_dev"] = np.asarray(_entry(stats.sum_sq_dev, obs_key), np.float32)
-    description = describe(spec, obs_example, obs_key, action_size, env_name, precision, algorithm)
+    description = describe(spec, obs_example, obs_key, action_space, env_name, precision, algorithm)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; a policy folder is as readable as the run directory
@@ -88,7 +91,7 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
         raise
 
 
-def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_size: int, env_name: str,
+def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_space: ActionSpace, env_name: str,
              precision: str, algorithm: str) -> dict[str, Any]:
     """The JSON description of a policy (everything but the arrays)."""
     from rlfit import __version__
@@ -101,14 +104,16 @@ def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_siz
         "rlfit_version": __version__,
         "env_name": env_name,
         "algorithm": algorithm,
-        "action_size": int(action_size),
+        "action_size": int(action_space.size),
+        "action_space": {"kind": action_space.kind, "size": int(action_space.size)},
         "precision": precision,
         "network": {
             "kind": NETWORK_KIND if spec.encoder is None else ENCODER_NETWORK_KIND,
             **({} if spec.encoder is None else {"encoder": dict(spec.encoder)}),
-            "layer_sizes": [int(s) for s in spec.hidden] + [2 * int(action_size)],
+            "layer_sizes": [int(s) for s in spec.hidden] + [int(action_space.logits_size)],
             "activation": spec.activation,
-            "output": "first half: mean of a Gaussian over raw actions; action = tanh(mean) in [-1, 1]",
+            "output": ("logits of a categorical over the actions; action = argmax" if action_space.discrete else
+                       "first half: mean of a Gaussian over raw actions; action = tanh(mean) in [-1, 1]"),
         },
         "observation": {
             "policy_key": obs_key,
@@ -256,7 +261,7 @@ def _read_npz(data: bytes, directory: Path) -> dict[str, np.ndarray]:
 @dataclass(frozen=True)
 class Policy:
     """A loaded policy: `policy(obs) -> action`, with obs [..., obs_dim] (or a dict holding the policy's entry)
-    and action [..., action_size] in [-1, 1]."""
+    and action [..., action_size] in [-1, 1] (continuous) or [...] int32 in [0, action_size) (discrete)."""
 
     description: dict[str, Any]
     """policy.json as a dict."""
@@ -265,7 +270,12 @@ class Policy:
 
     @property
     def action_size(self) -> int:
+        """Continuous: action dimensions; discrete: the number of actions."""
         return int(self.description["action_size"])
+
+    @property
+    def action_space(self) -> ActionSpace:
+        return action_space_of(self.description)
 
     @property
     def observation_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -292,7 +302,8 @@ class Policy:
 def load_policy(path: str | Path, precision: str | None = None) -> Policy:
     """Loads a saved policy from a run dir (RUN_DIR/policy), a checkpoint step dir or a policy dir.
 
-    Returns `Policy`, callable `obs -> action` (jitted; observation normalization, MLP, tanh(mean)).
+    Returns `Policy`, callable `obs -> action` (jitted; observation normalization, MLP, the deterministic action:
+    tanh(mean), or the most likely index for discrete actions).
     `precision` overrides the compute precision it was trained with ('fp32', 'bf16' or 'fp16').
     """
     files = read_policy_files(path)
@@ -313,7 +324,7 @@ def policy_apply(files: PolicyFiles, precision: str) -> tuple[Callable[[Any, Any
     import jax
     import jax.numpy as jnp
 
-    from rlfit.networks import COMPUTE_DTYPES, MLP, TanhGaussian
+    from rlfit.networks import COMPUTE_DTYPES, MLP, distribution_for
     from rlfit.normalizer import RunningStats, normalize
 
     network = files.description["network"]
@@ -323,22 +334,24 @@ def policy_apply(files: PolicyFiles, precision: str) -> tuple[Callable[[Any, Any
     mlp = MLP(tuple(network["layer_sizes"]), network["activation"], COMPUTE_DTYPES[precision])
     params = jax.tree.map(jnp.asarray, files.params)
     stats = RunningStats(jnp.asarray(files.count, jnp.float32), jnp.asarray(files.mean), jnp.asarray(files.sum_sq_dev))
+    distribution = distribution_for(action_space_of(files.description))
     if network["kind"] == ENCODER_NETWORK_KIND:
-        return encoder_policy_function(network, mlp, precision), params
+        return encoder_policy_function(network, mlp, precision, distribution), params
 
     def apply(arrays: tuple[Any, RunningStats], obs: jax.Array) -> jax.Array:
         mlp_params, obs_stats = arrays
         logits = mlp.apply(mlp_params, normalize(obs_stats, jnp.asarray(obs, jnp.float32)))
-        return TanhGaussian.from_logits(logits).mode()
+        return distribution.from_logits(logits).mode()
 
     return apply, (params, stats)
 
 
-def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str) -> Callable[[Any, Any], Any]:
-    """(params, frames [..., T, H, W, C] (uint8)) -> action [..., action_size]: the encoder, the MLP, tanh(mean)."""
+def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str, distribution: Any
+                            ) -> Callable[[Any, Any], Any]:
+    """(params, frames [..., T, H, W, C] (uint8)) -> action: the encoder, the MLP, the distribution's mode."""
     import jax.numpy as jnp
 
-    from rlfit.networks import COMPUTE_DTYPES, TanhGaussian
+    from rlfit.networks import COMPUTE_DTYPES
     from rlfit.networks.encoders import EncoderSpec, make_encoder
     from rlfit.networks.pixels import PixelPolicy
 
@@ -346,9 +359,15 @@ def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str
     module = PixelPolicy(make_encoder(spec, COMPUTE_DTYPES[precision]), mlp)
 
     def apply(params: Any, frames: Any) -> Any:  # PixelPolicy keeps any leading axes
-        return TanhGaussian.from_logits(module.apply(params, jnp.asarray(frames))).mode()
+        return distribution.from_logits(module.apply(params, jnp.asarray(frames))).mode()
 
     return apply
+
+
+def action_space_of(description: Mapping[str, Any]) -> ActionSpace:
+    """The action space a policy description records (files written before discrete actions: continuous)."""
+    recorded = description.get("action_space") or {"kind": CONTINUOUS, "size": description["action_size"]}
+    return ActionSpace(str(recorded["kind"]), int(recorded["size"]))
 
 
 def _activations() -> tuple[str, ...]:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from rlfit.algos.contract import Learner
 from rlfit.config import Config
 from rlfit.envs import VecEnv, load_env
+from rlfit.envs.action_space import ActionSpace
 from rlfit.networks import select_obs
 from rlfit.evaluate import EvalMetrics, make_evaluator
 from rlfit.jax_setup import compile_ahead
@@ -69,8 +70,8 @@ class Trainer:
         return cls(config, plan, env, train_env, eval_env, learner, obs_example, DeviceLayout(plan.devices))
 
     @property
-    def action_size(self) -> int:
-        return int(self.env.action_size)
+    def action_space(self) -> ActionSpace:
+        return self.train_env.action_space
 
     def init_state(self) -> Any:
         """A fresh training state from the config's seed; over several devices, created where it lives."""

@@ -42,7 +42,7 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     _, lock = create_run_dir(Path(run_dir), config)
     lock.release()
     save_policy(Path(run_dir) / "policy", params, random_stats(obs, seed), trainer.learner.policy, obs,
-                trainer.action_size, config.env.name, plan.precision, config.algo)
+                trainer.action_space, config.env.name, plan.precision, config.algo)
     return Path(run_dir)
 
 

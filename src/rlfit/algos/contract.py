@@ -4,8 +4,10 @@ An algorithm is an `Algorithm` (static facts: its config section, presets, sizes
 back-off) whose `build` returns a `Learner` for one config and plan: a NamedTuple of pure functions in the
 style of Optax's `(init, update)`. The generic code never looks inside the training state beyond three
 fields every state has: `params` (hashed for `params_digest`), `env_state` (replaced after a back-off) and
-`key`. Acting is Brax-style and shared: `policy_logits(policy params, normalized obs) -> [..., 2 * A]` read
-as a tanh-squashed Gaussian by rollout, evaluation (its mode), play and export.
+`key`. Acting is Brax-style and shared: `policy_logits(policy params, normalized obs) -> [..., logits_size]`
+read as the environment's action distribution (`rlfit.networks.distribution_for(action_space)`: a tanh-squashed
+Gaussian over A continuous dimensions, logits_size 2 * A, or a categorical over K discrete actions, logits_size
+K) by rollout, evaluation (its mode), the policy file, play and export.
 
 Adding an algorithm: a folder `rlfit/algos/<name>/` with `config.py` (SECTION, PRESETS, published, check)
 and `algorithm.py` (ALGORITHM), plus one line in `rlfit.algos.registry.ALGORITHMS`.
@@ -20,7 +22,7 @@ import jax
 
 
 class PolicySpec(NamedTuple):
-    """The acting network as the policy file records it (an MLP read as a tanh-Gaussian)."""
+    """The acting network as the policy file records it (an MLP whose output is the action distribution's logits)."""
 
     hidden: tuple[int, ...]
     activation: str
@@ -44,7 +46,7 @@ class Learner(NamedTuple):
     acting: Callable[[Any], tuple[Any, Any]]
     """state -> (policy params, observation RunningStats): what evaluation and the policy file read."""
     policy_logits: Callable[[Any, Any], jax.Array]
-    """(policy params, normalized observation [..]) -> [..., 2 * action_size]."""
+    """(policy params, normalized observation [..]) -> [..., logits_size] (see the module docstring)."""
     policy: PolicySpec
     resize: Callable[[Any, jax.Array], Any]
     """(a state of this algorithm at other sizes, key) -> the state to continue from at this Learner's sizes,

@@ -26,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = export_onnx(args.run_dir, args.out, args.checkpoint)
     dim, actions = ", ".join(str(d) for d in result.input_shape), result.action_size
+    output = (f"int64 [batch] in [0, {actions}) (and 'logits' [batch, {actions}])" if result.discrete
+              else f"float32 [batch, {actions}] in [-1, 1]")
     print(f"wrote {result.path}: input '{result.input_name}' {result.input_dtype} [batch, {dim}] -> output "
-          f"'{result.output_name}' float32 [batch, {actions}] in [-1, 1]; matches rlfit.load_policy within "
+          f"'{result.output_name}' {output}; matches rlfit.load_policy within "
           f"{result.max_abs_diff:.1e} on random observations", flush=True)
     return 0

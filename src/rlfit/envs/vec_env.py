@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rlfit.envs.action_space import ActionSpace, action_space
+
 
 class EnvState(NamedTuple):
     """State of N environments."""
@@ -51,7 +53,13 @@ class VecEnv:
         self.action_repeat = action_repeat
 
     @property
+    def action_space(self) -> ActionSpace:
+        """The environment's actions: continuous [A] in [-1, 1] or one of K discrete choices."""
+        return action_space(self.env)
+
+    @property
     def action_size(self) -> int:
+        """Continuous action dimensions A (a discrete environment has none: see `action_space`)."""
         return int(self.env.action_size)
 
     def reset(self, key: jax.Array) -> EnvState:
@@ -62,7 +70,7 @@ class VecEnv:
         return EnvState(inner, zeros.astype(jnp.int32), zeros, jax.random.split(reset_key, self.num_envs))
 
     def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, StepOutput]:
-        """Applies `action` [N, A]; environments whose episode ended start a new one."""
+        """Applies `action` [N, A] (continuous) or [N] int32 (discrete); environments whose episode ended start a new one."""
         inner, reward, terminal = self._repeat_step(state.inner, action)
         step_count = state.step_count + 1
         timed_out = (step_count >= self.episode_length).astype(jnp.float32)

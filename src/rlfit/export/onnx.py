@@ -1,18 +1,22 @@
 """ONNX export of a saved policy: observation normalization (or a pixel policy's encoder, see
-`rlfit.export.onnx_encoders`), the MLP and tanh(mean), in one graph.
+`rlfit.export.onnx_encoders`), the MLP and the deterministic action (tanh(mean), or for discrete actions the
+most likely index), in one graph.
 
 The model (opset 17, built with `onnx.helper`, float32):
 
     input   <key>   [batch, obs_dim]      the policy's observation entry ('state' for G1; 'obs' when the
                                           environment's observation is one array), raw as the environment gives it
     output  action  [batch, action_size]  the deterministic action tanh(mean) in [-1, 1]
+            (discrete actions: action [batch] int64, the most likely index, and logits [batch, K])
 
     x = (input - mean) / std                  running statistics saved with the policy
     x = act(x @ W_i + b_i)   for hidden i     act: the run's network.activation
-    action = tanh((x @ W_out + b_out)[:, :action_size])
+    action = tanh((x @ W_out + b_out)[:, :action_size])      (discrete: logits = x @ W_out + b_out,
+                                                               action = argmax(logits))
 
 Before the file is written, onnxruntime runs it on random observations and its actions must match
-`rlfit.load_policy` (fp32) within 1e-4; otherwise nothing is written.
+`rlfit.load_policy` (fp32) within 1e-4 (discrete: the same index wherever the two largest logits differ by
+more than 1e-4); otherwise nothing is written.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ import numpy as np
 
 from rlfit.errors import UserError
 from rlfit.export.onnx_encoders import encoder_nodes
-from rlfit.policy_io import ARRAY_OBS_NAME, ENCODER_NETWORK_KIND, PolicyFiles
+from rlfit.policy_io import ARRAY_OBS_NAME, ENCODER_NETWORK_KIND, PolicyFiles, action_space_of
 from rlfit.normalizer import STD_MAX, STD_MIN
 
 OPSET = 17
 OUTPUT_NAME = "action"
+LOGITS_NAME = "logits"
+"""The second output of a discrete policy's model."""
 TOLERANCE = 1e-4
 CHECK_SAMPLES = 256
 CHECK_CLIPS = 16
@@ -49,6 +55,8 @@ class ExportResult(NamedTuple):
     action_size: int
     input_dtype: str
     """'float32' (a vector observation) or 'uint8' (camera frames)."""
+    discrete: bool
+    """Whether the action is an int64 index [batch] (else float32 [batch, action_size] in [-1, 1])."""
     max_abs_diff: float
     """Largest |onnxruntime - load_policy| over the check's random observations."""
 
@@ -72,7 +80,8 @@ def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None =
     write_atomic(out, model_bytes)
     pixels = files.description["network"]["kind"] == ENCODER_NETWORK_KIND
     return ExportResult(out, input_name(files), tuple(files.description["observation"]["input_shape"]), OUTPUT_NAME,
-                        int(files.description["action_size"]), "uint8" if pixels else "float32", diff)
+                        int(files.description["action_size"]), "uint8" if pixels else "float32",
+                        action_space_of(files.description).discrete, diff)
 
 
 def default_path(run_dir: Path, checkpoint: str | None) -> Path:
@@ -122,16 +131,24 @@ def build_model(files: PolicyFiles) -> Any:
                   helper.make_node("Add", [f"z{index}", f"b{index}"], [f"y{index}"])]
         if index < count - 1:
             nodes += activation_nodes(network["activation"], f"y{index}", f"h{index + 1}", f"act{index}")
-    weights += [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in
-                (("mean_start", [0]), ("mean_end", [action_size]), ("mean_axis", [1]))]
-    nodes += [helper.make_node("Slice", [f"y{count - 1}", "mean_start", "mean_end", "mean_axis"], ["mean"]),
-              helper.make_node("Tanh", ["mean"], [OUTPUT_NAME])]
+    if action_space_of(description).discrete:
+        nodes += [helper.make_node("Identity", [f"y{count - 1}"], [LOGITS_NAME]),
+                  helper.make_node("ArgMax", [LOGITS_NAME], [OUTPUT_NAME], axis=1, keepdims=0)]
+        outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.INT64, ["batch"],
+                                                 doc_string="the most likely action index"),
+                   helper.make_tensor_value_info(LOGITS_NAME, TensorProto.FLOAT, ["batch", action_size],
+                                                 doc_string="unnormalized log-probabilities of the actions")]
+    else:
+        weights += [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in
+                    (("mean_start", [0]), ("mean_end", [action_size]), ("mean_axis", [1]))]
+        nodes += [helper.make_node("Slice", [f"y{count - 1}", "mean_start", "mean_end", "mean_axis"], ["mean"]),
+                  helper.make_node("Tanh", ["mean"], [OUTPUT_NAME])]
+        outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size],
+                                                 doc_string="deterministic action tanh(mean) in [-1, 1]")]
     graph = helper.make_graph(
         nodes, "rlfit_policy",
         [helper.make_tensor_value_info(name, input_type, ["batch", *input_shape], doc_string=input_doc)],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size],
-                                       doc_string="deterministic action tanh(mean) in [-1, 1]")],
-        initializer=weights)
+        outputs, initializer=weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rlfit",
                               producer_version=str(description.get("rlfit_version", "")),
                               doc_string=f"rlfit policy for {description.get('env_name')}: {name} -> {OUTPUT_NAME}")
@@ -192,16 +209,22 @@ def random_observations(files: PolicyFiles, samples: int | None = None, seed: in
 
 
 def max_abs_difference(model_bytes: bytes, policy: Any, files: PolicyFiles) -> float:
-    """max |onnxruntime(model) - policy| over `random_observations`."""
+    """max |onnxruntime(model) - policy| over `random_observations`; for a discrete policy over the observations
+    whose two largest ONNX logits differ by more than TOLERANCE (elsewhere either index is right)."""
     try:
         import onnxruntime
     except ImportError:
         raise UserError("checking the export needs onnxruntime: pip install 'rlfit[export]'") from None
     session = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     obs = random_observations(files)
-    (onnx_actions,) = session.run([OUTPUT_NAME], {input_name(files): obs})
     reference = np.asarray(policy.act(obs))
-    return float(np.max(np.abs(onnx_actions - reference)))
+    if not action_space_of(files.description).discrete:
+        (onnx_actions,) = session.run([OUTPUT_NAME], {input_name(files): obs})
+        return float(np.max(np.abs(onnx_actions - reference)))
+    onnx_actions, logits = session.run([OUTPUT_NAME, LOGITS_NAME], {input_name(files): obs})
+    top_two = np.sort(logits, axis=-1)[:, -2:]
+    decided = top_two[:, 1] - top_two[:, 0] > TOLERANCE
+    return float(np.max(np.abs(onnx_actions - reference) * decided, initial=0.0))
 
 
 def write_atomic(path: Path, data: bytes) -> None:

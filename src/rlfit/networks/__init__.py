@@ -1,6 +1,8 @@
-"""Policy and value networks (MLPs) and the tanh-squashed Gaussian action distribution.
+"""Policy and value networks (MLPs) and the two action distributions: a tanh-squashed Gaussian (continuous
+actions) and a categorical (discrete actions).
 
-Shapes: observations [..., obs_dim]; policy output [..., 2 * action_dim] (mean, raw scale); value [...].
+Shapes: observations [..., obs_dim]; policy output [..., logits_size] (`ActionSpace.logits_size`: 2 * A
+(mean, raw scale) or K logits); value [...].
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.config import NetworkConfig
+from rlfit.envs.action_space import CONTINUOUS, ActionSpace
 
 MIN_STD = 1e-3
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
@@ -54,12 +57,17 @@ class Agent(NamedTuple):
     """Pure functions of (params, normalized observation)."""
 
     policy_logits: Callable[[Any, Any], jax.Array]
-    """(policy params, obs [..]) -> [..., 2 * action_dim]."""
+    """(policy params, obs [..]) -> [..., action_space.logits_size]."""
     value: Callable[[Any, Any], jax.Array]
     """(value params, obs [..]) -> [...]."""
     init: Callable[[jax.Array], AgentParams]
     """key -> fresh parameters."""
-    action_size: int
+    action_space: ActionSpace
+
+    @property
+    def distribution(self) -> type:
+        """The action distribution the policy's logits parameterize (`distribution_for`)."""
+        return distribution_for(self.action_space)
 
 
 def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
@@ -79,15 +87,18 @@ def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
                     "network's observation key (network.policy_obs_key, sac.policy_obs_key) to one of them")
 
 
-def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precision: str = "fp32",
+def make_agent(obs_example: Any, action_space: ActionSpace | int, config: NetworkConfig, precision: str = "fp32",
                encoder: Any = None, encoder_weights: Any = None) -> Agent:
-    """Builds the agent for observations shaped like `obs_example` (one unbatched observation).
+    """Builds the agent for observations shaped like `obs_example` (one unbatched observation) and `action_space`
+    (an int A: A continuous dimensions).
 
     With `encoder` (an `EncoderSpec`) the policy and the value function each see the observation's camera frames
     through their own encoder, trained by their own loss, both starting from `encoder_weights` when given.
     """
+    if isinstance(action_space, int):  # A continuous action dimensions
+        action_space = ActionSpace(CONTINUOUS, action_space)
     dtype = COMPUTE_DTYPES[precision]
-    policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
+    policy_net = MLP(tuple(config.policy_hidden) + (action_space.logits_size,), config.activation, dtype)
     value_net = MLP(tuple(config.value_hidden) + (1,), config.activation, dtype)
 
     def policy_obs(obs):
@@ -122,7 +133,7 @@ def make_agent(obs_example: Any, action_size: int, config: NetworkConfig, precis
         policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
         value=lambda params, obs: value_net.apply(params, value_obs(obs))[..., 0],
         init=init,
-        action_size=action_size,
+        action_space=action_space,
     )
 
 
@@ -158,6 +169,48 @@ class TanhGaussian(NamedTuple):
     def mode(self) -> jax.Array:
         """The deterministic action tanh(mean)."""
         return jnp.tanh(self.mean)
+
+    @staticmethod
+    def env_action(raw_action: jax.Array) -> jax.Array:
+        """What the environment receives for a sampled raw action: tanh(raw) in [-1, 1]."""
+        return jnp.tanh(raw_action)
+
+
+class Categorical(NamedTuple):
+    """A categorical distribution over K discrete actions, from unnormalized logits [..., K]."""
+
+    logits: jax.Array
+    """[..., K] log-probabilities up to a constant."""
+
+    @classmethod
+    def from_logits(cls, logits: jax.Array) -> Categorical:
+        return cls(jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1))
+
+    def sample_raw(self, key: jax.Array) -> jax.Array:
+        """[...] int32 action indices."""
+        return jax.random.categorical(key, self.logits, axis=-1).astype(jnp.int32)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        """log pi(action): [...]."""
+        return jnp.take_along_axis(self.logits, action.astype(jnp.int32)[..., None], axis=-1)[..., 0]
+
+    def entropy(self, key: jax.Array | None = None) -> jax.Array:
+        """Exact entropy -sum p log p: [...] (`key` unused; the same signature as TanhGaussian's)."""
+        return -jnp.sum(jnp.exp(self.logits) * self.logits, axis=-1)
+
+    def mode(self) -> jax.Array:
+        """The most likely action: [...] int32."""
+        return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
+
+    @staticmethod
+    def env_action(action: jax.Array) -> jax.Array:
+        """The environment receives the index itself."""
+        return action
+
+
+def distribution_for(space: ActionSpace) -> type:
+    """TanhGaussian for continuous actions, Categorical for discrete ones (both built with `from_logits`)."""
+    return Categorical if space.discrete else TanhGaussian
 
 
 def tanh_log_det_jacobian(raw_action: jax.Array) -> jax.Array:

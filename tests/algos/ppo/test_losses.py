@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlfit.networks import Agent, AgentParams, TanhGaussian
+from rlfit.envs.action_space import CONTINUOUS, DISCRETE, ActionSpace
+from rlfit.networks import Agent, AgentParams, Categorical, TanhGaussian
 from rlfit.algos.ppo.losses import LossBatch, ppo_loss
 
 MIN_STD = 1e-3  # Brax's NormalTanhDistribution: std = softplus(raw_scale) + 0.001
@@ -15,7 +16,8 @@ EPS = 0.2
 T, B, A = 3, 4, 2
 
 # A stub agent whose "network" returns its parameters: the policy logits and values are known exactly.
-STUB = Agent(policy_logits=lambda params, obs: params, value=lambda params, obs: params, init=None, action_size=A)
+STUB = Agent(policy_logits=lambda params, obs: params, value=lambda params, obs: params, init=None,
+             action_space=ActionSpace(CONTINUOUS, A))
 
 
 def np_softplus(x):
@@ -154,3 +156,53 @@ def test_from_logits_and_mode():
     np.testing.assert_allclose(dist.mean, [[0.5, -2.0]])
     np.testing.assert_allclose(dist.std, [[np.log(2.0) + MIN_STD, 30.0 + MIN_STD]], rtol=1e-6)
     np.testing.assert_allclose(dist.mode(), np.tanh([[0.5, -2.0]]), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------- discrete actions
+
+
+def test_categorical_log_prob_entropy_and_mode_match_hand_computed_values():
+    """Logits log([1, 2, 3, 4]) are probabilities [0.1, 0.2, 0.3, 0.4] (softmax is shift invariant: +5 too)."""
+    probabilities = np.array([0.1, 0.2, 0.3, 0.4])
+    logits = jnp.asarray(np.stack([np.log(probabilities * 10), np.log(probabilities[::-1]) + 5.0]), jnp.float32)
+    dist = Categorical.from_logits(logits)
+    actions = jnp.array([2, 2], jnp.int32)
+    np.testing.assert_allclose(np.asarray(dist.log_prob(actions)), np.log([0.3, 0.2]), rtol=1e-6)
+    hand_entropy = -np.sum(probabilities * np.log(probabilities))  # 1.2798542258...
+    np.testing.assert_allclose(np.asarray(dist.entropy()), [hand_entropy, hand_entropy], rtol=1e-6)
+    assert float(dist.entropy()[0]) == pytest.approx(1.2798542258, rel=1e-6)
+    assert np.asarray(dist.mode()).tolist() == [3, 0]
+    assert dist.mode().dtype == jnp.int32 and dist.env_action(actions) is actions
+
+
+def test_categorical_samples_follow_its_probabilities():
+    probabilities = np.array([0.1, 0.2, 0.3, 0.4])
+    dist = Categorical.from_logits(jnp.broadcast_to(jnp.log(jnp.asarray(probabilities, jnp.float32)), (40_000, 4)))
+    samples = np.asarray(dist.sample_raw(jax.random.PRNGKey(0)))
+    assert samples.dtype == np.int32 and samples.shape == (40_000,)
+    frequencies = np.bincount(samples, minlength=4) / samples.size
+    np.testing.assert_allclose(frequencies, probabilities, atol=0.01)  # 4 binomial std errors are ~0.01
+
+
+def test_ppo_loss_with_discrete_actions_matches_hand_computation():
+    """The clipped surrogate on categorical log-probabilities and its exact entropy, against numpy."""
+    rng = np.random.default_rng(4)
+    K = 5
+    logits = rng.normal(size=(T, B, K))
+    actions = rng.integers(0, K, size=(T, B))
+    log_p = logits - np.log(np.sum(np.exp(logits), axis=-1, keepdims=True))
+    new_log_prob = np.take_along_axis(log_p, actions[..., None], axis=-1)[..., 0]
+    ratios = np.linspace(0.6, 1.4, T * B).reshape(T, B)
+    advantages, values, returns = rng.normal(size=(3, T, B))
+    batch = LossBatch(obs=jnp.zeros((T, B, 1)), raw_action=jnp.asarray(actions, jnp.int32),
+                      old_log_prob=jnp.asarray(new_log_prob - np.log(ratios), jnp.float32),
+                      advantages=jnp.asarray(advantages, jnp.float32), returns=jnp.asarray(returns, jnp.float32))
+    params = AgentParams(jnp.asarray(logits, jnp.float32), jnp.asarray(values, jnp.float32))
+    stub = STUB._replace(action_space=ActionSpace(DISCRETE, K))
+    total, terms = ppo_loss(params, batch, stub, EPS, 0.05, False, jax.random.PRNGKey(0))
+    policy = -np.mean(np.minimum(ratios * advantages, np.clip(ratios, 1 - EPS, 1 + EPS) * advantages))
+    entropy = -0.05 * np.mean(-np.sum(np.exp(log_p) * log_p, axis=-1))
+    value = 0.25 * np.mean((returns - values) ** 2)
+    assert float(terms.policy) == pytest.approx(policy, rel=1e-4, abs=1e-6)
+    assert float(terms.entropy) == pytest.approx(entropy, rel=1e-5)
+    assert float(total) == pytest.approx(policy + value + entropy, rel=1e-4, abs=1e-6)

@@ -31,7 +31,7 @@ def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     choice = encoder_for(config.network, obs_example, plan.backend)
     encoder = choice.spec if choice is not None else None
-    agent = make_agent(obs_example, int(train_env.action_size), config.network, plan.precision, encoder,
+    agent = make_agent(obs_example, train_env.action_space, config.network, plan.precision, encoder,
                        choice.weights if choice is not None else None)
     optimizer = make_optimizer(config.ppo)
     if encoder is not None:

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rlfit.networks import Agent, AgentParams, TanhGaussian
+from rlfit.networks import Agent, AgentParams
 
 
 class LossBatch(NamedTuple):
@@ -16,7 +16,7 @@ class LossBatch(NamedTuple):
     obs: Any
     """Normalized observations."""
     raw_action: jax.Array
-    """[T, b, A] pre-tanh actions that were taken."""
+    """[T, b, A] pre-tanh actions (continuous) or [T, b] int32 indices (discrete) that were taken."""
     old_log_prob: jax.Array
     """Log-probabilities of those actions under the policy that collected them."""
     advantages: jax.Array
@@ -49,13 +49,14 @@ def ppo_loss(
         ratio   = exp(log pi(a|s) - old_log_prob)
         policy  = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
         value   = 0.25 * mean((returns - V(s))^2)          (Brax's scale: 0.5 * 0.5)
-        entropy = -entropy_cost * mean(H[pi(.|s)])   (one sample with `entropy_key`, see TanhGaussian.entropy)
+        entropy = -entropy_cost * mean(H[pi(.|s)])   (a tanh-Gaussian: one sample with `entropy_key`,
+                                                     see TanhGaussian.entropy; a categorical: exact)
         total   = policy + value + entropy
     """
     advantages = batch.advantages
     if normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    dist = TanhGaussian.from_logits(agent.policy_logits(params.policy, batch.obs))
+    dist = agent.distribution.from_logits(agent.policy_logits(params.policy, batch.obs))
     log_ratio = dist.log_prob(batch.raw_action) - batch.old_log_prob
     ratio = jnp.exp(log_ratio)
     clipped = jnp.clip(ratio, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon)

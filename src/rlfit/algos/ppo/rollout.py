@@ -1,6 +1,7 @@
 """Collecting experience: the policy acts in the batched environment for `unroll_length` steps.
 
-Knows nothing about the learning algorithm beyond "a policy that returns raw actions and log-probs".
+Knows nothing about the learning algorithm beyond "a policy whose logits parameterize an action distribution"
+(the agent's: a tanh-Gaussian for continuous actions, a categorical for discrete ones).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.envs.vec_env import EnvState, VecEnv
-from rlfit.networks import Agent, TanhGaussian, squash
+from rlfit.networks import Agent
 from rlfit.normalizer import RunningStats, normalize
 
 
@@ -21,7 +22,7 @@ class Transition(NamedTuple):
     obs: Any
     """Raw (unnormalized) observation the action was chosen on."""
     raw_action: jax.Array
-    """[A] pre-tanh action."""
+    """[A] float32 pre-tanh action (continuous) or [] int32 action index (discrete)."""
     log_prob: jax.Array
     reward: jax.Array
     termination: jax.Array
@@ -46,9 +47,9 @@ def collect(
 
     def act_and_step(state: EnvState, step_key: jax.Array) -> tuple[EnvState, Transition]:
         obs = state.inner.obs
-        dist = TanhGaussian.from_logits(agent.policy_logits(policy_params, normalize(stats, obs)))
+        dist = agent.distribution.from_logits(agent.policy_logits(policy_params, normalize(stats, obs)))
         raw_action = dist.sample_raw(step_key)
-        next_state, out = env.step(state, squash(raw_action))
+        next_state, out = env.step(state, dist.env_action(raw_action))
         transition = Transition(obs, raw_action, dist.log_prob(raw_action), out.reward, out.termination,
                                 out.truncation, out.next_obs, out.finished_return, out.finished_length)
         return next_state, transition

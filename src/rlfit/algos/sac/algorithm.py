@@ -21,6 +21,7 @@ from rlfit.algos.sac.sizes import SACSizes, config_sizes, smaller_sizes
 from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
+from rlfit.errors import UserError
 from rlfit.mesh import REPLICATED, default_env_axes
 from rlfit.loss_scale import loss_scale_row
 from rlfit.networks.pixels import encoder_for
@@ -47,6 +48,9 @@ def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
 
 
 def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+    if train_env.action_space.discrete:
+        raise UserError(f"algo: sac acts with continuous actions and '{config.env.name}' has "
+                        f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
     sac = sized_config(config.sac, plan.sizes)
     choice = encoder_for(config.network, obs_example, plan.backend)
     encoder = choice.spec if choice is not None else None

@@ -1,0 +1,108 @@
+"""PPO with discrete actions end to end on the toy env's discrete twin (tests/toy_env.py:PointChoice): it learns,
+its policy file, load_policy and ONNX export act with the most likely index, and it resumes exactly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import TOY_TRAIN_OVERRIDES, cli_in_process
+
+DISCRETE_TOY = "tests.toy_env:make_discrete"
+EPISODE_ENV_STEPS = 100  # env.episode_length in TOY_TRAIN_OVERRIDES
+STANDING_STILL = EPISODE_ENV_STEPS * (1 - 2 / 3)
+"""Return of always choosing 'stay': reward 1 - |p - t| per env step with E|p - t| = 2/3."""
+
+
+@pytest.fixture(scope="module")
+def discrete_run(tmp_path_factory):
+    import rlfit
+
+    run_dir = tmp_path_factory.mktemp("discrete") / "run"
+    return rlfit.train(DISCRETE_TOY, "smoke", overrides=[*TOY_TRAIN_OVERRIDES, "run.seed=0"], run_dir=run_dir,
+                       quiet=True)
+
+
+def test_ppo_learns_with_a_categorical_policy(discrete_run):
+    final = discrete_run.summary["final_eval_reward"]
+    assert final >= STANDING_STILL + 30, f"final eval reward {final:.1f}; standing still earns {STANDING_STILL:.1f}"
+
+
+def numpy_policy_logits(policy_dir, obs: np.ndarray) -> np.ndarray:
+    """The saved MLP evaluated by hand in numpy (normalize, dense + swish, dense): an independent reference."""
+    weights = np.load(policy_dir / "weights.npz")
+    count = float(weights["normalizer/count"])
+    std = np.clip(np.sqrt(weights["normalizer/sum_sq_dev"] / max(count, 1.0)), 1e-6, 1e6)
+    x = (obs - weights["normalizer/mean"]) / std if count > 0 else obs
+    layers = sorted({name.split("/")[2] for name in weights.files if name.startswith("params/params/dense_")},
+                    key=lambda name: int(name.split("_")[1]))
+    for index, layer in enumerate(layers):
+        x = x @ weights[f"params/params/{layer}/kernel"] + weights[f"params/params/{layer}/bias"]
+        if index < len(layers) - 1:
+            x = x / (1.0 + np.exp(-x))  # swish
+    return x
+
+
+def test_policy_file_and_load_policy_act_with_the_most_likely_index(discrete_run):
+    import rlfit
+
+    policy_dir = discrete_run.run_dir.path / "policy"
+    description = json.loads((policy_dir / "policy.json").read_text())
+    assert description["action_space"] == {"kind": "discrete", "size": 3}
+    assert description["network"]["layer_sizes"][-1] == 3
+    policy = rlfit.load_policy(discrete_run.run_dir.path)
+    assert policy.action_space.discrete and policy.action_size == 3
+    obs = np.random.default_rng(0).uniform(-1, 1, (256, 2)).astype(np.float32)
+    actions = np.asarray(policy(obs))
+    assert actions.dtype == np.int32 and actions.shape == (256,)
+    logits = numpy_policy_logits(policy_dir, obs.astype(np.float64))
+    top_two = np.sort(logits, axis=-1)[:, -2:]
+    decided = top_two[:, 1] - top_two[:, 0] > 1e-4
+    assert decided.mean() > 0.9
+    np.testing.assert_array_equal(actions[decided], np.argmax(logits, axis=-1)[decided])
+    # the learned policy moves toward the target: right (2) when the target is well right of the point
+    right = obs[:, 1] - obs[:, 0] > 0.5
+    assert np.mean(actions[right] == 2) > 0.8
+
+
+def test_onnx_export_of_a_discrete_policy_gives_the_index_and_the_logits(discrete_run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import onnxruntime
+
+    import rlfit
+    from rlfit.export.onnx import export_onnx
+
+    result = export_onnx(discrete_run.run_dir.path, tmp_path / "policy.onnx")
+    assert result.discrete and result.action_size == 3 and result.max_abs_diff == 0.0
+    session = onnxruntime.InferenceSession(str(result.path), providers=["CPUExecutionProvider"])
+    obs = np.random.default_rng(1).uniform(-1, 1, (64, 2)).astype(np.float32)
+    action, logits = session.run(["action", "logits"], {"obs": obs})
+    assert action.dtype == np.int64 and action.shape == (64,) and logits.shape == (64, 3)
+    np.testing.assert_allclose(logits, numpy_policy_logits(discrete_run.run_dir.path / "policy", obs.astype(np.float64)),
+                               atol=1e-4)
+    decided = np.ptp(np.sort(logits, axis=-1)[:, -2:], axis=-1) > 1e-4
+    np.testing.assert_array_equal(action[decided], np.asarray(rlfit.load_policy(discrete_run.run_dir.path)(obs))[decided])
+
+
+def test_a_discrete_run_resumes_bit_identically(tmp_path, capfd):
+    toy = [DISCRETE_TOY, "--preset", "smoke", "--set", "env.episode_length=50", "--set", "run.save_interval=3",
+           "--quiet"]
+    half, full = tmp_path / "half", tmp_path / "full"
+    assert cli_in_process(capfd, "train", *toy, "--timesteps", "640", "--run-dir", str(half), cwd=tmp_path).returncode == 0
+    resumed = cli_in_process(capfd, "resume", str(half), "--timesteps", "1280", "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert cli_in_process(capfd, "train", *toy, "--timesteps", "1280", "--run-dir", str(full), cwd=tmp_path).returncode == 0
+    summaries = [json.loads((run / "summary.json").read_text()) for run in (half, full)]
+    assert summaries[0]["params_digest"] == summaries[1]["params_digest"]
+    assert summaries[0]["env_steps"] == summaries[1]["env_steps"] == 1280
+
+
+def test_sac_refuses_a_discrete_environment_in_one_line(tmp_path, capfd):
+    result = cli_in_process(capfd, "train", DISCRETE_TOY, "--algo", "sac", "--preset", "smoke",
+                            "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "3 discrete actions" in lines[0] and "algo: ppo" in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()
