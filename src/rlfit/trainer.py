@@ -21,6 +21,7 @@ from rlfit.algos.contract import Learner
 from rlfit.config import Config
 from rlfit.envs import VecEnv, load_env
 from rlfit.envs.action_space import ActionSpace
+from rlfit.envs.vec_env import episode_steps
 from rlfit.networks import select_obs
 from rlfit.evaluate import EvalMetrics, make_evaluator
 from rlfit.jax_setup import compile_ahead
@@ -61,7 +62,7 @@ class Trainer:
         from rlfit.algos.registry import algorithm
 
         env = env if env is not None else load_env(config.env, plan.backend)
-        episode_length = max(1, config.env.episode_length // config.env.action_repeat)
+        episode_length = episode_steps(config.env, env)
         train_env = VecEnv(env, plan.sizes.num_envs, episode_length, config.env.action_repeat)
         eval_env = VecEnv(env, config.run.num_eval_envs, episode_length, config.env.action_repeat)
         obs_example = observation_example(env)
@@ -144,7 +145,7 @@ class Trainer:
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
-        evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits), policy_params, stats,
+        evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate), policy_params, stats,
                                  jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions,
                                  in_shardings=replicated, out_shardings=replicated)
         return Compiled(iteration, evaluate, time.perf_counter() - started)

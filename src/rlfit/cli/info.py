@@ -13,10 +13,22 @@ def register(subparsers) -> None:
 
 
 def list_envs(args: argparse.Namespace) -> int:
-    from rlfit.envs.loading import playground_names
+    """Playground's names, then each family's `<prefix>:<name>` (a family whose package is missing: a note)."""
+    import sys
+
+    from rlfit.envs.loading import FAMILIES, family_names, playground_names
+    from rlfit.errors import UserError
 
     for name in playground_names():
         print(name)
+    for prefix in FAMILIES:
+        try:
+            names = family_names(prefix)
+        except UserError as error:
+            print(f"({prefix}:<name>: {error})", file=sys.stderr)
+            continue
+        for name in names:
+            print(name)
     return 0
 
 

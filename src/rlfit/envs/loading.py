@@ -1,14 +1,19 @@
-"""Find and build an environment: a Playground registry name or a user's `module:factory`.
+"""Find and build an environment: a Playground registry name, a family-prefixed name (`gymnax:<name>`,
+`xminigrid:<name>`, `gridworld:<variant>`) or a user's `module:factory`.
 
 The environment contract is Playground's `MjxEnv`: `reset(key) -> State`, `step(State, action) -> State`,
 `action_size: int`, `observation_size: int | dict[str, tuple]`, where `State` has `obs`, `reward`, `done`
-(1.0 at a terminal state), `metrics`, `info`. Actions are in [-1, 1].
+(1.0 at a terminal state), `metrics`, `info`. Actions are in [-1, 1]. Discrete environments have an integer
+`num_actions` instead of `action_size`, and `step` takes one int32 action in [0, num_actions) (see
+`rlfit.envs.action_space`). `step` never auto-resets: `VecEnv` resets finished environments and applies the time
+limit.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -16,7 +21,12 @@ import jax
 from rlfit.config import EnvConfig
 from rlfit.errors import UserError, did_you_mean
 
-REQUIRED_ATTRIBUTES = ("reset", "step", "action_size", "observation_size")
+REQUIRED_ATTRIBUTES = ("reset", "step", "observation_size")
+ACTION_ATTRIBUTES = ("action_size", "num_actions")
+"""A `module:factory` environment needs REQUIRED_ATTRIBUTES and one of ACTION_ATTRIBUTES."""
+
+FAMILIES = {"gymnax": "gymnax", "xminigrid": "XLand-MiniGrid", "gridworld": "gridworld"}
+"""Name prefix -> the family of environments it names (`<prefix>:<name>`)."""
 
 
 def choose_impl(requested: str, backend: str | None = None) -> str:
@@ -44,6 +54,12 @@ def load_env(config: EnvConfig, backend: str | None = None) -> Any:
     """Builds the environment `config.name` names; raises UserError when it cannot."""
     from rlfit.envs.pixels import wrap_pixels
 
+    prefix, _, name = config.name.partition(":")
+    if prefix in FAMILIES:
+        if config.observation == "pixels":
+            raise UserError(f"env.observation: pixels needs a MuJoCo environment; '{config.name}' is a "
+                            f"{FAMILIES[prefix]} environment: use env.observation: state")
+        return _load_family(prefix, name, config.overrides)
     if ":" in config.name:
         return wrap_pixels(_load_factory(config), config)
     return wrap_pixels(_load_playground(config, choose_impl(config.impl, backend)), config)
@@ -78,10 +94,40 @@ def _load_factory(config: EnvConfig) -> Any:
         raise UserError(f"module '{module_name}' has no callable '{factory_name}' (environment '{config.name}')")
     env = factory(**dict(config.overrides))
     missing = [name for name in REQUIRED_ATTRIBUTES if not hasattr(env, name)]
+    if not any(hasattr(env, name) for name in ACTION_ATTRIBUTES):
+        missing.append("action_size (or num_actions for discrete actions)")
     if missing:
         raise UserError(f"environment '{config.name}' lacks {', '.join(missing)}; it must follow Playground's "
-                        "MjxEnv API (reset, step, action_size, observation_size)")
+                        "MjxEnv API (reset, step, action_size or num_actions, observation_size)")
     return env
+
+
+def _load_family(prefix: str, name: str, overrides: Mapping[str, Any]) -> Any:
+    if prefix == "gymnax":
+        from rlfit.envs.adapters import load_gymnax
+
+        return load_gymnax(name, overrides)
+    if prefix == "xminigrid":
+        from rlfit.envs.adapters import load_xminigrid
+
+        return load_xminigrid(name, overrides)
+    from rlfit.envs import gridworld
+
+    return gridworld.load(name, overrides)
+
+
+def family_names(prefix: str) -> tuple[str, ...]:
+    """Every `<prefix>:<name>` of one family in FAMILIES; UserError when its package is not installed."""
+    if prefix == "gymnax":
+        from rlfit.envs.adapters import gymnax_names as names
+    elif prefix == "xminigrid":
+        from rlfit.envs.adapters import xminigrid_names as names
+    else:
+        from rlfit.envs.gridworld import NAMES
+
+        def names() -> tuple[str, ...]:
+            return tuple(NAMES)
+    return tuple(f"{prefix}:{name}" for name in names())
 
 
 def env_label(name: str) -> str:

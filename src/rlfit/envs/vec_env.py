@@ -118,3 +118,11 @@ class VecEnv:
             episode_return=jnp.where(done, 0.0, state.episode_return),
             reset_key=jnp.where(done[:, None], keys[:, 1], state.reset_key),
         )
+
+
+def episode_steps(env_config: Any, env: Any) -> int:
+    """Policy steps per episode: `env.episode_length` environment steps over `env.action_repeat`, no more than
+    the environment's own limit where it declares one (`max_episode_steps`: gymnax, XLand-MiniGrid)."""
+    steps = max(1, env_config.episode_length // env_config.action_repeat)
+    limit = getattr(env, "max_episode_steps", None)
+    return min(steps, max(1, int(limit) // env_config.action_repeat)) if limit else steps

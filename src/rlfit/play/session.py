@@ -62,6 +62,7 @@ def play(options: PlayOptions, say: Callable[[str], None] = print) -> PlayResult
     """Plays the run's policy in native MuJoCo; returns what it did (see PlayResult)."""
     from rlfit.jax_setup import configure_jax
     from rlfit.play.gl import activate, choose_backend
+    from rlfit.envs.vec_env import episode_steps as episode_steps_of
     from rlfit.policy_io import load_policy, policy_location
 
     if not math.isfinite(options.seconds) or options.seconds <= 0:
@@ -86,7 +87,7 @@ def play(options: PlayOptions, say: Callable[[str], None] = print) -> PlayResult
     control_dt = float(getattr(env, "dt", 0.0) or 0.0) * config.env.action_repeat
     if control_dt <= 0:
         raise UserError(f"{config.env.name} has no control time step (`dt`); rlfit cannot play it in real time")
-    episode_steps = max(1, config.env.episode_length // config.env.action_repeat)
+    episode_steps = episode_steps_of(config.env, env)
     show = viewer_display(env.mj_model, control_dt) if options.viewer else None
     result = run_episodes(env, policy, config.env.name, options, control_dt, episode_steps, show)
     frames, returns, steps = result

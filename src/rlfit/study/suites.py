@@ -57,10 +57,11 @@ def _compile_evaluator(config: Any, suite: Suite, apply: Any) -> Any:
     import jax
 
     from rlfit.envs import VecEnv, load_env
+    from rlfit.envs.vec_env import episode_steps
     from rlfit.evaluate import make_action_evaluator
 
     env = load_env(config.env, jax.default_backend())
-    episode_length = max(1, config.env.episode_length // config.env.action_repeat)
+    episode_length = episode_steps(config.env, env)
     vec_env = VecEnv(env, suite.episodes, episode_length, config.env.action_repeat)
     return jax.jit(make_action_evaluator(vec_env, apply))
 
