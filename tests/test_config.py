@@ -285,3 +285,15 @@ def test_resume_names_a_changed_algorithm():
 
     ppo, sac = resolve(TOY, "smoke"), resolve(TOY, "smoke", overrides=["algo=sac"])
     assert differences(ppo, sac)[0] == ("algo", "ppo", "sac")
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["network.bottleneck_beta=0.1"], "network.bottleneck is 0"),
+    (["network.bottleneck=-1"], "network.bottleneck must be zero or more"),
+    (["network.bottleneck=8", "network.bottleneck_beta=-1"], "network.bottleneck_beta must be zero or more"),
+    (["network.bottleneck=8", "env.observation=pixels"], "network.bottleneck works on vector observations"),
+    (["network.bottleneck=8", "algo=sac"], "network.bottleneck is a PPO option"),
+])
+def test_information_bottleneck_settings_are_checked(overrides, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        resolve(TOY, overrides=overrides)

@@ -38,7 +38,8 @@ def saved_policy(directory: Path, obs_example=DICT_OBS, network=NETWORK, seed=0)
     agent = make_agent(obs_example, ACTION_SIZE, network)
     params = agent.init(jax.random.PRNGKey(seed))
     stats = make_stats(obs_example, seed)
-    save_policy(directory, params.policy, stats, spec_of(network), obs_example, ActionSpace("continuous", ACTION_SIZE), "TestEnv", "fp32", "ppo")
+    save_policy(directory, params.policy, stats, spec_of(network), obs_example, ActionSpace("continuous", ACTION_SIZE),
+                "TestEnv", "fp32", "ppo")
     return agent, params, stats
 
 

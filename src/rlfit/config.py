@@ -36,17 +36,20 @@ class EnvConfig:
     """Which environment to train and how to build it."""
 
     name: str = DEFAULT_ENV
-    """Playground registry name (e.g. `CartpoleBalance`) or `module:factory` for your own environment."""
+    """Playground registry name (e.g. `CartpoleBalance`), `gridworld:<variant>`, `gymnax:<name>`,
+    `xminigrid:<name>`, or `module:factory` for your own environment."""
     impl: str = "auto"
     """MJX implementation: `auto` (jax on CPU, warp on GPU), `jax` or `warp`."""
     episode_length: int = 1000
-    """Steps before an episode is truncated (a time limit, not a terminal state)."""
+    """Steps before an episode is truncated (a time limit, not a terminal state); gymnax and XLand-MiniGrid
+    environments also stop at their own limit, if shorter."""
     action_repeat: int = 1
     """Environment steps per policy decision."""
     menagerie_path: str = ""
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
     overrides: Mapping[str, Any] = field(default_factory=FrozenDict)
-    """Passed to Playground as `config_overrides` (e.g. `{ctrl_dt: 0.02}`)."""
+    """Passed to Playground as `config_overrides` (e.g. `{ctrl_dt: 0.02}`); for the other families, their own
+    parameters (gridworld: `GridConfig` fields; gymnax and XLand-MiniGrid: `EnvParams` fields)."""
     observation: str = "state"
     """What the policy sees: `state` (the environment's vector) or `pixels` (camera frames; the state stays
     available to a critic as privileged input)."""
@@ -85,6 +88,13 @@ class NetworkConfig:
     """A safetensors file of encoder weights (`rlfit convert-weights` makes one), or empty to train from scratch."""
     freeze_encoder: bool = False
     """Keep the encoder's weights fixed (sensible with `pretrained`)."""
+    bottleneck: int = 0
+    """PPO: width Z of a stochastic latent layer between the policy's hidden layers and its output, a variational
+    information bottleneck (`rlfit.networks.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
+    as the policy's description length. 0: none (the plain policy)."""
+    bottleneck_beta: float = 0.0
+    """Weight of the rate (in nats, averaged over the minibatch) in PPO's loss; 0 trains the same stochastic
+    latent without a penalty."""
 
 
 @dataclass(frozen=True)

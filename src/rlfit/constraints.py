@@ -24,7 +24,8 @@ WANDB_MODES = ("off", "online", "offline", "auto")
 _POSITIVE_INTS = ("env.episode_length", "env.action_repeat", "run.num_timesteps", "run.num_eval_envs",
                   "run.save_interval", "run.keep_checkpoints", "env.image_size", "env.frames",
                   "network.encoder_features")
-_NON_NEGATIVE = ("run.eval_every", "run.early_stop_patience", "run.early_stop_min_delta", "run.wandb_timeout_s")
+_NON_NEGATIVE = ("run.eval_every", "run.early_stop_patience", "run.early_stop_min_delta", "run.wandb_timeout_s",
+                 "network.bottleneck", "network.bottleneck_beta")
 _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS,
             "env.observation": OBSERVATIONS, "env.channels": CHANNELS, "env.renderer": RENDERERS,
             "network.encoder": ENCODERS, "run.wandb": WANDB_MODES}
@@ -43,6 +44,12 @@ def check_config(config: Config) -> None:
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_pixels(config)
+    if config.network.bottleneck and config.env.observation == "pixels":
+        raise UserError("network.bottleneck works on vector observations; set network.bottleneck: 0 with "
+                        "env.observation: pixels")
+    if config.network.bottleneck_beta and not config.network.bottleneck:
+        raise UserError(f"network.bottleneck_beta is {config.network.bottleneck_beta} but network.bottleneck is 0 "
+                        "(no latent layer to penalize); set network.bottleneck to its width, e.g. 16")
     parse_devices(config.run.devices)
     parse_duration(config.run.time_budget, "run.time_budget")
     parse_reward(config.run.target_reward, "run.target_reward")

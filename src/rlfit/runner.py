@@ -43,6 +43,8 @@ class Progress:
     last_eval_reward: float | None = None
     evals_without_improvement: int = 0
     """Evaluations in a row that did not beat the best by more than `run.early_stop_min_delta`."""
+    last_description_length_bits: float | None = None
+    """The policy's mean description length of an observation at the last evaluation (a bottleneck's rate)."""
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -315,10 +317,12 @@ class Runner:
         progress.last_eval_reward = reward
         if progress.best_eval_reward is None or reward > progress.best_eval_reward:
             progress.best_eval_reward = reward
-        self.sinks.write("eval", {"iteration": progress.iteration, "env_steps": progress.env_steps,
-                                  "eval/episode_reward": reward,
-                                  "eval/episode_reward_std": float(result.episode_reward_std),
-                                  "eval/episode_length": float(result.episode_length)})
+        row = {"iteration": progress.iteration, "env_steps": progress.env_steps, "eval/episode_reward": reward,
+               "eval/episode_reward_std": float(result.episode_reward_std),
+               "eval/episode_length": float(result.episode_length)}
+        if result.rate_bits is not None:  # the policy's description length of an observation
+            progress.last_description_length_bits = row["eval/description_length_bits"] = float(result.rate_bits)
+        self.sinks.write("eval", row)
 
     def _non_finite_message(self, progress: Progress, row: dict[str, Any]) -> str:
         from rlfit.algos.registry import algorithm
@@ -337,6 +341,7 @@ class Runner:
             "env": self.trainer.config.env.name,
             "final_eval_reward": progress.last_eval_reward,
             "best_eval_reward": progress.best_eval_reward,
+            "final_description_length_bits": progress.last_description_length_bits,
             "iterations": progress.iteration,
             "env_steps": progress.env_steps,
             "session_env_steps": session_steps,

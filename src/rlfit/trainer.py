@@ -145,9 +145,9 @@ class Trainer:
         iteration = self.compile_iteration(state)
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
-        evaluate = compile_ahead(make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate), policy_params, stats,
-                                 jax.ShapeDtypeStruct((2,), jnp.uint32), convolutions=self.convolutions,
-                                 in_shardings=replicated, out_shardings=replicated)
+        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
+        evaluate = compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
+                                 convolutions=self.convolutions, in_shardings=replicated, out_shardings=replicated)
         return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 

@@ -51,7 +51,8 @@ def save_dict_obs_policy(run_dir: Path, activation: str, action_size: int = 4):
     network = NetworkConfig(policy_hidden=(32, 16), value_hidden=(8,), activation=activation)
     params = make_agent(obs_example, action_size, network).init(jax.random.PRNGKey(5)).policy
     stats = random_stats(obs_example, seed=7)
-    save_policy(run_dir / "policy", params, stats, spec_of(network), obs_example, ActionSpace("continuous", action_size), "DictEnv", "fp32", "ppo")
+    save_policy(run_dir / "policy", params, stats, spec_of(network), obs_example, ActionSpace("continuous", action_size),
+                "DictEnv", "fp32", "ppo")
     return params, stats
 
 

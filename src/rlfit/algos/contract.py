@@ -57,6 +57,12 @@ class Learner(NamedTuple):
     env_axes: Callable[[Any], Any] | None = None
     """state (or its shapes) -> the same tree with, per leaf, the axis that indexes environments (split over the
     run's devices) or `rlfit.mesh.REPLICATED`; None: axis 0 of `env_state`'s leaves, the rest replicated."""
+    policy_rate: Callable[[Any, Any], jax.Array] | None = None
+    """(policy params, normalized observation [..]) -> [...] the policy's description length of each observation
+    in bits (an information bottleneck's rate), averaged over evaluation states and logged; None: not defined."""
+    deployable: Callable[[Any], Any] | None = None
+    """policy params -> the params of the network the policy file stores, when they differ (a bottleneck folded
+    into a plain MLP at z = mean); None: the params themselves."""
     refill: Callable[[Any], Any] | None = None
     """state restored from a checkpoint that left out what `stored_rows` trims (`run.checkpoint_replay: false`;
     those rows come back as zeros) -> the state with that experience emptied and collected again as at the start."""

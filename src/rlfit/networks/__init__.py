@@ -63,6 +63,16 @@ class Agent(NamedTuple):
     init: Callable[[jax.Array], AgentParams]
     """key -> fresh parameters."""
     action_space: ActionSpace
+    latent_size: int = 0
+    """Z of the policy's information bottleneck (`rlfit.networks.bottleneck`); 0 without one."""
+    policy_sample: Callable[[Any, Any, jax.Array], tuple[jax.Array, jax.Array]] | None = None
+    """With a bottleneck: (policy params, obs [..], noise [..., Z]) -> (logits [..., logits_size], rate [...]
+    in nats); `policy_logits` is the same network with z = mean."""
+    policy_rate: Callable[[Any, Any], jax.Array] | None = None
+    """With a bottleneck: (policy params, obs [..]) -> [...] the rate KL(q(z | obs) || N(0, I)) in bits."""
+    deployable: Callable[[Any], Any] | None = None
+    """With a bottleneck: policy params -> the plain MLP params of the deterministic policy (z = mean), what
+    the policy file stores; None: the params themselves."""
 
     @property
     def distribution(self) -> type:
@@ -100,6 +110,8 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: Networ
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (action_space.logits_size,), config.activation, dtype)
     value_net = MLP(tuple(config.value_hidden) + (1,), config.activation, dtype)
+    if config.bottleneck:
+        return _bottleneck_agent(obs_example, action_space, config, dtype, value_net)
 
     def policy_obs(obs):
         return select_obs(obs, config.policy_obs_key)
@@ -134,6 +146,37 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: Networ
         value=lambda params, obs: value_net.apply(params, value_obs(obs))[..., 0],
         init=init,
         action_space=action_space,
+    )
+
+
+def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: NetworkConfig, dtype: Any,
+                      value_net: MLP) -> Agent:
+    """The agent whose policy acts through a variational information bottleneck (vector observations)."""
+    from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
+
+    policy_net = BottleneckPolicy(tuple(config.policy_hidden), config.bottleneck, action_space.logits_size,
+                                  config.activation, dtype)
+
+    def policy_obs(obs):
+        return select_obs(obs, config.policy_obs_key)
+
+    def value_obs(obs):
+        return select_obs(obs, config.value_obs_key, config.policy_obs_key)
+
+    def init(key: jax.Array) -> AgentParams:
+        policy_key, value_key = jax.random.split(key)
+        return AgentParams(policy_net.init(policy_key, policy_obs(obs_example)),
+                           value_net.init(value_key, value_obs(obs_example)))
+
+    return Agent(
+        policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs))[0],
+        value=lambda params, obs: value_net.apply(params, value_obs(obs))[..., 0],
+        init=init,
+        action_space=action_space,
+        latent_size=config.bottleneck,
+        policy_sample=lambda params, obs, noise: policy_net.apply(params, policy_obs(obs), noise),
+        policy_rate=lambda params, obs: policy_net.apply(params, policy_obs(obs))[1] * BITS_PER_NAT,
+        deployable=lambda params: fold(params, len(config.policy_hidden)),
     )
 
 

@@ -69,7 +69,7 @@ class SeedGroup:
         self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,), convolutions=convolutions)
         policy_params, stats = jax.vmap(learner.acting)(state)
         keys = jnp.stack([eval_key(seed, 0) for seed in self.seeds])
-        evaluator = jax.vmap(make_evaluator(self.trainer.eval_env, learner.policy_logits))
+        evaluator = jax.vmap(make_evaluator(self.trainer.eval_env, learner.policy_logits, learner.policy_rate))
         self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, convolutions=convolutions)
         return time.perf_counter() - started
 

@@ -22,7 +22,7 @@ def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
 
 
 def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
-    row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items()}
+    row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items() if value is not None}
     row["grad_norm"] = float(metrics.grad_norm)
     row["updates"] = int(metrics.updates)
     return {**row, **loss_scale_row(metrics)}
@@ -40,10 +40,12 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     network = config.network
     return Learner(
         init=lambda seed: init_train_state(train_env, agent, optimizer, seed, loss_scaling),
-        step=make_train_iteration(train_env, agent, optimizer, config.ppo, plan.sizes),
+        step=make_train_iteration(train_env, agent, optimizer, config.ppo, plan.sizes, network.bottleneck_beta),
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=agent.policy_logits,
+        policy_rate=agent.policy_rate,
+        deployable=agent.deployable,
         policy=PolicySpec(tuple(network.policy_hidden), network.activation,
                           PIXELS_KEY if encoder is not None else network.policy_obs_key,
                           encoder.to_dict() if encoder is not None else None),

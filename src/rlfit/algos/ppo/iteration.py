@@ -78,13 +78,15 @@ def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransfo
     return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
 
-def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig):
+def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig,
+                          bottleneck_beta: float = 0.0):
     """`((params, opt_state, loss_scale), (batch, key)) -> (carry, (terms, grad_norm, applied))`: one Adam step
     on one minibatch, for `lax.scan`. With a loss scale (fp16) the loss is scaled before differentiation, the
     gradients unscaled, and an update with non-finite gradients skipped."""
 
     def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
-        return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key)
+        return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key,
+                        bottleneck_beta)
 
     def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
         params, opt_state, loss_scale = carry
@@ -107,6 +109,7 @@ def make_train_iteration(
     optimizer: optax.GradientTransformation,
     ppo: PPOConfig,
     sizes: BatchSizes,
+    bottleneck_beta: float = 0.0,
 ) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
     """The training iteration for these sizes; see the module docstring.
 
@@ -116,7 +119,7 @@ def make_train_iteration(
     """
     num_sequences = sizes.batch_size * sizes.num_minibatches
     num_unrolls = num_sequences // sizes.num_envs
-    minibatch_update = make_minibatch_update(agent, optimizer, ppo)
+    minibatch_update = make_minibatch_update(agent, optimizer, ppo, bottleneck_beta)
 
     def epoch(carry, key: jax.Array, data: LossBatch):
         shuffle_key, entropy_key = jax.random.split(key)
@@ -142,7 +145,8 @@ def make_train_iteration(
         next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
         advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
                                           data.truncation, ppo.discounting, ppo.gae_lambda)
-        batch = split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns), axis=1)
+        noise = data.latent_noise if agent.latent_size else None
+        batch = split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise), axis=1)
         (params, opt_state, loss_scale), (terms, grad_norms, applied) = jax.lax.scan(
             lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state, state.loss_scale),
             jax.random.split(epochs_key, ppo.num_updates_per_batch))

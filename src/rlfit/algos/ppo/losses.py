@@ -22,6 +22,8 @@ class LossBatch(NamedTuple):
     advantages: jax.Array
     returns: jax.Array
     """Value targets (advantages + old values)."""
+    latent_noise: jax.Array | None = None
+    """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.networks.bottleneck`); None without."""
 
 
 class LossTerms(NamedTuple):
@@ -33,6 +35,10 @@ class LossTerms(NamedTuple):
     entropy: jax.Array
     approx_kl: jax.Array
     clip_fraction: jax.Array
+    bottleneck: jax.Array | None = None
+    """beta * mean rate (nats), the information bottleneck's part of `total`; None without a bottleneck."""
+    rate_bits: jax.Array | None = None
+    """Mean rate KL(q(z | obs) || N(0, I)) in bits over the minibatch; None without a bottleneck."""
 
 
 def ppo_loss(
@@ -43,6 +49,7 @@ def ppo_loss(
     entropy_cost: float,
     normalize_advantage: bool,
     entropy_key: jax.Array,
+    bottleneck_beta: float = 0.0,
 ) -> tuple[jax.Array, LossTerms]:
     """Brax-compatible PPO loss:
 
@@ -51,12 +58,20 @@ def ppo_loss(
         value   = 0.25 * mean((returns - V(s))^2)          (Brax's scale: 0.5 * 0.5)
         entropy = -entropy_cost * mean(H[pi(.|s)])   (a tanh-Gaussian: one sample with `entropy_key`,
                                                      see TanhGaussian.entropy; a categorical: exact)
-        total   = policy + value + entropy
+        total   = policy + value + entropy [+ beta * mean(rate)]
+
+    With an information bottleneck (`agent.latent_size` > 0) pi is evaluated with the noise each action was
+    chosen with (`batch.latent_noise`), and its rate (nats) weighted by `bottleneck_beta` joins the total.
     """
     advantages = batch.advantages
     if normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    dist = agent.distribution.from_logits(agent.policy_logits(params.policy, batch.obs))
+    rate = None
+    if agent.latent_size:
+        logits, rate = agent.policy_sample(params.policy, batch.obs, batch.latent_noise)
+    else:
+        logits = agent.policy_logits(params.policy, batch.obs)
+    dist = agent.distribution.from_logits(logits)
     log_ratio = dist.log_prob(batch.raw_action) - batch.old_log_prob
     ratio = jnp.exp(log_ratio)
     clipped = jnp.clip(ratio, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon)
@@ -65,6 +80,11 @@ def ppo_loss(
     value_loss = 0.25 * jnp.mean(value_error**2)
     entropy_loss = -entropy_cost * jnp.mean(dist.entropy(entropy_key))
     total = policy_loss + value_loss + entropy_loss
+    bottleneck = rate_bits = None
+    if rate is not None:
+        bottleneck = bottleneck_beta * jnp.mean(rate)
+        total = total + bottleneck
+        rate_bits = jnp.mean(rate) / jnp.log(2.0)
     terms = LossTerms(
         total=total,
         policy=policy_loss,
@@ -72,5 +92,7 @@ def ppo_loss(
         entropy=entropy_loss,
         approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
         clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clipping_epsilon).astype(jnp.float32)),
+        bottleneck=bottleneck,
+        rate_bits=rate_bits,
     )
     return total, jax.lax.stop_gradient(terms)

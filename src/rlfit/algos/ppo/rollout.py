@@ -29,8 +29,17 @@ class Transition(NamedTuple):
     truncation: jax.Array
     next_obs: Any
     """Observation reached (the final one if the episode ended), for bootstrapping."""
+    latent_noise: jax.Array
+    """[Z] the noise of the policy's information bottleneck at this step ([0] without one)."""
     finished_return: jax.Array
     finished_length: jax.Array
+
+
+def policy_logits(agent: Agent, policy_params: Any, obs: Any, noise: jax.Array) -> jax.Array:
+    """The acting logits [..., logits_size]; through the bottleneck with `noise` [..., Z] when the agent has one."""
+    if not agent.latent_size:
+        return agent.policy_logits(policy_params, obs)
+    return agent.policy_sample(policy_params, obs, noise)[0]
 
 
 def collect(
@@ -47,11 +56,15 @@ def collect(
 
     def act_and_step(state: EnvState, step_key: jax.Array) -> tuple[EnvState, Transition]:
         obs = state.inner.obs
-        dist = agent.distribution.from_logits(agent.policy_logits(policy_params, normalize(stats, obs)))
-        raw_action = dist.sample_raw(step_key)
+        action_key, noise = step_key, jnp.zeros((env.num_envs, 0))  # no bottleneck: the same stream as before it
+        if agent.latent_size:
+            action_key, noise_key = jax.random.split(step_key)
+            noise = jax.random.normal(noise_key, (env.num_envs, agent.latent_size))
+        dist = agent.distribution.from_logits(policy_logits(agent, policy_params, normalize(stats, obs), noise))
+        raw_action = dist.sample_raw(action_key)
         next_state, out = env.step(state, dist.env_action(raw_action))
         transition = Transition(obs, raw_action, dist.log_prob(raw_action), out.reward, out.termination,
-                                out.truncation, out.next_obs, out.finished_return, out.finished_length)
+                                out.truncation, out.next_obs, noise, out.finished_return, out.finished_length)
         return next_state, transition
 
     def unroll(state: EnvState, unroll_key: jax.Array) -> tuple[EnvState, Transition]:
@@ -59,5 +72,6 @@ def collect(
 
     env_state, data = jax.lax.scan(unroll, env_state, jax.random.split(key, num_unrolls))
     # [U, T, N, ...] -> [T, U * N, ...]
-    data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((unroll_length, -1) + x.shape[3:]), data)
+    data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((unroll_length, num_unrolls * env.num_envs)
+                                                                + x.shape[3:]), data)
     return env_state, data

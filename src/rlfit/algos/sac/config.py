@@ -147,5 +147,8 @@ SECTION = SACConfig
 
 
 def check(config: Any) -> None:
-    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps."""
+    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps, no bottleneck."""
     check_sac_config(config.sac)
+    if config.network.bottleneck:
+        raise UserError("network.bottleneck is a PPO option (SAC's policy has no latent layer); "
+                        "set network.bottleneck: 0 or use algo: ppo")
