@@ -41,7 +41,8 @@ def evaluate_suite(run_dir: Path, config: Any, suite: Suite, index: int) -> dict
                       "network": files.description["network"], "precision": files.description["precision"]},
                      sort_keys=True, default=str)
     if key not in _EVALUATORS:
-        _EVALUATORS.clear()  # one variant at a time: keep only the latest
+        if len(_EVALUATORS) >= MAX_EVALUATORS:  # trials run variant by variant: drop the oldest
+            _EVALUATORS.pop(next(iter(_EVALUATORS)))
         _EVALUATORS[key] = _compile_evaluator(shifted, suite, apply)
     seed_key = jax.random.fold_in(jax.random.PRNGKey(config.run.seed ^ SUITE_SEED_SALT), index)
     result = jax.device_get(_EVALUATORS[key](arrays, seed_key))
@@ -50,6 +51,8 @@ def evaluate_suite(run_dir: Path, config: Any, suite: Suite, index: int) -> dict
 
 
 _EVALUATORS: dict[str, Any] = {}
+MAX_EVALUATORS = 16
+"""Compiled suite evaluators kept (one per suite of the variant being evaluated, so every seed reuses them)."""
 
 
 def _compile_evaluator(config: Any, suite: Suite, apply: Any) -> Any:

@@ -106,3 +106,53 @@ def test_sac_refuses_a_discrete_environment_in_one_line(tmp_path, capfd):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "3 discrete actions" in lines[0] and "algo: ppo" in lines[0], result.stderr
     assert not (tmp_path / "run").exists()
+
+
+GRIDWORLD_OVERRIDES = ("env.episode_length=32", "ppo.num_envs=16", "ppo.batch_size=16", "ppo.num_minibatches=2",
+                       "ppo.unroll_length=8", "network.policy_hidden=[16]", "network.value_hidden=[16]",
+                       "run.num_timesteps=1024", "run.num_eval_envs=8")
+
+
+@pytest.fixture(scope="module")
+def gridworld_run(tmp_path_factory):
+    import rlfit
+
+    run_dir = tmp_path_factory.mktemp("gridworld") / "run"
+    return rlfit.train("gridworld:Obstacles-8x8", "smoke", overrides=list(GRIDWORLD_OVERRIDES), run_dir=run_dir,
+                       quiet=True)
+
+
+def test_a_gridworld_policy_trained_on_8x8_evaluates_unchanged_on_16x16(gridworld_run):
+    """The egocentric view has the same size on any grid: the saved 8x8 policy runs on 16x16 as the study's
+    suites run it (rlfit.study.suites), without reshaping anything."""
+    import rlfit
+    from rlfit.config import resolve
+    from rlfit.envs.gridworld import load
+    from rlfit.study.manifest import Suite
+    from rlfit.study.suites import evaluate_suite
+
+    run_dir = gridworld_run.run_dir.path
+    policy = rlfit.load_policy(run_dir)
+    assert policy.input_shape == (load("Obstacles-16x16").observation_size,) == (75,)
+    config = resolve("gridworld:Obstacles-8x8", "smoke", overrides=list(GRIDWORLD_OVERRIDES))
+    shifted = evaluate_suite(run_dir, config, Suite("larger-grid", {"env.overrides": {"size": 16}}, 8), 0)
+    own = evaluate_suite(run_dir, config, Suite("same", {}, 8), 1)
+    for outcome in (shifted, own):
+        assert outcome["episodes"] == 8 and 1 <= outcome["episode_length"] <= 32
+        # every step costs 0.01 and the goal pays 1: a return lies in [-0.32, 0.99]
+        assert -0.32 - 1e-6 <= outcome["episode_reward"] <= 0.99 + 1e-6
+
+
+def test_play_refuses_a_gridworld_in_one_line(gridworld_run, tmp_path):
+    """`rlfit play` draws MuJoCo scenes; a gridworld run is refused with exit 2 and nothing written."""
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_environment
+
+    played = subprocess.run([sys.executable, "-m", "rlfit", "play", str(gridworld_run.run_dir.path), "--out",
+                             str(tmp_path / "p.mp4")], cwd=tmp_path, env=cli_environment(), capture_output=True,
+                            text=True, timeout=300)
+    assert played.returncode == 2
+    assert len(played.stderr.strip().splitlines()) == 1 and "MuJoCo" in played.stderr, played.stderr
+    assert not (tmp_path / "p.mp4").exists()
