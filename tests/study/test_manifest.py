@@ -7,6 +7,7 @@ import yaml
 
 from rlfit.config import parse_override
 from rlfit.errors import UserError
+from rlfit.study.experiment import check_ratios, measure_names
 from rlfit.study.manifest import Trial, override_strings, parse_manifest
 
 BASE = {
@@ -60,11 +61,34 @@ def test_override_strings_read_back_as_the_same_value(value):
     ({"suites": {"s": {"episodes": 0}}}, "suites.s.episodes must be a positive integer"),
     ({"name": "a b"}, "name must be letters, digits"),
     ({"env": ""}, "env must be a non-empty string"),
+    ({"ratios": {"numerator": "suite/shifted", "denominator": "final_eval_reward"}},
+     "the manifest: ratios must be a list of {numerator, denominator}"),
+    ({"ratios": [{"numerator": "suite/shifted", "denominatr": "final_eval_reward"}]},
+     "the manifest: ratios[0]: unknown key 'denominatr' (did you mean denominator?); allowed: numerator, denominator"),
+    ({"ratios": [{"numerator": "suite/shifted"}]}, "ratios[0].denominator must be a non-empty string, got None"),
+    ({"ratios": ["suite/shifted"]}, "ratios[0] must be a mapping"),
 ])
 def test_bad_manifests_name_the_problem(change, message):
     with pytest.raises(UserError) as error:
         parse_manifest({**BASE, **change})
     assert message in str(error.value)
+
+
+def test_ratios_are_read_in_order():
+    ratios = [{"numerator": "suite/shifted", "denominator": "final_eval_reward"},
+              {"numerator": "final_eval_reward", "denominator": "suite/shifted"}]
+    assert parse_manifest({**BASE, "ratios": ratios}).ratios == (("suite/shifted", "final_eval_reward"),
+                                                                 ("final_eval_reward", "suite/shifted"))
+    assert parse_manifest(BASE).ratios == ()
+
+
+def test_an_unknown_ratio_measure_lists_the_measures():
+    manifest = parse_manifest({**BASE, "measures": ["final_eval_reward", "final_description_length_bits"],
+                               "ratios": [{"numerator": "suite/shifted", "denominator": "sps"}]})
+    with pytest.raises(UserError) as error:
+        check_ratios(manifest.ratios, measure_names(manifest))
+    assert str(error.value) == ("ratios[0].denominator names 'sps', which is not a measure; choose from "
+                                "final_eval_reward, final_description_length_bits, suite/shifted")
 
 
 def test_an_unknown_stage_lists_the_known_ones():
@@ -77,6 +101,10 @@ def test_an_unknown_stage_lists_the_known_ones():
     ({"set": {"ppo.learning_rat": 1}}, "unknown config key 'ppo.learning_rat'"),
     ({"measures": ["reward"]}, "unknown measure 'reward'"),
     ({"correlations": [{"x": "ppo.nothing", "y": "final_eval_reward"}]}, "correlation names 'ppo.nothing'"),
+    ({"measures": ["final_eval_reward", "final_description_length_bits"],  # a summary measure, known
+      "ratios": [{"numerator": "suite/shiftd", "denominator": "final_description_length_bits"}]},
+     "ratios[0].numerator names 'suite/shiftd', which is not a measure (did you mean suite/shifted?); "
+     "choose from final_eval_reward, final_description_length_bits, suite/shifted"),
 ])
 def test_the_cli_refuses_a_bad_manifest_in_one_line_and_runs_nothing(capsys, tmp_path, change, message):
     from rlfit.cli import main  # in this process: the same code path as `rlfit experiment`, without a start-up

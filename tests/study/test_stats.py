@@ -15,6 +15,7 @@ from rlfit.study.stats import (
     hedges_g,
     interval_estimates,
     performance_profile,
+    ratio_of_means,
     seeds_for_power,
     t_test_power,
 )
@@ -253,6 +254,74 @@ def test_performance_profile_is_the_fraction_above_each_threshold():
     ],
 )
 def test_bad_input_raises_a_one_line_value_error(call):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert "\n" not in str(error.value)
+
+
+# ---------------------------------------------------------------- ratios of means
+
+def numpy_paired_bootstrap(num: np.ndarray, den: np.ndarray, reps: int, seed: int) -> tuple[float, float]:
+    """Reference: the 2.5% and 97.5% percentiles of mean(num)/mean(den) over trials drawn with replacement."""
+    index = np.random.default_rng(seed).integers(0, num.size, size=(reps, num.size))
+    ratios = num[index].mean(axis=1) / den[index].mean(axis=1)
+    return tuple(np.percentile(ratios, [2.5, 97.5]))
+
+
+def test_the_ratio_is_the_ratio_of_the_means():
+    num, den = np.array([1.0, 4.0, 2.5, 0.5]), np.array([2.0, 3.0, 6.0, 1.0])
+    result = ratio_of_means(num, den, reps=200)
+    assert result.ratio == pytest.approx(np.mean(num) / np.mean(den))
+    assert result.n == 4 and result.note == ""
+    assert result.low <= result.ratio <= result.high
+    assert ratio_of_means(num, den, reps=200) == result  # the same seed gives the same interval
+
+
+def test_the_ratio_interval_on_a_large_sample_is_narrow_and_contains_the_true_ratio():
+    rng = np.random.default_rng(20)
+    den = rng.uniform(50.0, 150.0, size=400)
+    num = 0.5 * den + rng.normal(0.0, 5.0, size=400)
+    result = ratio_of_means(num, den, reps=2000)
+    assert result.low < 0.5 < result.high
+    assert result.high - result.low < 0.02
+
+
+def test_the_ratio_interval_agrees_with_a_numpy_paired_bootstrap():
+    rng = np.random.default_rng(21)
+    den = rng.uniform(1.0, 3.0, size=15)
+    num = 0.7 * den + rng.normal(0.0, 0.3, size=15)  # paired: resampling num and den apart would be far wider
+    result = ratio_of_means(num, den, reps=4000, seed=1)
+    low, high = numpy_paired_bootstrap(num, den, reps=20_000, seed=2)
+    assert result.low == pytest.approx(low, abs=0.02)
+    assert result.high == pytest.approx(high, abs=0.02)
+
+
+def test_a_denominator_mean_that_is_not_positive_gives_no_ratio():
+    result = ratio_of_means(np.array([1.0, 2.0, 3.0]), np.array([1.0, -2.0, 0.5]))
+    assert result.n == 3 and result.note == "not defined: the denominator's mean is not positive"
+    assert math.isnan(result.ratio) and math.isnan(result.low) and math.isnan(result.high)
+
+
+def test_a_resample_with_a_non_positive_denominator_mean_gives_no_interval():
+    num, den = np.array([1.0, 2.0, 3.0, 1.0]), np.array([4.0, -1.0, 2.0, -1.0])  # mean 1, but [-1]*4 can be drawn
+    result = ratio_of_means(num, den, reps=2000)
+    assert result.ratio == pytest.approx(7.0 / 4.0)
+    assert math.isnan(result.low) and math.isnan(result.high)
+    assert result.note == "the denominator's mean is not positive in every resample: no interval"
+
+
+def test_one_trial_gives_its_ratio_without_an_interval():
+    result = ratio_of_means(np.array([3.0]), np.array([4.0]))
+    assert (result.n, result.ratio, result.note) == (1, 0.75, "too few trials")
+    assert math.isnan(result.low) and math.isnan(result.high)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ratio_of_means(np.ones(3), np.ones(4)),
+    lambda: ratio_of_means(np.array([1.0, np.nan]), np.ones(2)),
+    lambda: ratio_of_means(np.ones(3), np.ones(3), confidence=1.0),
+])
+def test_bad_ratio_input_raises_a_one_line_value_error(call):
     with pytest.raises(ValueError) as error:
         call()
     assert "\n" not in str(error.value)

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from rlfit.atomic_files import write_atomic
-from rlfit.errors import UserError
+from rlfit.errors import UserError, did_you_mean
 from rlfit.rundir import write_json
 from rlfit.sinks.console import format_duration
 from rlfit.study.manifest import GPU_TEST_STAGE, Manifest, Trial, parse_manifest, read_manifest
@@ -36,8 +36,9 @@ FAILED_FILE = "failed.json"
 FINISHED = (None, "early_stop", "target_reward")
 """A trial is finished when its last session ended by itself or by one of these stopping rules."""
 SUMMARY_MEASURES = ("final_eval_reward", "best_eval_reward", "sps_mean", "train_wall_s", "compile_s", "env_steps",
-                    "iterations")
-"""summary.json fields a manifest may name in `measures` (suites add `suite/<name>`)."""
+                    "iterations", "final_description_length_bits")
+"""summary.json fields a manifest may name in `measures` (suites add `suite/<name>`). A field may be null in some
+trials (final_description_length_bits: policies without a bottleneck); the report leaves those trials out."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class Experiment:
 
 
 def check_manifest(manifest: Manifest) -> None:
-    """Resolves every variant's config (every rule a run checks) and checks measures and correlations, so a
-    problem is one line before anything runs."""
+    """Resolves every variant's config (every rule a run checks) and checks measures, correlations and ratios, so
+    a problem is one line before anything runs."""
     from rlfit.config import all_keys, resolve
 
     for variant in manifest.variants:
@@ -81,6 +82,16 @@ def check_manifest(manifest: Manifest) -> None:
             if name not in measures and name not in keys:
                 raise UserError(f"correlation names '{name}', which is neither a measure ({', '.join(measures)}) "
                                 "nor a config key")
+    check_ratios(manifest.ratios, measures)
+
+
+def check_ratios(ratios: Sequence[tuple[str, str]], measures: Sequence[str]) -> None:
+    """UserError when a ratio's numerator or denominator is not one of `measures` (`measure_names`)."""
+    for index, pair in enumerate(ratios):
+        for role, name in zip(("numerator", "denominator"), pair):
+            if name not in measures:
+                raise UserError(f"ratios[{index}].{role} names '{name}', which is not a measure"
+                                f"{did_you_mean(name, list(measures))}; choose from {', '.join(measures)}")
 
 
 def measure_names(manifest: Manifest) -> list[str]:

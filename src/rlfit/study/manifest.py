@@ -15,6 +15,8 @@ measures to compare and stages. Read and validated whole before anything runs.
       slow-control: {set: {env.overrides: {ctrl_dt: 0.02}}, episodes: 32}
     measures: [final_eval_reward] # summary.json fields compared between variants (suites are added)
     correlations: [{x: ppo.learning_rate, y: final_eval_reward}]
+    ratios:                       # mean(numerator) / mean(denominator) per variant, both measures as compared
+      - {numerator: suite/slow-control, denominator: final_eval_reward}
     stages:                       # --stage NAME: its `set` (and `seeds`, `episodes`) apply over the base
       gpu-test: {set: {run.num_timesteps: 2000}, seeds: 2, episodes: 2}
       mini: {set: {run.num_timesteps: 100000}}
@@ -34,11 +36,12 @@ import yaml
 from rlfit.errors import UserError, did_you_mean
 
 TOP_KEYS = ("name", "env", "algo", "preset", "set", "variants", "grid", "seeds", "suites", "measures",
-            "correlations", "stages")
+            "correlations", "ratios", "stages")
 VARIANT_KEYS = ("name", "set")
 SUITE_KEYS = ("set", "episodes")
 STAGE_KEYS = ("set", "seeds", "episodes")
 CORRELATION_KEYS = ("x", "y")
+RATIO_KEYS = ("numerator", "denominator")
 GPU_TEST_STAGE = "gpu-test"
 DEFAULT_MEASURES = ("final_eval_reward",)
 DEFAULT_SUITE_EPISODES = 32
@@ -90,6 +93,8 @@ class Manifest:
     suites: tuple[Suite, ...]
     measures: tuple[str, ...]
     correlations: tuple[tuple[str, str], ...]
+    ratios: tuple[tuple[str, str], ...]
+    """(numerator, denominator) measure names, as `rlfit.study.experiment.measure_names` gives them."""
     stage: str | None
     raw: Mapping[str, Any]
     """The manifest as read (saved beside the experiment, so `resume` reads the same)."""
@@ -157,7 +162,8 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         name=name, env=env, preset=_text(raw.get("preset", "default"), f"{where}: preset"), overrides=overrides,
         variants=_variants(raw, where), seeds=seeds, suites=_suites(raw.get("suites", {}), episodes, where),
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
-        correlations=_correlations(raw.get("correlations", []), where), stage=stage, raw=dict(raw))
+        correlations=_correlations(raw.get("correlations", []), where), ratios=_ratios(raw.get("ratios", []), where),
+        stage=stage, raw=dict(raw))
 
 
 def _choose_stage(stages: Mapping[str, Any], stage: str | None, where: str) -> str | None:
@@ -226,6 +232,18 @@ def _correlations(value: Any, where: str) -> tuple[tuple[str, str], ...]:
         _check_keys(item, CORRELATION_KEYS, f"{where}: correlations[{index}]")
         pairs.append((_text(item.get("x"), f"{where}: correlations[{index}].x"),
                       _text(item.get("y"), f"{where}: correlations[{index}].y")))
+    return tuple(pairs)
+
+
+def _ratios(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, list):
+        raise UserError(f"{where}: ratios must be a list of {{numerator, denominator}}, got {value!r}")
+    pairs = []
+    for index, item in enumerate(value):
+        item = _mapping(item, f"{where}: ratios[{index}]")
+        _check_keys(item, RATIO_KEYS, f"{where}: ratios[{index}]")
+        pairs.append((_text(item.get("numerator"), f"{where}: ratios[{index}].numerator"),
+                      _text(item.get("denominator"), f"{where}: ratios[{index}].denominator")))
     return tuple(pairs)
 
 

@@ -1,6 +1,7 @@
 """The report of an experiment: per measure and suite, each variant's IQM and mean with 95% CIs, pairwise
-comparisons, correlations, plots; `report.md` and `results.json` hold the same numbers, every file written
-atomically. With `zip_path`, one archive of report, plots, manifest, configs and summaries.
+comparisons, correlations, ratios of measures per variant, plots; `report.md` and `results.json` hold the same
+numbers, every file written atomically. With `zip_path`, one archive of report, plots, manifest, configs and
+summaries. A measure no finished trial recorded (null in every summary.json) is left out and named as such.
 
     EXP_DIR/report/report.md  results.json  learning_curves.png  <measure>.png  suites.png  correlation-<i>.png
 """
@@ -8,9 +9,11 @@ atomically. With `zip_path`, one archive of report, plots, manifest, configs and
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import zipfile
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ TRIAL_FILES_IN_ZIP = ("config.yaml", "plan.json", "summary.json", "metrics.jsonl
 BOOTSTRAP_REPS = 2000
 PROFILE_POINTS = 50
 """Thresholds of a performance profile, evenly spaced over the measure's observed range."""
+NO_PAIRS = "no finished trial has both measures"
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,34 @@ def variant_scores(results: list[TrialResult], measure: str, variants: list[str]
     return scores
 
 
+def paired_values(results: list[TrialResult], x: str, y: str) -> np.ndarray:
+    """(n, 2): the (x, y) values of the trials in `results` that have both, finite (others left out)."""
+    pairs = [(r.values.get(x), r.values.get(y)) for r in results]
+    pairs = [(float(a), float(b)) for a, b in pairs if a is not None and b is not None]
+    return np.array([p for p in pairs if np.isfinite(p).all()], float).reshape(-1, 2)
+
+
+def ratio_entries(results: list[TrialResult], ratios: Sequence[tuple[str, str]],
+                  variants: list[str]) -> list[dict[str, Any]]:
+    """Per (numerator, denominator): each variant's ratio of means (`stats.ratio_of_means`) over its trials that
+    have both measures; NaN numbers become None (JSON null), a variant without such trials has n 0."""
+    from rlfit.study.stats import ratio_of_means
+
+    entries = []
+    for numerator, denominator in ratios:
+        per_variant = {}
+        for variant in variants:
+            pairs = paired_values([r for r in results if r.trial.variant == variant], numerator, denominator)
+            if not pairs.size:
+                per_variant[variant] = {"n": 0, "ratio": None, "low": None, "high": None, "note": NO_PAIRS}
+                continue
+            estimate = ratio_of_means(pairs[:, 0], pairs[:, 1], reps=BOOTSTRAP_REPS)
+            per_variant[variant] = {k: None if isinstance(v, float) and math.isnan(v) else v
+                                    for k, v in estimate._asdict().items()}
+        entries.append({"numerator": numerator, "denominator": denominator, "per_variant": per_variant})
+    return entries
+
+
 def variant_curves(results: list[TrialResult], variants: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """variant -> (steps (T,), rewards (num_seeds, T)) over the evaluation steps every seed reached."""
     curves = {}
@@ -109,7 +141,8 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
     numbers: dict[str, Any] = {"experiment": manifest.name, "stage": manifest.stage,
                                "trials_finished": len(results), "trials_total": len(manifest.trials()),
                                "trials_failed": failed_trials(experiment),
-                               "measures": {}, "correlations": [], "figures": {}}
+                               "measures": {}, "measures_not_recorded": [], "correlations": [], "ratios": [],
+                               "figures": {}}
     curves = variant_curves(results, variants)
     if curves:
         numbers["figures"]["learning_curves"] = plots.learning_curves(
@@ -118,6 +151,7 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
     for measure in measure_names(manifest):
         scores = variant_scores(results, measure, variants)
         if not scores:
+            numbers["measures_not_recorded"].append(measure)
             continue
         estimates = interval_estimates(scores, reps=BOOTSTRAP_REPS)
         comparisons = [compare(a, scores[a], b, scores[b], reps=BOOTSTRAP_REPS)
@@ -144,10 +178,9 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
         numbers["figures"]["suites"] = plots.suite_plot(suite_estimates, out / "suites.png",
                                                         f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
     for index, (x_name, y_name) in enumerate(manifest.correlations):
-        pairs = [(r.values.get(x_name), r.values.get(y_name)) for r in results]
-        pairs = [(float(x), float(y)) for x, y in pairs if x is not None and y is not None]
+        pairs = paired_values(results, x_name, y_name)
         entry: dict[str, Any] = {"x": x_name, "y": y_name, "n": len(pairs)}
-        xs, ys = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+        xs, ys = pairs[:, 0], pairs[:, 1]
         if len(pairs) >= 3 and np.ptp(xs) > 0 and np.ptp(ys) > 0:
             corr = correlation(xs, ys, reps=BOOTSTRAP_REPS)
             entry.update(corr._asdict())
@@ -156,6 +189,7 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
         else:
             entry["verdict"] = "not computed: needs 3 or more trials and values that vary"
         numbers["correlations"].append(entry)
+    numbers["ratios"] = ratio_entries(results, manifest.ratios, variants)
     write_json(out / "results.json", numbers)
     report = out / "report.md"
     write_atomic(report, markdown(experiment, numbers))
@@ -177,6 +211,8 @@ def markdown(experiment: Experiment, numbers: dict[str, Any]) -> str:
     lines += [f"- variant `{v.name}`: {fmt_overrides(v.overrides)}" for v in manifest.variants]
     lines += [f"- suite `{s.name}`: {fmt_overrides(s.overrides)}, {s.episodes} episodes per trial"
               for s in manifest.suites]
+    lines += [f"- measure `{m}` was not recorded (no finished trial has a value for it): left out"
+              for m in numbers["measures_not_recorded"]]
     lines += ["", "Intervals are 95% stratified bootstrap confidence intervals (rliable, "
               f"{BOOTSTRAP_REPS} resamples); IQM is the interquartile mean over seeds.", ""]
     if "learning_curves" in numbers["figures"]:
@@ -214,8 +250,33 @@ def markdown(experiment: Experiment, numbers: dict[str, Any]) -> str:
             else:
                 lines.append(f"- `{c['y']}` against `{c['x']}` ({c['n']} trials): {c['verdict']}")
         lines.append("")
+    lines += ratio_lines(numbers["ratios"])
     lines += ["Every number above is in `results.json`.", ""]
     return "\n".join(lines)
+
+
+def ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
+    """report.md's "Ratios" section: one table per ratio (none when the manifest has no ratios)."""
+    if not ratios:
+        return []
+    lines = ["## Ratios", "", "A ratio is mean(numerator) / mean(denominator) over the variant's trials that have "
+             "both measures, with a 95% paired percentile bootstrap interval (trials resampled with their two values "
+             f"together, {BOOTSTRAP_REPS} resamples).", ""]
+    for ratio in ratios:
+        lines += [f"### `{ratio['numerator']}` / `{ratio['denominator']}`", "", "| variant | trials | ratio [95% CI] |",
+                  "| --- | --- | --- |"]
+        lines += [f"| {variant} | {e['n']} | {fmt_ratio(e)} |" for variant, e in ratio["per_variant"].items()]
+        lines.append("")
+    return lines
+
+
+def fmt_ratio(estimate: dict[str, Any]) -> str:
+    """'0.512 [0.47, 0.55]', or the ratio (or n/a) with the note saying why there is no interval."""
+    if estimate["ratio"] is None:
+        return f"n/a ({estimate['note']})"
+    if estimate["low"] is None:
+        return f"{estimate['ratio']:.4g} ({estimate['note']})"
+    return f"{estimate['ratio']:.4g} [{estimate['low']:.4g}, {estimate['high']:.4g}]"
 
 
 def fmt_overrides(overrides: Any) -> str:

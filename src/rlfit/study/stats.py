@@ -1,4 +1,5 @@
-"""Statistics over trials: interval estimates, two-variant comparisons, correlations and performance profiles.
+"""Statistics over trials: interval estimates, two-variant comparisons, correlations, ratios of means and
+performance profiles.
 
 Every function takes per-seed scores as plain 1-D numpy arrays and returns NamedTuples of Python numbers.
 The bootstraps are rliable's stratified bootstrap (Agarwal et al., 2021) and scipy's; none is written here.
@@ -255,6 +256,52 @@ def correlation(x: np.ndarray, y: np.ndarray, reps: int = 2000, seed: int = 0) -
     )
 
 
+class RatioEstimate(NamedTuple):
+    """mean(numerator) / mean(denominator) over one variant's paired trials, with a percentile bootstrap interval.
+
+    `note` is "" when the interval is defined, else why it is NaN (or why the ratio itself is NaN).
+    """
+
+    n: int
+    ratio: float
+    low: float
+    high: float
+    note: str
+
+
+RATIO_NOT_DEFINED = "not defined: the denominator's mean is not positive"
+RATIO_NO_INTERVAL = "the denominator's mean is not positive in every resample: no interval"
+RATIO_TOO_FEW = "too few trials"
+
+
+def ratio_of_means(
+    numerator: np.ndarray, denominator: np.ndarray, reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> RatioEstimate:
+    """mean(numerator) / mean(denominator) with a paired percentile bootstrap CI (scipy) that resamples trials.
+
+    `numerator` and `denominator` have shape (n,), one pair per trial in the same order. The ratio reads as "the
+    fraction kept" only over a positive denominator: a point denominator mean <= 0 gives a NaN ratio, and any
+    resample whose denominator mean is <= 0 gives a NaN interval; n < 2 gives a NaN interval. `note` says which.
+    """
+    num = _scores("numerator", numerator)
+    den = _scores("denominator", denominator)
+    if num.size != den.size:
+        raise ValueError(f"ratio_of_means needs paired trials, got {num.size} numerators and {den.size} denominators")
+    _check_confidence(confidence)
+    _check_reps(reps)
+    n = int(num.size)
+    if den.mean() <= 0.0:
+        return RatioEstimate(n, math.nan, math.nan, math.nan, RATIO_NOT_DEFINED)
+    ratio = float(num.mean() / den.mean())
+    if n < 2:
+        return RatioEstimate(n, ratio, math.nan, math.nan, RATIO_TOO_FEW)
+    result = scipy.stats.bootstrap((num, den), _ratio_and_denominator, paired=True, vectorized=True,
+                                   method="percentile", n_resamples=reps, confidence_level=confidence, rng=seed)
+    if np.any(result.bootstrap_distribution[1] <= 0.0):
+        return RatioEstimate(n, ratio, math.nan, math.nan, RATIO_NO_INTERVAL)
+    return RatioEstimate(n, ratio, float(result.confidence_interval.low[0]), float(result.confidence_interval.high[0]), "")
+
+
 def performance_profile(
     scores: Mapping[str, np.ndarray], taus: np.ndarray, reps: int = 2000, seed: int = 0
 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -294,6 +341,14 @@ def _iqm_and_mean(scores: np.ndarray) -> np.ndarray:
 def _probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> np.ndarray:
     """(n_x, 1), (n_y, 1) -> (1,): rliable's P(X > Y), ties counted half."""
     return np.array([metrics.probability_of_improvement(scores_x, scores_y)])
+
+
+def _ratio_and_denominator(numerator: np.ndarray, denominator: np.ndarray, axis: int = -1) -> np.ndarray:
+    """(..., n), (..., n) -> (2, ...): mean(numerator) / mean(denominator) and mean(denominator) along `axis`."""
+    den = np.mean(denominator, axis=axis)
+    with np.errstate(divide="ignore", invalid="ignore"):  # resamples with a zero denominator are reported, not used
+        ratio = np.mean(numerator, axis=axis) / den
+    return np.stack([ratio, den])
 
 
 def _spearman_bootstrap_interval(x: np.ndarray, y: np.ndarray, reps: int, seed: int) -> tuple[float, float]:
