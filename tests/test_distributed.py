@@ -1,5 +1,9 @@
 """One run trained by two processes through `jax.distributed` on this machine's CPU (gloo collectives), as on
-two hosts: process 0 alone writes, the checkpoint resumes in one process, a SIGTERM to either stops both."""
+two hosts: process 0 alone writes, the checkpoint resumes in one process, a SIGTERM to either stops both.
+
+The runs over two processes are real processes; the one-process runs (the reference run and the resume in one
+process) are the CLI's main in the test's process (`tests.conftest.cli_in_process`: the code path of
+`python -m rlfit` without an interpreter start), whose JAX is one process with one CPU device."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import time
 
 import pytest
 
-from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment, cli_in_process
 
 RUN = [*TOY_TRAIN_OVERRIDES, "run.eval_every=2", "run.save_interval=2"]
 
@@ -53,7 +57,7 @@ def train_iterations(run_dir) -> list[int]:
             if "sps" in row]
 
 
-def test_two_processes_train_one_run_written_once_that_resumes_on_two_processes_or_one(tmp_path, run_cli):
+def test_two_processes_train_one_run_written_once_that_resumes_on_two_processes_or_one(tmp_path, capfd):
     run_dir = tmp_path / "run"
     results = finish(start_processes(run_dir, [*RUN, "run.num_timesteps=12800"], tmp_path))
     assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
@@ -64,8 +68,8 @@ def test_two_processes_train_one_run_written_once_that_resumes_on_two_processes_
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["00000002", "00000004", "00000005"]
     # one device per process and the same global sizes: the run learns what one process on one device learns
     single = tmp_path / "single"
-    done = run_cli("train", TOY_ENV, "--preset", "smoke", *[a for o in RUN for a in ("--set", o)],
-                   "--set", "run.num_timesteps=12800", "--run-dir", str(single), "--quiet")
+    done = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", *[a for o in RUN for a in ("--set", o)],
+                          "--set", "run.num_timesteps=12800", "--run-dir", str(single), "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     reference = json.loads((single / "summary.json").read_text())
     assert summary["final_eval_reward"] == pytest.approx(reference["final_eval_reward"], rel=1e-4)
@@ -73,7 +77,7 @@ def test_two_processes_train_one_run_written_once_that_resumes_on_two_processes_
     assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["iterations"] == 7 and summary["devices"]["processes"] == 2
-    resumed = run_cli("resume", str(run_dir), "--iterations", "9", "--quiet")
+    resumed = cli_in_process(capfd, "resume", str(run_dir), "--iterations", "9", "--quiet", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["iterations"] == 9 and summary["devices"]["processes"] == 1

@@ -149,10 +149,12 @@ def test_frame_stride_keeps_videos_at_most_30_fps():
 @pytest.mark.slow
 def test_play_and_export_a_sac_run(tmp_path, capfd):
     """A SAC run (trained a few iterations on CartpoleBalance) plays in native MuJoCo and exports to ONNX.
-    Train and export run in this process (the CLI's main, see cli_in_process); play as a user runs it."""
+    Train and export run in this process (the CLI's main, see cli_in_process); play as a user runs it. The run
+    starts learning from an empty replay buffer (sac.min_replay_size=0): no prefill program to compile, which
+    neither play nor export depends on."""
     run = tmp_path / "sac-run"
     trained = cli_in_process(capfd, "train", "CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--timesteps",
-                             "128", "--run-dir", str(run), "--quiet", cwd=tmp_path)
+                             "128", "--set", "sac.min_replay_size=0", "--run-dir", str(run), "--quiet", cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr
     exported = cli_in_process(capfd, "export", str(run), cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
