@@ -162,7 +162,8 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         name=name, env=env, preset=_text(raw.get("preset", "default"), f"{where}: preset"), overrides=overrides,
         variants=_variants(raw, where), seeds=seeds, suites=_suites(raw.get("suites", {}), episodes, where),
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
-        correlations=_correlations(raw.get("correlations", []), where), ratios=_ratios(raw.get("ratios", []), where),
+        correlations=_pairs(raw.get("correlations", []), "correlations", CORRELATION_KEYS, where),
+        ratios=_pairs(raw.get("ratios", []), "ratios", RATIO_KEYS, where),
         stage=stage, raw=dict(raw))
 
 
@@ -223,27 +224,16 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     raise UserError(f"{where}: seeds must be a positive count or a list of distinct seeds >= 0, got {value!r}")
 
 
-def _correlations(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+def _pairs(value: Any, section: str, keys: tuple[str, str], where: str) -> tuple[tuple[str, str], ...]:
+    """A manifest list of two-key mappings (`correlations`: x, y; `ratios`: numerator, denominator) as pairs."""
     if not isinstance(value, list):
-        raise UserError(f"{where}: correlations must be a list of {{x, y}}")
+        raise UserError(f"{where}: {section} must be a list of {{{', '.join(keys)}}}, got {value!r}")
     pairs = []
     for index, item in enumerate(value):
-        item = _mapping(item, f"{where}: correlations[{index}]")
-        _check_keys(item, CORRELATION_KEYS, f"{where}: correlations[{index}]")
-        pairs.append((_text(item.get("x"), f"{where}: correlations[{index}].x"),
-                      _text(item.get("y"), f"{where}: correlations[{index}].y")))
-    return tuple(pairs)
-
-
-def _ratios(value: Any, where: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, list):
-        raise UserError(f"{where}: ratios must be a list of {{numerator, denominator}}, got {value!r}")
-    pairs = []
-    for index, item in enumerate(value):
-        item = _mapping(item, f"{where}: ratios[{index}]")
-        _check_keys(item, RATIO_KEYS, f"{where}: ratios[{index}]")
-        pairs.append((_text(item.get("numerator"), f"{where}: ratios[{index}].numerator"),
-                      _text(item.get("denominator"), f"{where}: ratios[{index}].denominator")))
+        item = _mapping(item, f"{where}: {section}[{index}]")
+        _check_keys(item, keys, f"{where}: {section}[{index}]")
+        first, second = (_text(item.get(key), f"{where}: {section}[{index}].{key}") for key in keys)
+        pairs.append((first, second))
     return tuple(pairs)
 
 
