@@ -51,7 +51,7 @@ def grouped(trainer: Trainer, seeds: list[int], iterations: int) -> tuple[float,
     for _ in range(iterations):
         state, metrics = group.step(state)
     jax.block_until_ready(metrics)
-    rewards = [float(r) for r in np.asarray(group.evaluate(state, iterations))]
+    rewards = [float(r) for r in np.asarray(group.evaluate(state, iterations).episode_reward)]
     return time.perf_counter() - started, rewards
 
 

@@ -86,12 +86,7 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
     console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
                                              start_iteration=start, live=live)
     try:
-        files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)] if writer \
-            else []
-        wandb_sink = open_wandb_sink(trainer.config, directory, warn=console.message if console else None) \
-            if writer else None
-        files += [wandb_sink] if wandb_sink else []
-        sinks = Sinks(files + ([console] if console else []))
+        sinks = open_sinks(trainer.config, directory, console, writer)
         checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
                                     sync_metrics=sinks.sync, writer=writer)
         sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
@@ -112,6 +107,15 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
     if console is not None:
         console.message(summary_line(result))
     return result
+
+
+def open_sinks(config: Config, directory: RunDir, console: ConsoleSink | None = None, writer: bool = True) -> Sinks:
+    """Where a run's metrics go: metrics.jsonl, TensorBoard and W&B (when configured) in `directory`, and the
+    console; only the console on a process that does not write (`writer` False)."""
+    files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)] if writer else []
+    wandb_sink = open_wandb_sink(config, directory, warn=console.message if console else None) if writer else None
+    files += [wandb_sink] if wandb_sink else []
+    return Sinks(files + ([console] if console else []))
 
 
 def summary_line(result: RunResult) -> str:

@@ -115,6 +115,56 @@ def first_non_finite(row: dict[str, Any]) -> str:
     return "the parameters"
 
 
+def record_eval(progress: Progress, result: Any, min_delta: float) -> dict[str, Any]:
+    """Updates `progress` with an evaluation's result (host `EvalMetrics`) and returns its metrics.jsonl row."""
+    reward = float(result.episode_reward)
+    progress.evals_without_improvement = StopRules.evals_without_improvement(
+        progress.evals_without_improvement, reward, progress.best_eval_reward, min_delta)
+    progress.last_eval_reward = reward
+    if progress.best_eval_reward is None or reward > progress.best_eval_reward:
+        progress.best_eval_reward = reward
+    row = {"iteration": progress.iteration, "env_steps": progress.env_steps, "eval/episode_reward": reward,
+           "eval/episode_reward_std": float(result.episode_reward_std),
+           "eval/episode_length": float(result.episode_length)}
+    if result.rate_bits is not None:  # the policy's description length of an observation
+        progress.last_description_length_bits = row["eval/description_length_bits"] = float(result.rate_bits)
+    return row
+
+
+def run_summary(trainer: Trainer, state: Any, progress: Progress, compiled: Compiled, *, init_s: float,
+                train_wall_s: float, session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
+    """summary.json of a session of `trainer`'s run that ended at `state`/`progress`."""
+    plan = trainer.plan
+    peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
+    return {
+        "env": trainer.config.env.name,
+        "final_eval_reward": progress.last_eval_reward,
+        "best_eval_reward": progress.best_eval_reward,
+        "final_description_length_bits": progress.last_description_length_bits,
+        "iterations": progress.iteration,
+        "env_steps": progress.env_steps,
+        "session_env_steps": session_steps,
+        "train_wall_s": train_wall_s,
+        "compile_s": compiled.compile_s,
+        "compile_reused": compiled.reused,
+        "init_s": init_s,
+        "eval_s": eval_s,
+        "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,
+        "device": plan.device,
+        "backend": plan.backend,
+        "impl": plan.impl,
+        "sizes": plan.sizes._asdict(),
+        "predicted_bytes": plan.predicted_bytes,
+        "devices": trainer.layout.describe(),
+        "device_peak_bytes": max(peaks, default=None),
+        "device_peak_bytes_per_device": peaks or None,
+        "events": progress.events,
+        "stopped_by": stopped_by,
+        "versions": package_versions(),
+        "params_digest": params_digest(state.params),
+    }
+
+
 class Runner:
     """Runs a Trainer's plan to the end, writing into a run directory."""
 
@@ -310,19 +360,7 @@ class Runner:
         policy_params, stats = self.trainer.learner.acting(state)
         result = jax.device_get(compiled.evaluate(policy_params, stats,
                                                   eval_key(self.trainer.config.run.seed, progress.iteration)))
-        reward = float(result.episode_reward)
-        progress.evals_without_improvement = StopRules.evals_without_improvement(
-            progress.evals_without_improvement, reward, progress.best_eval_reward,
-            self.trainer.config.run.early_stop_min_delta)
-        progress.last_eval_reward = reward
-        if progress.best_eval_reward is None or reward > progress.best_eval_reward:
-            progress.best_eval_reward = reward
-        row = {"iteration": progress.iteration, "env_steps": progress.env_steps, "eval/episode_reward": reward,
-               "eval/episode_reward_std": float(result.episode_reward_std),
-               "eval/episode_length": float(result.episode_length)}
-        if result.rate_bits is not None:  # the policy's description length of an observation
-            progress.last_description_length_bits = row["eval/description_length_bits"] = float(result.rate_bits)
-        self.sinks.write("eval", row)
+        self.sinks.write("eval", record_eval(progress, result, self.trainer.config.run.early_stop_min_delta))
 
     def _non_finite_message(self, progress: Progress, row: dict[str, Any]) -> str:
         from rlfit.algos.registry import algorithm
@@ -335,35 +373,8 @@ class Runner:
 
     def _summary(self, state: Any, progress: Progress, compiled: Compiled, train_wall_s: float,
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
-        plan = self.trainer.plan
-        peaks = [peak for peak in map(peak_bytes_in_use, self.trainer.layout.local_devices()) if peak is not None]
-        return {
-            "env": self.trainer.config.env.name,
-            "final_eval_reward": progress.last_eval_reward,
-            "best_eval_reward": progress.best_eval_reward,
-            "final_description_length_bits": progress.last_description_length_bits,
-            "iterations": progress.iteration,
-            "env_steps": progress.env_steps,
-            "session_env_steps": session_steps,
-            "train_wall_s": train_wall_s,
-            "compile_s": compiled.compile_s,
-            "compile_reused": compiled.reused,
-            "init_s": self._init_s,
-            "eval_s": eval_s,
-            "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,
-            "device": plan.device,
-            "backend": plan.backend,
-            "impl": plan.impl,
-            "sizes": plan.sizes._asdict(),
-            "predicted_bytes": plan.predicted_bytes,
-            "devices": self.trainer.layout.describe(),
-            "device_peak_bytes": max(peaks, default=None),
-            "device_peak_bytes_per_device": peaks or None,
-            "events": progress.events,
-            "stopped_by": stopped_by,
-            "versions": package_versions(),
-            "params_digest": params_digest(state.params),
-        }
+        return run_summary(self.trainer, state, progress, compiled, init_s=self._init_s, train_wall_s=train_wall_s,
+                           session_steps=session_steps, eval_s=eval_s, stopped_by=stopped_by)
 
     def _say(self, text: str) -> None:
         if self.console is not None:

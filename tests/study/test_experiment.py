@@ -29,6 +29,7 @@ MANIFEST = {
     "variants": [{"name": "fast", "set": {"ppo.learning_rate": 1e-3}},
                  {"name": "slow", "set": {"ppo.learning_rate": 1e-4}}],
     "seeds": 2,
+    "seeds_per_program": 1,  # one after another (tests/study/test_group_runner.py trains seeds in one program)
     "suites": {"slower-point": {"set": {"env.overrides": {"speed": 0.1}}, "episodes": 8}},
     "correlations": [{"x": "ppo.learning_rate", "y": "final_eval_reward"}],
 }

@@ -36,6 +36,14 @@ def test_the_default_stage_is_full_and_seeds_may_be_a_list():
     assert manifest.stage == "full" and manifest.seeds == (4, 9) and manifest.overrides == {"run.eval_every": 5}
 
 
+def test_seeds_per_program_is_auto_unless_the_manifest_or_its_stage_sets_it():
+    assert parse_manifest(BASE).seeds_per_program is None
+    assert parse_manifest({**BASE, "seeds_per_program": 4}).seeds_per_program == 4
+    staged = {**BASE, "seeds_per_program": 4, "stages": {**BASE["stages"], "mini": {"seeds_per_program": "auto"}}}
+    assert parse_manifest(staged, "mini").seeds_per_program is None
+    assert parse_manifest(staged, "full").seeds_per_program == 4
+
+
 def test_a_grid_gives_one_variant_per_combination():
     raw = {k: v for k, v in BASE.items() if k != "variants"}
     manifest = parse_manifest({**raw, "grid": {"ppo.learning_rate": [1e-3, 3e-4], "ppo.entropy_cost": [0.01, 0]}})
@@ -67,6 +75,8 @@ def test_override_strings_read_back_as_the_same_value(value):
      "the manifest: ratios[0]: unknown key 'denominatr' (did you mean denominator?); allowed: numerator, denominator"),
     ({"ratios": [{"numerator": "suite/shifted"}]}, "ratios[0].denominator must be a non-empty string, got None"),
     ({"ratios": ["suite/shifted"]}, "ratios[0] must be a mapping"),
+    ({"seeds_per_program": 0}, "seeds_per_program must be 'auto' or a positive count, got 0"),
+    ({"seeds_per_program": "all"}, "seeds_per_program must be 'auto' or a positive count, got 'all'"),
 ])
 def test_bad_manifests_name_the_problem(change, message):
     with pytest.raises(UserError) as error:
@@ -117,3 +127,16 @@ def test_the_cli_refuses_a_bad_manifest_in_one_line_and_runs_nothing(capsys, tmp
     [line] = captured.err.strip().splitlines()
     assert line.startswith("rlfit: error: ") and message in line
     assert captured.out == "" and not (tmp_path / "out").exists()
+
+
+def test_a_bad_seeds_per_program_on_the_command_line_is_one_line_and_runs_nothing(capsys, tmp_path):
+    from rlfit.cli import main
+
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    code = main(["experiment", str(path), "--dir", str(tmp_path / "out"), "--seeds-per-program", "many"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.strip() == ("rlfit: error: --seeds-per-program: seeds_per_program must be 'auto' or a "
+                                    "positive count, got 'many'")
+    assert not (tmp_path / "out").exists()

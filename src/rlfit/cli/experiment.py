@@ -4,6 +4,7 @@ finishes one that was stopped or killed. Both end with the report and its zip (`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 EXIT_TRIALS_FAILED = 3
@@ -24,14 +25,19 @@ def register(subparsers) -> None:
     parser.add_argument("--ray", metavar="ADDRESS", help="run the trials as Ray tasks: a cluster's address, 'auto' "
                         "(the running cluster) or 'local' (start one here); needs rlfit[ray] and EXP_DIR on storage "
                         "every node sees")
+    parser.add_argument("--seeds-per-program", metavar="N|auto", help="seeds of a variant trained in one compiled "
+                        "program (default: the manifest's, else auto: planned for this device); may differ on resume")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
     from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
+    from rlfit.study.manifest import parse_seeds_per_program
     from rlfit.study.report import write_report
 
+    per_program = args.seeds_per_program
+    count = parse_seeds_per_program(per_program, "--seeds-per-program") if per_program is not None else None
     if args.target[0] == "resume":
         if len(args.target) != 2 or args.stage or args.overrides:  # --ray may differ from the first session's
             raise UserError("usage: rlfit experiment resume EXP_DIR (the stage and --set are the experiment's own)")
@@ -41,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"experiment directory: {experiment.path}", flush=True)
     else:
         raise UserError(f"give one manifest, got {' '.join(args.target)} (to resume: rlfit experiment resume EXP_DIR)")
+    if per_program is not None:
+        manifest = dataclasses.replace(experiment.manifest, seeds_per_program=count)
+        experiment = dataclasses.replace(experiment, manifest=manifest)
     run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
     report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
     print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")
@@ -50,3 +59,4 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_TRIALS_FAILED
     return 0
+

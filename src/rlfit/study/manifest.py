@@ -11,6 +11,7 @@ measures to compare and stages. Read and validated whole before anything runs.
       - {name: lr-3e-4, set: {ppo.learning_rate: 3.0e-4}}
     # grid: {ppo.learning_rate: [1.0e-3, 3.0e-4]}   # ... or a grid over keys (one variant per combination)
     seeds: 8                      # a count (0..7) or a list
+    seeds_per_program: auto       # seeds trained in one compiled program: auto (planned per device) or a count
     suites:                       # evaluations of every trained policy on shifted conditions
       slow-control: {set: {env.overrides: {ctrl_dt: 0.02}}, episodes: 32}
     measures: [final_eval_reward] # summary.json fields compared between variants (suites are added)
@@ -35,11 +36,11 @@ import yaml
 
 from rlfit.errors import UserError, did_you_mean
 
-TOP_KEYS = ("name", "env", "algo", "preset", "set", "variants", "grid", "seeds", "suites", "measures",
-            "correlations", "ratios", "stages")
+TOP_KEYS = ("name", "env", "algo", "preset", "set", "variants", "grid", "seeds", "seeds_per_program", "suites",
+            "measures", "correlations", "ratios", "stages")
 VARIANT_KEYS = ("name", "set")
 SUITE_KEYS = ("set", "episodes")
-STAGE_KEYS = ("set", "seeds", "episodes")
+STAGE_KEYS = ("set", "seeds", "seeds_per_program", "episodes")
 CORRELATION_KEYS = ("x", "y")
 RATIO_KEYS = ("numerator", "denominator")
 GPU_TEST_STAGE = "gpu-test"
@@ -90,6 +91,9 @@ class Manifest:
     """The base's overrides, the stage's, then the command line's (`--set`), later winning."""
     variants: tuple[Variant, ...]
     seeds: tuple[int, ...]
+    seeds_per_program: int | None
+    """Seeds of a variant trained in one compiled program; None: planned for the device
+    (`rlfit.planning.seed_groups`)."""
     suites: tuple[Suite, ...]
     measures: tuple[str, ...]
     correlations: tuple[tuple[str, str], ...]
@@ -158,9 +162,11 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         overrides = {"algo": _text(raw["algo"], f"{where}: algo"), **overrides}
     seeds = _seeds(stage_spec.get("seeds", raw.get("seeds", 1)), where)
     episodes = stage_spec.get("episodes")
+    per_program = parse_seeds_per_program(stage_spec.get("seeds_per_program", raw.get("seeds_per_program", "auto")), where)
     return Manifest(
         name=name, env=env, preset=_text(raw.get("preset", "default"), f"{where}: preset"), overrides=overrides,
-        variants=_variants(raw, where), seeds=seeds, suites=_suites(raw.get("suites", {}), episodes, where),
+        variants=_variants(raw, where), seeds=seeds, seeds_per_program=per_program,
+        suites=_suites(raw.get("suites", {}), episodes, where),
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
         correlations=_pairs(raw.get("correlations", []), "correlations", CORRELATION_KEYS, where),
         ratios=_pairs(raw.get("ratios", []), "ratios", RATIO_KEYS, where),
@@ -222,6 +228,17 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
                                                  for s in value) and len(set(value)) == len(value):
         return tuple(value)
     raise UserError(f"{where}: seeds must be a positive count or a list of distinct seeds >= 0, got {value!r}")
+
+
+def parse_seeds_per_program(value: Any, where: str) -> int | None:
+    """'auto' -> None (planned per device), a positive count -> itself; else UserError naming `where`."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if value == "auto":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise UserError(f"{where}: seeds_per_program must be 'auto' or a positive count, got {value!r}")
 
 
 def _pairs(value: Any, section: str, keys: tuple[str, str], where: str) -> tuple[tuple[str, str], ...]:

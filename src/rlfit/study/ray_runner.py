@@ -41,7 +41,8 @@ def run_on_ray(experiment: Experiment, pending: list[Trial], address: str, progr
     groups: dict[str, list[str]] = {}
     for trial in pending:
         groups.setdefault(trial.variant, []).append(trial.path)
-    running = {task.remote(str(experiment.path), paths): variant for variant, paths in groups.items()}
+    per_program = experiment.manifest.seeds_per_program
+    running = {task.remote(str(experiment.path), paths, per_program): variant for variant, paths in groups.items()}
     say(f"ray: {len(running)} tasks (one per variant, {gpus} GPU each) on {ray.cluster_resources().get('CPU', 0):.0f} "
         "CPUs")
     while running:
@@ -56,14 +57,18 @@ def run_on_ray(experiment: Experiment, pending: list[Trial], address: str, progr
         progress.show(done, None, f" (ray: variant {variant} finished)")
 
 
-def train_trials(experiment_path: str, trial_paths: list[str]) -> list[str]:
-    """In a Ray worker: trains and evaluates the given trials of the experiment; returns their paths."""
-    from rlfit.study.experiment import complete_trial, open_experiment
+def train_trials(experiment_path: str, trial_paths: list[str], seeds_per_program: int | None = None) -> list[str]:
+    """In a Ray worker: trains and evaluates the given trials of the experiment as `rlfit experiment` does here
+    (seed groups, then one after another); returns their paths."""
+    import dataclasses
+
+    from rlfit.study.experiment import ProgressLine, open_experiment, train_pending
     from rlfit.trainer import reusing_programs
 
     experiment = open_experiment(experiment_path)
+    experiment = dataclasses.replace(experiment, manifest=dataclasses.replace(experiment.manifest,
+                                                                              seeds_per_program=seeds_per_program))
     trials = {t.path: t for t in experiment.manifest.trials()}
     with reusing_programs():
-        for path in trial_paths:
-            complete_trial(experiment, trials[path])
+        train_pending(experiment, [trials[path] for path in trial_paths], ProgressLine(experiment, lambda _: None), 0)
     return trial_paths

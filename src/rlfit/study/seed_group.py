@@ -5,15 +5,16 @@ the device works on all seeds' environments at once.
     group = SeedGroup.build(trainer, seeds=(0, 1, 2, 3))
     state = group.init()                     # every leaf [num_seeds, ...]
     state, metrics = group.step(state)       # one iteration of every seed; metrics [num_seeds]
-    rewards = group.evaluate(state, iteration)   # [num_seeds] deterministic eval rewards
-    lane(state, 2)                           # seed 2's state, as a run of seed 2 alone would hold it
+    result = group.evaluate(state, iteration)    # EvalMetrics, each field [num_seeds]
+    lane(state, 2)                           # the third seed's state, as a run of that seed alone would hold it
 
 A seed's lane follows the same arithmetic as the seed trained alone, but XLA may order a batched reduction
 differently: after a few iterations a lane equals the solo run to 1e-5 (tested on the toy environment), while
 over many updates the rounding differences grow as training amplifies them, so a long run's lane is another
 sample of the same seed's training, not a copy of it (measured by `benchmarks/seeds_vmap.py`: after 1280
-updates on CartpoleBalance the final eval rewards of the two differ by up to 67.7). Not yet wired into
-`rlfit experiment`, which runs the seeds of a variant one after another, sharing compiled programs.
+updates on CartpoleBalance the final eval rewards of the two differ by up to 67.7). A lane does not depend on
+the other seeds of its group: the same seed in another group of the same size is bit-identical (tested).
+`rlfit experiment` trains groups through `rlfit.study.group_runner`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rlfit.evaluate import make_evaluator
+from rlfit.evaluate import EvalMetrics, make_evaluator
 from rlfit.jax_setup import compile_ahead
 from rlfit.runner import eval_key
 
@@ -59,30 +60,48 @@ class SeedGroup:
         """The stacked fresh states of every seed (each `learner.init(seed)`, the same as a solo run's)."""
         return stack([self.trainer.learner.init(seed) for seed in self.seeds])
 
-    def compile(self, state: Any) -> float:
-        """Compiles the vmapped step (state donated) and evaluator; returns the seconds it took."""
+    def abstract_state(self) -> Any:
+        """The stacked state's shapes and dtypes, nothing allocated."""
+        return jax.eval_shape(self.init)
+
+    def compile(self, state: Any | None = None) -> float:
+        """Compiles the vmapped step (state donated) and evaluator for `state`'s shapes (default: the abstract
+        state); returns the seconds it took."""
         import time
 
         learner, convolutions = self.trainer.learner, self.trainer.convolutions
         started = time.perf_counter()
+        state = state if state is not None else self.abstract_state()
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
         self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,), convolutions=convolutions)
-        policy_params, stats = jax.vmap(learner.acting)(state)
-        keys = jnp.stack([eval_key(seed, 0) for seed in self.seeds])
+        policy_params, stats = jax.eval_shape(jax.vmap(learner.acting), abstract)
+        keys = jax.ShapeDtypeStruct((len(self.seeds), 2), jnp.uint32)
         evaluator = jax.vmap(make_evaluator(self.trainer.eval_env, learner.policy_logits, learner.policy_rate))
         self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, convolutions=convolutions)
         return time.perf_counter() - started
+
+    def with_seeds(self, seeds: Sequence[int]) -> SeedGroup:
+        """The same group for other seeds, sharing the compiled programs when the count is the same."""
+        other = SeedGroup.build(self.trainer, seeds)
+        if len(other.seeds) == len(self.seeds):
+            other._step, other._evaluate = self._step, self._evaluate
+        return other
+
+    @property
+    def compiled_step(self) -> Any:
+        """The compiled vmapped step (its `memory_analysis()` is the planner's check), None before compiling."""
+        return self._step
 
     def step(self, state: Any) -> tuple[Any, Any]:
         if self._step is None:
             self.compile(state)
         return self._step(state)
 
-    def evaluate(self, state: Any, iteration: int) -> jax.Array:
-        """[num_seeds] mean eval reward of each seed, with each seed's own evaluation key at `iteration` (the
-        key a solo run uses)."""
+    def evaluate(self, state: Any, iteration: int) -> EvalMetrics:
+        """Every seed's evaluation (each field [num_seeds]), with each seed's own evaluation key at `iteration`
+        (the key a solo run uses)."""
         if self._evaluate is None:
             self.compile(state)
         policy_params, stats = jax.vmap(self.trainer.learner.acting)(state)
         keys = jnp.stack([eval_key(seed, iteration) for seed in self.seeds])
-        return self._evaluate(policy_params, stats, keys).episode_reward
+        return self._evaluate(policy_params, stats, keys)

@@ -1,0 +1,71 @@
+"""How many seeds of one configuration train in one compiled program (`rlfit.study.seed_group`) on this device.
+
+    seeds_per_program(plan, num_seeds, requested, device) -> SeedGroupPlan(size, reason)
+    group_fits(compiled_step, device) -> (fits, reason)      # the group program's own XLA memory analysis
+
+- On a CPU, the seeds' environments together stay within the point past which more environments step no
+  faster (`budget.cpu_max_num_envs`, 256 per core): vmapping seeds only pays while the cores have room.
+  CartpoleBalance quick (512 environments) already reaches it on 2 cores, where 8 seeds in one program ran at
+  0.90x of one after another (`benchmarks/seeds_vmap.py`), so there it trains one seed per program; a
+  gridworld of 64 environments groups 8 seeds there.
+- On a GPU, as many seeds as the device's memory holds: the solo plan's predicted bytes (XLA's analysis of the
+  iteration) times the seeds, with the planner's safety margin. Before the group trains, its compiled
+  program's own analysis is checked against the same budget (`group_fits`), and the group is halved if it
+  does not fit.
+- A run split over several devices (`run.devices`) trains its seeds one after another.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from rlfit.hardware.probe import DeviceInfo, usable_cores
+from rlfit.planning.budget import SAME_BACKEND_MARGIN, cpu_max_num_envs
+from rlfit.planning.units import format_bytes
+
+
+class SeedGroupPlan(NamedTuple):
+    """How many seeds go in one program, and why."""
+
+    size: int
+    """Seeds per compiled program (1: one after another)."""
+    reason: str
+
+
+def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: DeviceInfo,
+                      cores: int | None = None) -> SeedGroupPlan:
+    """The seeds per program for `num_seeds` seeds of a config planned as `plan` (`requested`: the manifest's
+    `seeds_per_program`, None for auto)."""
+    if requested is not None:
+        size = max(1, min(requested, num_seeds))
+        return SeedGroupPlan(size, f"seeds_per_program: {requested} (the manifest's)")
+    if plan.devices > 1:
+        return SeedGroupPlan(1, f"each run is split over {plan.devices} devices; seeds train one after another")
+    if plan.backend == "cpu":
+        cores = cores or usable_cores()
+        cap = cpu_max_num_envs(cores)
+        size = max(1, min(num_seeds, cap // plan.sizes.num_envs))
+        return SeedGroupPlan(size, f"on a CPU with {cores} cores more than {cap} environments in one program step no "
+                                   f"faster: {size} seed(s) x num_envs {plan.sizes.num_envs} per program")
+    budget = device.budget_bytes
+    if budget is None or not plan.predicted_bytes:
+        return SeedGroupPlan(num_seeds, f"all {num_seeds} seeds in one program (no memory prediction for one seed); "
+                                        "checked on the compiled program's analysis before training")
+    per_seed = plan.predicted_bytes * SAME_BACKEND_MARGIN
+    size = max(1, min(num_seeds, int(budget // per_seed)))
+    return SeedGroupPlan(size, f"{size} seed(s) per program: one seed is predicted at {format_bytes(per_seed)} with "
+                               f"the x{SAME_BACKEND_MARGIN:g} margin, against a budget of {format_bytes(budget)}")
+
+
+def group_fits(compiled_step: Any, device: DeviceInfo) -> tuple[bool, str]:
+    """Whether a compiled group step's XLA memory analysis, with the safety margin, fits `device`'s budget (true
+    when either is unknown: the out-of-memory fallback still guards)."""
+    from rlfit.planning.memory import point_from_analysis
+
+    analysis = compiled_step.memory_analysis()
+    if analysis is None or device.budget_bytes is None:
+        return True, "no memory analysis or budget to check"
+    needed = point_from_analysis(None, analysis).total_bytes * SAME_BACKEND_MARGIN
+    fits = needed <= device.budget_bytes
+    return fits, (f"the group's program needs {format_bytes(needed)} with the x{SAME_BACKEND_MARGIN:g} margin; "
+                  f"budget {format_bytes(device.budget_bytes)}")

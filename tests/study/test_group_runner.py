@@ -1,0 +1,94 @@
+"""An experiment whose seeds train in one compiled program: every lane is an ordinary run directory (metrics,
+checkpoints, policy, summary), matches its seed trained alone, resumes alone, and stops by its own rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from rlfit.checkpoint import list_steps
+from rlfit.sinks.jsonl import read_rows
+from tests.conftest import TOY_ENV, cli_in_process
+from tests.study.test_experiment import SHORT
+
+pytestmark = pytest.mark.slow
+
+MANIFEST = {"name": "grouped", "env": TOY_ENV, "preset": "smoke", "set": SHORT, "seeds": 3, "seeds_per_program": 2,
+            "suites": {"slower-point": {"set": {"env.overrides": {"speed": 0.1}}, "episodes": 8}}}
+
+
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory):
+    """(experiment directory, stdout) of MANIFEST: seeds 0 and 1 in one program, seed 2 alone."""
+    root = tmp_path_factory.mktemp("grouped")
+    (root / "grouped.yaml").write_text(yaml.safe_dump(MANIFEST))
+    result = cli_in_process(None, "experiment", str(root / "grouped.yaml"), "--dir", str(root / "out"), cwd=root)
+    assert result.returncode == 0, result.stderr
+    [experiment] = list((root / "out").iterdir())
+    return experiment, result.stdout
+
+
+def summary(run_dir):
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_two_seeds_share_a_program_and_each_writes_its_own_run_directory(grouped):
+    experiment, stdout = grouped
+    assert "in groups of 2 seeds per program (seeds_per_program: 2 (the manifest's))" in stdout
+    for seed in (0, 1, 2):
+        run_dir = experiment / "trials" / "base" / f"seed-{seed}"
+        record = summary(run_dir)
+        assert record["iterations"] == 5 and record["stopped_by"] is None
+        assert ("seed_group" in record) == (seed < 2)
+        train = [row["iteration"] for row in read_rows(run_dir / "metrics.jsonl") if row["kind"] == "train"]
+        assert train == [1, 2, 3, 4, 5]
+        assert [row["iteration"] for row in read_rows(run_dir / "metrics.jsonl") if row["kind"] == "eval"] == [5]
+        assert (run_dir / "policy").is_dir() and (run_dir / "suites.json").is_file()
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["run"]["seed"] == seed
+    assert summary(experiment / "trials" / "base" / "seed-0")["seed_group"]["seeds"] == [0, 1]
+    assert len({summary(experiment / "trials" / "base" / f"seed-{s}")["params_digest"] for s in (0, 1, 2)}) == 3
+    assert (experiment / "report" / "report.md").is_file()
+
+
+def test_a_lane_matches_its_seed_trained_alone(grouped, capfd, tmp_path):
+    """Over 5 updates the vmapped lane follows the same arithmetic as the solo run (rounding apart)."""
+    experiment, _ = grouped
+    lane = summary(experiment / "trials" / "base" / "seed-1")
+    overrides = [*SHORT, "run.seed=1"]
+    result = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", *[a for o in overrides for a in ("--set", o)],
+                            "--run-dir", str(tmp_path / "alone"), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    alone = summary(tmp_path / "alone")
+    assert lane["final_eval_reward"] == pytest.approx(alone["final_eval_reward"], rel=1e-4)
+    lane_rows = [r for r in read_rows(experiment / "trials" / "base" / "seed-1" / "metrics.jsonl") if r["kind"] == "train"]
+    alone_rows = [r for r in read_rows(tmp_path / "alone" / "metrics.jsonl") if r["kind"] == "train"]
+    for ours, theirs in zip(lane_rows, alone_rows, strict=True):
+        assert ours["episodes"] == theirs["episodes"]
+        assert ours["episode/return"] == pytest.approx(theirs["episode/return"], rel=1e-4)
+
+
+def test_a_lane_resumes_alone(grouped, capfd):
+    experiment, _ = grouped
+    run_dir = experiment / "trials" / "base" / "seed-0"
+    result = cli_in_process(capfd, "resume", str(run_dir), "--iterations", "7", "--quiet", cwd=experiment)
+    assert result.returncode == 0, result.stderr
+    assert summary(run_dir)["iterations"] == 7
+    train = [row["iteration"] for row in read_rows(run_dir / "metrics.jsonl") if row["kind"] == "train"]
+    assert train == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_each_lane_stops_by_its_rules_with_a_checkpoint(capfd, tmp_path):
+    (tmp_path / "stop.yaml").write_text(yaml.safe_dump({
+        **MANIFEST, "seeds": 2, "suites": {}, "set": [*SHORT, "run.eval_every=1", "run.target_reward=-1000"]}))
+    result = cli_in_process(capfd, "experiment", str(tmp_path / "stop.yaml"), "--dir", str(tmp_path / "out"),
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    [experiment] = list((tmp_path / "out").iterdir())
+    for seed in (0, 1):
+        run_dir = experiment / "trials" / "base" / f"seed-{seed}"
+        record = summary(run_dir)
+        assert record["stopped_by"] == "target_reward" and record["iterations"] == 1
+        assert record["seed_group"]["seeds"] == [0, 1]
+        assert list_steps(run_dir / "checkpoints")[-1] == 1
