@@ -23,10 +23,10 @@ import pytest
 
 from rlfit.errors import UserError
 from rlfit.mesh import check_divisible, device_count, parse_devices
-from tests.conftest import REPO_ROOT, TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment
+from tests.conftest import FAST_COMPILE_FLAGS, REPO_ROOT, TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment
 
 TOLERANCE = 1e-5
-FOUR_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+FOUR_DEVICES = {"XLA_FLAGS": f"--xla_force_host_platform_device_count=4 {FAST_COMPILE_FLAGS}"}
 
 
 @pytest.fixture(scope="module")
