@@ -1,4 +1,4 @@
-"""How many seeds share a compiled program: the CPU's environment cap, a GPU's memory, several devices, the
+"""How many seeds share a compiled program: one on a CPU, a GPU's memory, several devices, the
 manifest's own count; and the compiled group program's own check against the budget."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
-import pytest
 
 from rlfit.planning.budget import SAME_BACKEND_MARGIN
 from rlfit.planning.seed_groups import group_fits, seeds_per_program
@@ -24,17 +23,10 @@ def device(budget_bytes=16 * GiB):
     return SimpleNamespace(budget_bytes=budget_bytes)
 
 
-@pytest.mark.parametrize("cores, num_envs, seeds, expected", [
-    (2, 512, 8, 1),    # CartpoleBalance quick already fills 2 cores (cap 512 environments)
-    (2, 256, 10, 2),   # the mdl_vs_ood study's 256 environments
-    (2, 64, 8, 8),
-    (2, 32, 3, 3),     # never more than the seeds there are
-    (32, 512, 40, 16),  # cap 8192
-])
-def test_on_a_cpu_the_seeds_environments_stay_within_the_cores_cap(cores, num_envs, seeds, expected):
-    chosen = seeds_per_program(plan("cpu", num_envs), seeds, None, device(), cores=cores)
-    assert chosen.size == expected
-    assert f"{cores} cores" in chosen.reason
+def test_on_a_cpu_seeds_train_one_after_another():
+    for num_envs in (32, 256, 512):
+        chosen = seeds_per_program(plan("cpu", num_envs), 8, None, device())
+        assert chosen.size == 1 and "one after another" in chosen.reason
 
 
 def test_on_a_gpu_as_many_seeds_as_the_predicted_bytes_allow():
@@ -49,8 +41,8 @@ def test_on_a_gpu_as_many_seeds_as_the_predicted_bytes_allow():
 
 def test_several_devices_and_the_manifests_count():
     assert seeds_per_program(plan("gpu", devices=2), 8, None, device()).size == 1
-    assert seeds_per_program(plan("cpu", 512), 8, 4, device(), cores=2).size == 4  # the manifest wins
-    assert seeds_per_program(plan("cpu", 512), 3, 8, device(), cores=2).size == 3
+    assert seeds_per_program(plan("cpu", 512), 8, 4, device()).size == 4  # the manifest wins
+    assert seeds_per_program(plan("cpu", 512), 3, 8, device()).size == 3
 
 
 def test_the_compiled_group_is_checked_against_the_budget():

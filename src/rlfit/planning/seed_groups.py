@@ -3,24 +3,24 @@
     seeds_per_program(plan, num_seeds, requested, device) -> SeedGroupPlan(size, reason)
     group_fits(compiled_step, device) -> (fits, reason)      # the group program's own XLA memory analysis
 
-- On a CPU, the seeds' environments together stay within the point past which more environments step no
-  faster (`budget.cpu_max_num_envs`, 256 per core): vmapping seeds only pays while the cores have room.
-  CartpoleBalance quick (512 environments) already reaches it on 2 cores, where 8 seeds in one program ran at
-  0.90x of one after another (`benchmarks/seeds_vmap.py`), so there it trains one seed per program; a
-  gridworld of 64 environments groups 8 seeds there.
+- On a CPU, one seed per program: vmapping seeds was slower there both times it was measured on 2 cores
+  (CartpoleBalance quick, 8 seeds x 512 environments: 0.90x, `benchmarks/seeds_vmap.py`; the mdl_vs_ood study's
+  gridworld, 2 seeds x 256 environments: 19 s of training for the pair against 7 to 9 s per seed alone). XLA's
+  CPU code for the batched program is no faster per environment, and the cores are busy either way.
 - On a GPU, as many seeds as the device's memory holds: the solo plan's predicted bytes (XLA's analysis of the
   iteration) times the seeds, with the planner's safety margin. Before the group trains, its compiled
   program's own analysis is checked against the same budget (`group_fits`), and the group is halved if it
   does not fit.
 - A run split over several devices (`run.devices`) trains its seeds one after another.
+- The manifest's `seeds_per_program` (or `--seeds-per-program`) overrides all of this.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rlfit.hardware.probe import DeviceInfo, usable_cores
-from rlfit.planning.budget import SAME_BACKEND_MARGIN, cpu_max_num_envs
+from rlfit.hardware.probe import DeviceInfo
+from rlfit.planning.budget import SAME_BACKEND_MARGIN
 from rlfit.planning.units import format_bytes
 
 
@@ -32,8 +32,7 @@ class SeedGroupPlan(NamedTuple):
     reason: str
 
 
-def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: DeviceInfo,
-                      cores: int | None = None) -> SeedGroupPlan:
+def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: DeviceInfo) -> SeedGroupPlan:
     """The seeds per program for `num_seeds` seeds of a config planned as `plan` (`requested`: the manifest's
     `seeds_per_program`, None for auto)."""
     if requested is not None:
@@ -42,11 +41,8 @@ def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: 
     if plan.devices > 1:
         return SeedGroupPlan(1, f"each run is split over {plan.devices} devices; seeds train one after another")
     if plan.backend == "cpu":
-        cores = cores or usable_cores()
-        cap = cpu_max_num_envs(cores)
-        size = max(1, min(num_seeds, cap // plan.sizes.num_envs))
-        return SeedGroupPlan(size, f"on a CPU with {cores} cores more than {cap} environments in one program step no "
-                                   f"faster: {size} seed(s) x num_envs {plan.sizes.num_envs} per program")
+        return SeedGroupPlan(1, "on a CPU seeds train one after another: one program of several seeds measured slower "
+                                "(rlfit.planning.seed_groups)")
     budget = device.budget_bytes
     if budget is None or not plan.predicted_bytes:
         return SeedGroupPlan(num_seeds, f"all {num_seeds} seeds in one program (no memory prediction for one seed); "
