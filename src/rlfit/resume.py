@@ -229,14 +229,15 @@ def read_newest_meta(directory: RunDir) -> CheckpointMeta | None:
     return None
 
 
-def restore_newest(directory: RunDir, config: Config) -> tuple[Any, Any, CheckpointMeta]:
-    """(trainer, state, meta) from the newest checkpoint that verifies, each with the sizes it was saved with.
+def restore_newest(directory: RunDir, config: Config, at_most: int | None = None) -> tuple[Any, Any, CheckpointMeta]:
+    """(trainer, state, meta) from the newest checkpoint that verifies (of iteration `at_most` or before, when
+    given), each with the sizes it was saved with.
 
     Each unusable newer checkpoint is reported in one line, saying whether it is corrupt or does not match.
     """
     from rlfit.trainer import Trainer
 
-    steps = list_steps(directory.checkpoints)
+    steps = [step for step in list_steps(directory.checkpoints) if at_most is None or step <= at_most]
     trainers: dict[Any, Any] = {}
     problems = []
     for iteration in reversed(steps):

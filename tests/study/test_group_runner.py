@@ -92,3 +92,48 @@ def test_each_lane_stops_by_its_rules_with_a_checkpoint(capfd, tmp_path):
         assert record["stopped_by"] == "target_reward" and record["iterations"] == 1
         assert record["seed_group"]["seeds"] == [0, 1]
         assert list_steps(run_dir / "checkpoints")[-1] == 1
+
+
+def test_a_killed_group_resumes_together_bit_identically(capfd, tmp_path):
+    """SIGKILL while the lanes train (maybe between two lanes' saves), then `experiment resume`: every lane
+    ends with the parameters of the same group never stopped."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import cli_environment
+
+    long = [o for o in SHORT if not o.startswith("run.num_timesteps")] + ["run.num_timesteps=153600",
+                                                                          "run.save_interval=2"]  # 60 iterations
+    manifest = {**MANIFEST, "seeds": 2, "suites": {}, "set": long}
+    (tmp_path / "kill.yaml").write_text(yaml.safe_dump(manifest))
+    process = subprocess.Popen([sys.executable, "-m", "rlfit", "experiment", str(tmp_path / "kill.yaml"), "--dir",
+                                str(tmp_path / "killed")], env=cli_environment(), cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        steps = list_steps(next(iter((tmp_path / "killed").glob("*/trials/base/seed-1/checkpoints")), tmp_path / "x"))
+        if steps and steps[-1] >= 6:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    [killed] = list((tmp_path / "killed").iterdir())
+    assert not (killed / "trials" / "base" / "seed-0" / "summary.json").exists(), "finished before the kill"
+    resumed = cli_in_process(capfd, "experiment", "resume", str(killed), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "in one program (resumed)" in resumed.stdout
+    straight = cli_in_process(capfd, "experiment", str(tmp_path / "kill.yaml"), "--dir", str(tmp_path / "straight"),
+                              cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr
+    [uninterrupted] = list((tmp_path / "straight").iterdir())
+    for seed in (0, 1):
+        ours = summary(killed / "trials" / "base" / f"seed-{seed}")
+        theirs = summary(uninterrupted / "trials" / "base" / f"seed-{seed}")
+        assert ours["iterations"] == theirs["iterations"] == 60
+        assert ours["params_digest"] == theirs["params_digest"]
+        assert ours["final_eval_reward"] == theirs["final_eval_reward"]
+        rows = [r["iteration"] for r in read_rows(killed / "trials" / "base" / f"seed-{seed}" / "metrics.jsonl")
+                if r["kind"] == "train"]
+        assert rows == list(range(1, 61))

@@ -207,6 +207,11 @@ def train_pending(experiment: Experiment, pending: list[Trial], progress: Progre
     (started trials are resumed alone)."""
     for variant in experiment.manifest.variants:
         trials = [t for t in pending if t.variant == variant.name]
+        from rlfit.study.experiment_groups import resume_groups, train_new_in_groups
+
+        if experiment.manifest.seeds_per_program != 1:
+            resume_groups(experiment, [t for t in trials if trial_status(experiment.trial_dir(t)) == "partial"],
+                          progress, done)
         new = [t for t in trials if trial_status(experiment.trial_dir(t)) == "new"]
         if len(new) > 1:
             train_new_in_groups(experiment, new, progress, done)
@@ -225,75 +230,6 @@ def train_pending(experiment: Experiment, pending: list[Trial], progress: Progre
             outcome = (f"FAILED: {failure.get('error', '')}" if failure is not None
                        else f"final eval {format_reward(summary.get('final_eval_reward'))}")
             progress.show(done, None, f" ({label}: {outcome})")
-
-
-def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: ProgressLine, done: int) -> None:
-    """Trains new trials of one variant in seed groups of the planned size (`rlfit.planning.seed_groups`), each
-    group one compiled program; a group whose compiled program does not fit is halved. Trials it leaves (a
-    group of one, a group that ran out of memory, resumable from their checkpoints) train alone afterwards."""
-    from rlfit.config import resolve
-    from rlfit.distributed import process_count
-    from rlfit.hardware.probe import probe_device
-    from rlfit.jax_setup import configure_jax
-    from rlfit.planning import plan_for
-    from rlfit.planning.seed_groups import group_fits, seeds_per_program
-    from rlfit.study.group_runner import GroupOutOfMemory, train_seed_group
-    from rlfit.study.seed_group import SeedGroup
-    from rlfit.trainer import Trainer
-
-    manifest = experiment.manifest
-    config = resolve(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trials[0]))
-    if config.run.wandb != "off" or process_count() > 1:
-        return  # one W&B run, and one jax.distributed program, per process at a time: alone
-    config, plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
-    device = probe_device()
-    size, reason = seeds_per_program(plan, len(trials), manifest.seeds_per_program, device)
-    if size < 2:
-        return
-    configure_jax(plan.precision)
-    group = SeedGroup.build(Trainer.build(config, plan), [t.seed for t in trials[:size]])
-    while True:
-        compile_s = group.compile()
-        fits, why = group_fits(group.compiled_step, device)
-        if fits:
-            break
-        size //= 2
-        if size < 2:
-            return
-        reason = f"halved to {size} seeds per program: {why}"
-        group = group.with_seeds([t.seed for t in trials[:size]])
-    progress.say(f"{manifest.name}: {variant_label(trials)} in groups of {size} seeds per program ({reason})")
-    for start in range(0, len(trials) - 1, size):
-        chunk = trials[start:start + size]
-        if len(chunk) < 2:
-            break
-        member = group.with_seeds([t.seed for t in chunk])
-        reused = start > 0
-        if member.compiled_step is None:  # a last, smaller group
-            compile_s, reused = member.compile(), False
-        configs = [config.replace(run={"seed": t.seed}) for t in chunk]
-        paths = [experiment.trial_dir(t) for t in chunk]
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        progress.show(done, f"{chunk[0].variant} seeds {', '.join(str(t.seed) for t in chunk)} in one program",
-                      running_count=len(chunk))
-        note = {"seeds": [t.seed for t in chunk], "size": len(chunk), "reason": reason}
-        started = time.perf_counter()
-        try:
-            outcomes = train_seed_group(member, configs, paths, progress.say, 0.0 if reused else compile_s,
-                                        reused, note)
-        except GroupOutOfMemory as error:
-            progress.say(f"{manifest.name}: the group ran out of device memory ({error}); its trials continue "
-                         "one by one from their checkpoints")
-            continue
-        progress.durations += [(time.perf_counter() - started) / len(chunk)] * len(chunk)
-        for outcome in outcomes:
-            if outcome.failure is not None:
-                write_json(outcome.path / FAILED_FILE, {"error": outcome.failure, "kind": "NonFiniteError"})
-
-
-def variant_label(trials: Sequence[Trial]) -> str:
-    return f"variant {trials[0].variant}, seeds {', '.join(str(t.seed) for t in trials)}"
 
 
 def trial_settled(experiment: Experiment, trial: Trial) -> bool:

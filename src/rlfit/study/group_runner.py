@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import yaml
 
 from rlfit.api import open_sinks
 from rlfit.checkpointer import Checkpointer
 from rlfit.config import Config
+from rlfit.errors import UserError
 from rlfit.rundir import RunDir, create_run_dir, write_json
 from rlfit.runner import (NonFiniteError, Progress, first_non_finite, record_eval, run_summary, train_row)
 from rlfit.signals import StopFlag
@@ -63,6 +65,9 @@ class Lane:
     outcome: LaneOutcome | None = None
     """None while the lane trains."""
 
+    def __post_init__(self) -> None:
+        self.session_start_steps = self.progress.env_steps
+
 
 @dataclass
 class _Compiled:
@@ -84,7 +89,7 @@ def train_seed_group(group: SeedGroup, configs: Sequence[Config], paths: Sequenc
         for config, path in zip(configs, paths):
             directory, lock = create_run_dir(path, config)
             stack.enter_context(lock)
-            write_json(directory.plan, trainer.plan.to_dict())
+            write_json(directory.plan, group_plan(trainer.plan, note).to_dict())
             lane_trainer = dataclasses.replace(trainer, config=config)
             sinks = open_sinks(config, directory)
             stack.callback(sinks.close)
@@ -97,6 +102,82 @@ def train_seed_group(group: SeedGroup, configs: Sequence[Config], paths: Sequenc
             one.checkpointer.save(lane(state, index), one.progress)
         with StopFlag() as stop_flag:
             GroupLoop(group, lanes, stop_flag, say, _Compiled(compile_s, reused), init_s, note).run(state)
+        return [one.outcome for one in lanes]
+
+
+def group_plan(plan: Any, note: dict[str, Any]) -> Any:
+    """`plan` recording the lane's group in `extra.seed_group` (how `rlfit experiment resume` finds it)."""
+    return dataclasses.replace(plan, extra={**plan.extra, "seed_group": note})
+
+
+def recorded_group(path: Path) -> dict[str, Any] | None:
+    """The `seed_group` record (seeds, size, reason) of the group a run directory was trained in (its
+    plan.json), or None."""
+    import json
+
+    try:
+        note = json.loads(RunDir(path).plan.read_text())["extra"]["seed_group"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return note if isinstance(note, dict) and isinstance(note.get("seeds"), list) else None
+
+
+def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
+                      note: dict[str, Any]) -> list[LaneOutcome] | None:
+    """Continues lanes of a stopped or killed group (their run directories, `paths`) in one program, from their
+    newest checkpoint they all have (a kill between two lanes' saves leaves one lane a checkpoint ahead: it
+    goes back to the others' and computes the same again), to the plan's end: bit-identical to the group never
+    stopped. None, with nothing written, when they cannot continue together (no common checkpoint, replay left
+    out, other sizes): the caller resumes each alone."""
+    from rlfit.checkpoint import dropped_leaves
+    from rlfit.plan import make_plan
+    from rlfit.resume import checked_config, read_newest_meta, restore_newest, warn
+    from rlfit.run_metrics import repair_metrics
+    from rlfit.rundir import lock_run_dir, write_atomic
+    from rlfit.study.seed_group import stack
+
+    with contextlib.ExitStack() as stack_of_locks:
+        records = []
+        for path in paths:
+            directory = RunDir(path)
+            stack_of_locks.enter_context(lock_run_dir(directory.path, "resume"))
+            records.append((directory, read_newest_meta(directory)))
+        if any(record is None for _, record in records):
+            return None
+        common = min(record.iteration for _, record in records)
+        restored = []
+        for directory, record in records:
+            try:
+                trainer, state, meta = restore_newest(directory, checked_config(directory, record), at_most=common)
+            except UserError:  # nothing at or before the common iteration: this lane resumes alone
+                return None
+            restored.append((directory, trainer, state, meta))
+        iterations = {meta.iteration for _, _, _, meta in restored}
+        sizes = {trainer.plan.sizes for _, trainer, _, _ in restored}
+        if len(iterations) > 1 or len(sizes) > 1 or any(dropped_leaves(meta) for *_, meta in restored):
+            return None
+        lanes, states = [], []
+        for directory, trainer, state, meta in restored:
+            plan = make_plan(trainer.config, trainer.plan.sizes, trainer.plan.reasons, (meta.iteration, meta.env_steps))
+            trainer = dataclasses.replace(trainer, plan=plan)
+            repair_metrics(directory, meta.iteration, warn)
+            write_atomic(directory.config, yaml.safe_dump(trainer.config.to_dict(), sort_keys=False))
+            write_json(directory.plan, group_plan(plan, note).to_dict())
+            sinks = open_sinks(trainer.config, directory)
+            stack_of_locks.callback(sinks.close)
+            checkpointer = Checkpointer(trainer, directory, sync_metrics=sinks.sync)
+            checkpointer.last_saved = meta.iteration
+            lanes.append(Lane(trainer, directory, sinks, checkpointer, Progress.from_record(meta.progress)))
+            states.append(state)
+        group = SeedGroup.build(lanes[0].trainer, [one.trainer.config.run.seed for one in lanes])
+        started = time.perf_counter()
+        state = stack(states)
+        compile_s = group.compile(state)
+        say(f"rlfit: resuming seeds {', '.join(str(s) for s in group.seeds)} in one program from iteration "
+            f"{lanes[0].progress.iteration}")
+        with StopFlag() as stop_flag:
+            init_s = time.perf_counter() - started - compile_s
+            GroupLoop(group, lanes, stop_flag, say, _Compiled(compile_s, False), init_s, note).run(state)
         return [one.outcome for one in lanes]
 
 
@@ -201,7 +282,8 @@ class GroupLoop:
         clock `wall_s`) and `seed_group` (with the env steps per second of all lanes together)."""
         stopped_by = stopped_by or None  # '' (the plan's end) is written as a solo run writes it
         summary = run_summary(one.trainer, lane_state, one.progress, self.compiled, init_s=self.init_s,
-                              train_wall_s=wall_s, session_steps=one.progress.env_steps, eval_s=self._eval_s,
+                              train_wall_s=wall_s, session_steps=one.progress.env_steps - one.session_start_steps,
+                              eval_s=self._eval_s,
                               stopped_by=stopped_by)
         summary["seed_group"] = {**self.note, "group_sps_mean": self._session_steps * len(self.lanes) / wall_s
                                  if wall_s > 0 else None}
