@@ -17,6 +17,10 @@ SPECS = {
     "simple3dcnn": EncoderSpec("simple3dcnn", features=6, frames=5, image_size=18, channels=2,
                                mean=(0.4, 0.5), std=(0.2, 0.3)),
     "r3d18": EncoderSpec("r3d18", features=6, frames=4, image_size=16, channels=3, norm="group"),
+    "timesformer": EncoderSpec("timesformer", features=6, frames=3, image_size=16, channels=3, preset="small",
+                               mean=(0.45, 0.45, 0.45), std=(0.225, 0.225, 0.225)),
+    "timesformer unprojected": EncoderSpec("timesformer", features=128, frames=2, image_size=8, channels=1,
+                                           preset="small"),
     "r3d18 frozen_bn": EncoderSpec("r3d18", features=512, frames=4, image_size=16, channels=3, norm="frozen_bn",
                                    mean=(0.43216, 0.394666, 0.37645), std=(0.22803, 0.22145, 0.216989)),
 }

@@ -14,8 +14,11 @@ strides 2, 1, 1, 1). simple3dcnn: NCDHW -> 3 x Relu(Conv 3x3x3, SAME padded as X
 r3d18 ends differently: NCDHW -> the stem and four stages of two basic blocks (Conv3d without bias, then the
 normalization: BatchNormalization with the frozen statistics, or GroupNorm(32) written as a mean and variance
 over each group, then the per-channel scale and bias), residual Add, Relu -> ReduceMean over T, H, W -> [B, 512]
-(-> the projection's MatMul + Add when `features` != 512). timesformer has no ONNX export yet: `encoder_nodes`
-refuses it in one line.
+(-> the projection's MatMul + Add when `features` != 512). timesformer ends with its final CLS token (projected
+when `features` != hidden): the patch Conv (stride = patch), position and time embeddings, then per layer the
+temporal attention over each patch's frames, the spatial attention over each frame's patches and its copy of the
+CLS token (the copies' results averaged), and the MLP with the exact (erf) GELU; LayerNormalization (eps 1e-6)
+before each, multi-head attention as MatMul, Softmax, MatMul (`_timesformer`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 from rlfit.errors import UserError
 
-EXPORTED_ENCODERS = ("simple2dcnn", "simple3dcnn", "r3d18")
+EXPORTED_ENCODERS = ("simple2dcnn", "simple3dcnn", "r3d18", "timesformer")
 LAYER_NORM_EPSILON = 1e-6
 """flax.linen.LayerNorm's default epsilon."""
 
@@ -48,8 +51,9 @@ def encoder_nodes(spec: dict[str, Any], variables: dict[str, Any], input_name: s
         nodes += [helper.make_node("Sub", [x, "enc_mean"], ["enc_centered"]),
                   helper.make_node("Div", ["enc_centered", "enc_std"], ["enc_normalized"])]
         x = "enc_normalized"
-    if spec["name"] == "r3d18":
-        body_nodes, body_inits = _r3d18(spec, variables, x, out)
+    if spec["name"] in ("r3d18", "timesformer"):
+        body = _r3d18 if spec["name"] == "r3d18" else _timesformer
+        body_nodes, body_inits = body(spec, variables, x, out)
         return nodes + body_nodes, inits + body_inits
     params = variables["params"]
     body = _simple2dcnn if spec["name"] == "simple2dcnn" else _simple3dcnn
@@ -219,3 +223,114 @@ def _pick(tree: dict[str, Any], path: str) -> Any:
     for key in path.split("/"):
         tree = tree[key]
     return tree
+
+
+class _Builder:
+    """Nodes and initializers with generated names (`enc_tf<n>`), for the longer graphs."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.count, self.nodes, self.inits = prefix, 0, [], []
+
+    def name(self) -> str:
+        self.count += 1
+        return f"{self.prefix}{self.count}"
+
+    def const(self, value: Any, dtype: Any = np.float32) -> str:
+        name = self.name()
+        self.inits.append(_const(name, value, dtype))
+        return name
+
+    def shape(self, *dims: int) -> str:
+        return self.const(list(dims), np.int64)
+
+    def op(self, op_type: str, *inputs: str, out: str | None = None, **attributes: Any) -> str:
+        from onnx import helper
+
+        out = out or self.name()
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], **attributes))
+        return out
+
+    def dense(self, x: str, layer: dict[str, Any], out: str | None = None) -> str:
+        return self.op("Add", self.op("MatMul", x, self.const(layer["kernel"])), self.const(layer["bias"]), out=out)
+
+    def layer_norm(self, x: str, layer: dict[str, Any]) -> str:
+        return self.op("LayerNormalization", x, self.const(layer["scale"]), self.const(layer["bias"]), axis=-1,
+                       epsilon=LAYER_NORM_EPSILON)
+
+    def slice(self, x: str, start: int, end: int, axis: int) -> str:
+        return self.op("Slice", x, self.shape(start), self.shape(end), self.shape(axis))
+
+
+def _timesformer(spec: dict[str, Any], variables: dict[str, Any], x: str, out: str) -> tuple[list, list]:
+    """[B, T, S, S, C] (scaled and normalized) -> TimeSformer's final CLS token [B, features], as
+    `rlfit.networks.timesformer.TimeSformer` computes it (see its docstring for the token layout)."""
+    from rlfit.networks.timesformer import PRESETS
+
+    preset = PRESETS[spec.get("preset") or "small"]
+    frames, size, channels = int(spec["frames"]), int(spec["image_size"]), int(spec["channels"])
+    width, heads, patch = preset.hidden, preset.heads, preset.patch_size
+    grid = size // patch
+    patches = grid * grid
+    params = variables["params"]
+    g = _Builder("enc_tf")
+    end = np.iinfo(np.int64).max
+
+    # embeddings: [B*T, C, S, S] -> Conv -> [B, T, N, D] (+ position) -> [B, N, T, D] (+ time) -> [B, N*T, D]
+    nchw = g.op("Transpose", g.op("Reshape", x, g.shape(-1, size, size, channels)), perm=[0, 3, 1, 2])
+    embeddings = params["embeddings"]
+    conv_nodes, conv_inits = _conv("enc_tf_patch", nchw, embeddings["patch_projection"], (patch, patch),
+                                   [0, 0, 0, 0], "enc_tf_patches")
+    g.nodes += conv_nodes
+    g.inits += conv_inits
+    tokens = g.op("Reshape", g.op("Transpose", "enc_tf_patches", perm=[0, 2, 3, 1]), g.shape(-1, frames, patches, width))
+    position = np.asarray(embeddings["position_embeddings"], np.float32)[0]  # [N + 1, D]
+    tokens = g.op("Add", tokens, g.const(position[1:]))
+    tokens = g.op("Add", g.op("Transpose", tokens, perm=[0, 2, 1, 3]),
+                  g.const(np.asarray(embeddings["time_embeddings"], np.float32)[0]))
+    tokens = g.op("Reshape", tokens, g.shape(0, patches * frames, width))
+    batch = g.slice(g.op("Shape", tokens), 0, 1, 0)  # [B]
+    cls = np.asarray(embeddings["cls_token"], np.float32) + position[None, :1]  # [1, 1, D]
+    cls = g.op("Expand", g.const(cls), g.op("Concat", batch, g.shape(1, width), axis=0))
+    tokens = g.op("Concat", cls, tokens, axis=1)  # [B, 1 + N*T, D]
+
+    def attention(x: str, layer: dict[str, Any]) -> str:
+        """[L, S, D] -> [L, S, D]: softmax(q k^T / sqrt(D / heads)) v per head, then the output Dense."""
+        head = width // heads
+        qkv = g.op("Reshape", g.dense(x, layer["qkv"]), g.shape(0, 0, 3, heads, head))
+        query, key, value = (g.op("Gather", qkv, g.const(index, np.int64), axis=2) for index in range(3))
+        logits = g.op("MatMul", g.op("Transpose", query, perm=[0, 2, 1, 3]), g.op("Transpose", key, perm=[0, 2, 3, 1]))
+        weights = g.op("Softmax", g.op("Mul", logits, g.const(head ** -0.5)), axis=-1)
+        context = g.op("MatMul", weights, g.op("Transpose", value, perm=[0, 2, 1, 3]))  # [L, heads, S, head]
+        context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), g.shape(0, 0, width))
+        return g.dense(context, layer["output"])
+
+    for index in range(preset.depth):
+        layer = params[f"layer_{index}"]
+        cls, rest = g.slice(tokens, 0, 1, 1), g.slice(tokens, 1, end, 1)
+        temporal = g.op("Reshape", rest, g.shape(-1, frames, width))  # [B*N, T, D]
+        temporal = attention(g.layer_norm(temporal, layer["temporal_layernorm"]), layer["temporal_attention"])
+        temporal = g.dense(g.op("Reshape", temporal, g.shape(-1, patches * frames, width)), layer["temporal_dense"])
+        rest = g.op("Add", rest, temporal)
+        spatial = g.op("Transpose", g.op("Reshape", rest, g.shape(-1, patches, frames, width)), perm=[0, 2, 1, 3])
+        spatial = g.op("Reshape", spatial, g.shape(-1, patches, width))  # [B*T, N, D]
+        copies = g.op("Expand", g.op("Unsqueeze", cls, g.shape(1)), g.op("Concat", batch, g.shape(frames, 1, width),
+                                                                              axis=0))
+        spatial = g.op("Concat", g.op("Reshape", copies, g.shape(-1, 1, width)), spatial, axis=1)  # [B*T, 1 + N, D]
+        spatial = attention(g.layer_norm(spatial, layer["layernorm_before"]), layer["attention"])
+        cls_residual = g.op("ReduceMean", g.op("Reshape", g.slice(spatial, 0, 1, 1), g.shape(-1, frames, width)),
+                            axes=[1], keepdims=1)  # [B, 1, D]
+        residual = g.op("Reshape", g.slice(spatial, 1, end, 1), g.shape(-1, frames, patches, width))
+        residual = g.op("Reshape", g.op("Transpose", residual, perm=[0, 2, 1, 3]), g.shape(-1, patches * frames, width))
+        tokens = g.op("Concat", g.op("Add", cls, cls_residual), g.op("Add", rest, residual), axis=1)
+        hidden = g.dense(g.layer_norm(tokens, layer["layernorm_after"]), layer["intermediate"])
+        gelu = g.op("Mul", g.op("Mul", hidden, g.const(0.5)),  # exact GELU: x/2 (1 + erf(x / sqrt 2))
+                    g.op("Add", g.const(1.0), g.op("Erf", g.op("Div", hidden, g.const(np.sqrt(2.0))))))
+        tokens = g.op("Add", tokens, g.dense(gelu, layer["output"]))
+
+    cls = g.op("Gather", tokens, g.const(0, np.int64), axis=1)  # [B, D]
+    if "projection" in params:
+        g.dense(g.layer_norm(cls, params["layernorm"]), params["projection"], out=out)
+    else:
+        g.op("LayerNormalization", cls, g.const(params["layernorm"]["scale"]), g.const(params["layernorm"]["bias"]),
+             axis=-1, epsilon=LAYER_NORM_EPSILON, out=out)
+    return g.nodes, g.inits
