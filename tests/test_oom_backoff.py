@@ -64,3 +64,37 @@ def test_out_of_memory_without_backoff_stops_with_exit_code_5(tmp_path, compile_
         "use --num-envs auto, or set run.oom_backoff=true"]
     assert not (run / "summary.json").exists()
     assert json.loads((run / "plan.json").read_text())["sizes"]["num_envs"] == NUM_ENVS  # no back-off happened
+
+
+def test_a_second_out_of_memory_before_the_first_back_offs_sizes_were_saved_reloads_the_saved_sizes(tmp_path,
+                                                                                                     monkeypatch):
+    """In process, RESOURCE_EXHAUSTED injected while compiling at more than 8 environments: the first back-off
+    (32 -> 16) reloads the starting checkpoint (32 environments); the second (16 -> 8) comes before 16 was saved,
+    so it must read that checkpoint with the sizes its own record names. No host copy of the state is kept: the
+    checkpoint is the fallback."""
+    import jax
+
+    import rlfit
+    from rlfit.trainer import Trainer
+    from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+
+    compile_sizes = []
+    real_compile = Trainer.compile
+
+    def compile_or_run_out(self, state=None):
+        compile_sizes.append(self.plan.sizes.num_envs)
+        if self.plan.sizes.num_envs > 8:
+            raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={self.plan.sizes.num_envs}")
+        return real_compile(self, state)
+
+    monkeypatch.setattr(Trainer, "compile", compile_or_run_out)
+    device_gets = []
+    real_device_get = jax.device_get
+    monkeypatch.setattr(jax, "device_get", lambda tree: device_gets.append(tree) or real_device_get(tree))
+    overrides = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("run.num_timesteps")] + ["run.num_timesteps=5120"]
+    result = rlfit.train(TOY_ENV, "smoke", overrides=overrides, run_dir=tmp_path / "run")
+    assert compile_sizes == [32, 16, 8]
+    events = result.summary["events"]
+    assert [(e["from"]["num_envs"], e["to"]["num_envs"]) for e in events] == [(32, 16), (16, 8)]
+    assert result.summary["sizes"]["num_envs"] == 8 and result.summary["iterations"] >= 1
+    assert not any(hasattr(tree, "params") for tree in device_gets)  # no host copy of the whole state

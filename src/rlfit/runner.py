@@ -191,11 +191,15 @@ class Runner:
         self._slowest_save_s = 0.0
         state = state if state is not None else self._fresh_state(progress)
         self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
-        start = (jax.device_get(state) if process_count() == 1 else None,  # no back-off over several processes
-                 dataclasses.replace(progress, events=list(progress.events)))
         if self.checkpointer is not None and self.checkpointer.latest_step() is None:
             self._timed_save(lambda: self.checkpointer.save(state, progress))  # before compiling: a kill at any
             # instant leaves a resumable run
+        # What an out-of-memory back-off continues from: the newest checkpoint, which holds this session's start
+        # or later; a host copy of the starting state only when nothing could be saved (a replay buffer can be
+        # most of the host's memory). Over several processes nothing backs off.
+        saved = self.checkpointer is not None and self.checkpointer.latest_step() is not None
+        start = (jax.device_get(state) if process_count() == 1 and not saved else None,
+                 dataclasses.replace(progress, events=list(progress.events)))
         save_first = False
         while True:
             try:
@@ -211,8 +215,12 @@ class Runner:
                     raise OutOfMemory(f"out of device memory at {self.trainer.config.algo}.num_envs="
                                       f"{self.trainer.plan.sizes.num_envs} in a run over {process_count()} processes, "
                                       "which does not back off; lower num_envs or use --num-envs auto") from None
-                state, progress = self._back_off(error, start)
-                save_first = self.checkpointer is not None  # the environments changed size
+                message = str(error)
+            # Outside the handler: the exception, its traceback and the failed iteration's buffers they hold are
+            # released before anything is reloaded.
+            state = None
+            state, progress = self._back_off(message, start)
+            save_first = self.checkpointer is not None  # the environments changed size
 
     def _train(self, state: Any, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
@@ -297,16 +305,16 @@ class Runner:
             except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
                 if not is_out_of_memory(error):
                     raise
-                self._shrink(error, progress, "init")
+                self._shrink(str(error), progress, "init")
 
-    def _back_off(self, error: Exception, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
-        """Smaller sizes after an out-of-memory error; the state to continue from and its counters."""
+    def _back_off(self, error: str, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
+        """Smaller sizes after an out-of-memory error (its message); the state to continue from and its counters."""
         state, progress = self._last_good_state(start)
         self._shrink(error, progress, "step")
         env_key = jax.random.fold_in(state.key, progress.iteration)
         return self.trainer.learner.resize(state, env_key), progress
 
-    def _shrink(self, error: Exception, progress: Progress, where: str) -> None:
+    def _shrink(self, error: str, progress: Progress, where: str) -> None:
         """Rebuilds the trainer at the next smaller sizes (or raises OutOfMemory), recording why everywhere."""
         from rlfit.algos.registry import algorithm
         from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
@@ -339,13 +347,17 @@ class Runner:
             self.console.retarget(plan.num_iterations, config_total_steps(old.config, plan))
 
     def _last_good_state(self, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
-        """The newest checkpoint of this run if it is past the session's start, else the start itself."""
+        """The session's host copy of its start when it kept one, else the newest checkpoint (at or past the
+        session's start), read with the sizes its own record names (a second back-off can come before the
+        first one's sizes were saved) and its replay buffer refilled if it was saved without one."""
         start_state, start_progress = start
-        latest = self.checkpointer.latest_step() if self.checkpointer is not None else None
-        if latest is not None and latest > start_progress.iteration:
-            from rlfit.checkpoint import load_checkpoint
+        if start_state is None:
+            from rlfit.checkpoint import dropped_leaves
+            from rlfit.resume import restore_newest
 
-            state, meta = load_checkpoint(self.run_dir.checkpoints, latest, self.trainer.abstract_state())
+            trainer, state, meta = restore_newest(self.run_dir, self.trainer.config)
+            if dropped_leaves(meta):
+                state = trainer.learner.refill(state)
             return state, Progress.from_record(meta.progress)
         state = jax.tree.map(jax.numpy.asarray, start_state)
         return state, dataclasses.replace(start_progress, events=list(start_progress.events))
