@@ -53,8 +53,11 @@ def step_bytes(overrides: list[str]) -> dict[int, dict[str, int]]:
     for devices in (1, 2):
         config = resolve(TOY_ENV, "smoke", overrides=[*overrides, f"run.devices={devices}"])
         trainer = Trainer.build(config, make_plan(config))
-        analysis = trainer.compile_iteration(trainer.place(trainer.init_state())).memory_analysis()
-        sizes[devices] = {"temp": int(analysis.temp_size_in_bytes), "arguments": int(analysis.argument_size_in_bytes)}
+        state = trainer.place(trainer.init_state())
+        analysis = trainer.compile_iteration(state).memory_analysis()
+        evaluation = trainer.compile_evaluator(state).memory_analysis()
+        sizes[devices] = {"temp": int(analysis.temp_size_in_bytes), "arguments": int(analysis.argument_size_in_bytes),
+                          "eval_temp": int(evaluation.temp_size_in_bytes)}
     return sizes
 
 

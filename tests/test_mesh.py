@@ -74,11 +74,13 @@ def test_sac_splits_its_replay_buffer_by_environment_and_learns_what_one_device_
 
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_each_device_holds_and_computes_its_share_not_everything(runs, algo):
-    """XLA's analysis of the compiled step: on 2 devices each holds about half the temporaries (the rollout,
-    the minibatches, the sampled batches) and SAC about half its state (the replay buffer dominates it; the toy
-    environment's own state is small beside PPO's replicated parameters), not a full copy."""
+    """XLA's analysis of the compiled step and evaluation: on 2 devices each holds about half the temporaries
+    (the rollout, the minibatches, the sampled batches, the evaluation's episodes) and SAC about half its state
+    (the replay buffer dominates it; the toy environment's own state is small beside PPO's replicated
+    parameters), not a full copy."""
     one, two = (runs("step_bytes")[algo][key] for key in ("1", "2"))
     assert two["temp"] < 0.6 * one["temp"]
+    assert two["eval_temp"] < 0.6 * one["eval_temp"]  # the evaluation's environments are split too
     if algo == "sac":
         assert two["arguments"] < 0.6 * one["arguments"]
 

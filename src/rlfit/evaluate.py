@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rlfit.mesh import split_envs
 from rlfit.envs.vec_env import VecEnv
 from rlfit.networks import distribution_for
 from rlfit.normalizer import RunningStats, normalize
@@ -65,10 +66,10 @@ def make_action_evaluator(env: VecEnv, act: Callable[[Any, Any], jax.Array],
             total = total + out.reward * alive
             length = length + alive
             alive = alive * (1.0 - jnp.maximum(out.termination, out.truncation))
-            return (state, alive, total, length, measured), None
+            return split_envs((state, alive, total, length, measured), 0), None
 
         ones, zeros = jnp.ones(env.num_envs), jnp.zeros(env.num_envs)
-        carry = (env.reset(key), ones, zeros, zeros, zeros)
+        carry = split_envs((env.reset(key), ones, zeros, zeros, zeros), 0)  # over several devices: each its share
         (_, _, total, length, measured), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
         rate = jnp.sum(measured) / jnp.maximum(jnp.sum(length), 1.0) if measure is not None else None
         return EvalMetrics(jnp.mean(total), jnp.std(total), jnp.mean(length), rate)

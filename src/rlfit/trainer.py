@@ -143,12 +143,20 @@ class Trainer:
         state = state if state is not None else self.abstract_state()
         started = time.perf_counter()
         iteration = self.compile_iteration(state)
+        evaluate = self.compile_evaluator(state)
+        return Compiled(iteration, evaluate, time.perf_counter() - started)
+
+    def compile_evaluator(self, state: Any | None = None) -> Any:
+        """The evaluation compiled ahead of time for `state`'s acting parameters (or the abstract state's):
+        (policy params, stats, key) -> EvalMetrics. Over several devices the parameters are replicated and the
+        evaluation's environments split between the devices (`rlfit.mesh.split_envs`)."""
+        state = state if state is not None else self.abstract_state()
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
         evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
-        evaluate = compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
+        with self.layout.compiling():
+            return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  convolutions=self.convolutions, in_shardings=replicated, out_shardings=replicated)
-        return Compiled(iteration, evaluate, time.perf_counter() - started)
 
 
 PROGRAMS_KEPT = 4
