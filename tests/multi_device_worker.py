@@ -25,6 +25,9 @@ SAC = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("ppo.")] + [
     "algo=sac", "sac.num_envs=16", "sac.batch_size=32", "sac.min_replay_size=64", "sac.max_replay_size=65536",
     "run.num_timesteps=3000", "run.eval_every=0"]
 """16 environments; a replay buffer of 65536 transitions, most of SAC's state (tests/test_mesh.py checks its split)."""
+SAC_PIXELS = ["algo=sac", "env.observation=pixels", "env.image_size=16", "env.frames=2", "network.encoder=simple2dcnn",
+              "run.num_eval_envs=4"]
+"""CartpoleBalance seen by the JAX camera (16x16, 2 frames), SAC's smoke sizes: 8 environments, 512 transitions."""
 
 
 def save(out: Path, name: str, result) -> None:
@@ -35,9 +38,12 @@ def save(out: Path, name: str, result) -> None:
     record = {"summary": result.summary, "env_state_spec": [str(p) for p in spec] if spec is not None else None,
               "env_state_devices": len(env_leaf.sharding.device_set)}
     if getattr(result.state, "replay", None) is not None:
-        reward = result.state.replay.reward
-        record["replay_reward_spec"] = [str(p) for p in getattr(reward.sharding, "spec", ())]
-        record["replay_reward_shard_shape"] = list(reward.addressable_shards[0].data.shape)
+        for field, stored in (("reward", result.state.replay.reward),
+                              ("obs", jax.tree.leaves(result.state.replay.obs)[0])):
+            record[f"replay_{field}_spec"] = [str(p) for p in getattr(stored.sharding, "spec", ())]
+            record[f"replay_{field}_shard_shape"] = list(stored.addressable_shards[0].data.shape)
+            record[f"replay_{field}_shape"] = list(stored.shape)
+            record[f"replay_{field}_dtype"] = str(stored.dtype)
     (out / f"{name}.json").write_text(json.dumps(record, default=str))
 
 
@@ -72,6 +78,8 @@ def main(out: Path) -> None:
     for devices in (1, 2):
         save(out, f"sac-{devices}", rlfit.train(TOY_ENV, "smoke", overrides=[*SAC, f"run.devices={devices}"],
                                                 run_dir=out / f"sac-{devices}", quiet=True))
+    save(out, "sac-pixels-2", rlfit.train("CartpoleBalance", "smoke", overrides=[*SAC_PIXELS, "run.devices=2"],
+                                          run_dir=out / "sac-pixels-2", quiet=True))
     # The same run split into sessions: 2 iterations on 1 device, then 2 on 2 devices, then 1 on 1 device.
     split = out / "ppo-1-2-1"
     rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, "run.devices=1", "run.num_timesteps=5120"], run_dir=split,

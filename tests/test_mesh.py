@@ -72,6 +72,15 @@ def test_sac_splits_its_replay_buffer_by_environment_and_learns_what_one_device_
     assert largest_difference(one, split) < TOLERANCE
 
 
+def test_sac_from_pixels_trains_on_two_devices_with_its_uint8_frames_split_by_environment(runs):
+    _, record = runs("sac-pixels-2")
+    assert record["summary"]["devices"]["devices"] == 2 and record["summary"]["iterations"] >= 1
+    assert record["env_state_spec"] == ["envs"] and record["env_state_devices"] == 2
+    assert record["replay_obs_dtype"] == "uint8" and record["replay_obs_spec"][:2] == ["None", "envs"]
+    assert record["replay_obs_shard_shape"][1] * 2 == record["replay_obs_shape"][1]  # half the environments each
+    assert record["summary"]["final_eval_reward"] is not None
+
+
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_each_device_holds_and_computes_its_share_not_everything(runs, algo):
     """XLA's analysis of the compiled step and evaluation: on 2 devices each holds about half the temporaries
