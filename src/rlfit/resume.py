@@ -126,10 +126,16 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
                         f"or --timesteps N with N > {meta.env_steps})")
     trainer = dataclasses.replace(trainer, config=config, plan=plan)
     if is_writer():  # from here on the run directory changes (process 0's alone over several processes)
-        repair_metrics(directory, meta.iteration, warn)
-        write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
-        write_json(directory.plan, plan.to_dict())
+        rewind_run_dir(directory, meta.iteration, config, plan.to_dict())
     return execute(trainer, directory, state, Progress.from_record(meta.progress), quiet=quiet, live=live)
+
+
+def rewind_run_dir(directory: RunDir, iteration: int, config: Config, plan: dict[str, Any]) -> None:
+    """The run directory made ready to continue from checkpoint `iteration`: metrics.jsonl cut back to it
+    (damaged lines repaired), config.yaml and plan.json (`plan`, as recorded) written for the new session."""
+    repair_metrics(directory, iteration, warn)
+    write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    write_json(directory.plan, plan)
 
 
 def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None) -> RunResult:

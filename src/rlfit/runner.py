@@ -131,8 +131,9 @@ def record_eval(progress: Progress, result: Any, min_delta: float) -> dict[str, 
     return row
 
 
-def run_summary(trainer: Trainer, state: Any, progress: Progress, compiled: Compiled, *, init_s: float,
-                train_wall_s: float, session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
+def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: float, compile_reused: bool,
+                init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
+                stopped_by: str | None) -> dict[str, Any]:
     """summary.json of a session of `trainer`'s run that ended at `state`/`progress`."""
     plan = trainer.plan
     peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
@@ -145,8 +146,8 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, compiled: Comp
         "env_steps": progress.env_steps,
         "session_env_steps": session_steps,
         "train_wall_s": train_wall_s,
-        "compile_s": compiled.compile_s,
-        "compile_reused": compiled.reused,
+        "compile_s": compile_s,
+        "compile_reused": compile_reused,
         "init_s": init_s,
         "eval_s": eval_s,
         "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,
@@ -385,8 +386,9 @@ class Runner:
 
     def _summary(self, state: Any, progress: Progress, compiled: Compiled, train_wall_s: float,
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
-        return run_summary(self.trainer, state, progress, compiled, init_s=self._init_s, train_wall_s=train_wall_s,
-                           session_steps=session_steps, eval_s=eval_s, stopped_by=stopped_by)
+        return run_summary(self.trainer, state, progress, compile_s=compiled.compile_s, compile_reused=compiled.reused,
+                           init_s=self._init_s, train_wall_s=train_wall_s, session_steps=session_steps, eval_s=eval_s,
+                           stopped_by=stopped_by)
 
     def _say(self, text: str) -> None:
         if self.console is not None:

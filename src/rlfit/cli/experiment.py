@@ -4,7 +4,6 @@ finishes one that was stopped or killed. Both end with the report and its zip (`
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 EXIT_TRIALS_FAILED = 3
@@ -48,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise UserError(f"give one manifest, got {' '.join(args.target)} (to resume: rlfit experiment resume EXP_DIR)")
     if per_program is not None:
-        manifest = dataclasses.replace(experiment.manifest, seeds_per_program=count)
-        experiment = dataclasses.replace(experiment, manifest=manifest)
+        experiment = experiment.with_seeds_per_program(count)
     run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
     report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
     print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")

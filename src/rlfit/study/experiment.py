@@ -10,6 +10,7 @@ trains a finished trial again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -58,6 +59,11 @@ class Experiment:
 
     def trial_dir(self, trial: Trial) -> Path:
         return self.trials_dir / trial.path
+
+    def with_seeds_per_program(self, count: int | None) -> Experiment:
+        """The same experiment with `count` seeds per compiled program (None: planned), as `--seeds-per-program`
+        asks; it is how the trials run, not what they are, so it may differ on resume."""
+        return dataclasses.replace(self, manifest=dataclasses.replace(self.manifest, seeds_per_program=count))
 
 
 def check_manifest(manifest: Manifest) -> None:
@@ -205,10 +211,10 @@ def train_pending(experiment: Experiment, pending: list[Trial], progress: Progre
     """Trains and evaluates `pending` variant by variant, showing progress: a variant's new trials first in
     seed groups (one compiled program each, `train_new_in_groups`), then whatever is left one after another
     (started trials are resumed alone)."""
+    from rlfit.study.experiment_groups import resume_groups, train_new_in_groups
+
     for variant in experiment.manifest.variants:
         trials = [t for t in pending if t.variant == variant.name]
-        from rlfit.study.experiment_groups import resume_groups, train_new_in_groups
-
         if experiment.manifest.seeds_per_program != 1:
             resume_groups(experiment, [t for t in trials if trial_status(experiment.trial_dir(t)) == "partial"],
                           progress, done)

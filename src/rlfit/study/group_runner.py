@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import yaml
 
 from rlfit.api import open_sinks
 from rlfit.checkpointer import Checkpointer
 from rlfit.config import Config
 from rlfit.errors import UserError
 from rlfit.rundir import RunDir, create_run_dir, write_json
-from rlfit.runner import (NonFiniteError, Progress, first_non_finite, record_eval, run_summary, train_row)
+from rlfit.runner import Progress, first_non_finite, record_eval, run_summary, train_row
 from rlfit.signals import StopFlag
 from rlfit.sinks import Sinks
 from rlfit.stopping import StopRules
@@ -69,14 +68,6 @@ class Lane:
         self.session_start_steps = self.progress.env_steps
 
 
-@dataclass
-class _Compiled:
-    """What `run_summary` reads of compiled programs."""
-
-    compile_s: float
-    reused: bool
-
-
 def train_seed_group(group: SeedGroup, configs: Sequence[Config], paths: Sequence[Path],
                      say: Callable[[str], None], compile_s: float, reused: bool,
                      note: dict[str, Any]) -> list[LaneOutcome]:
@@ -101,7 +92,7 @@ def train_seed_group(group: SeedGroup, configs: Sequence[Config], paths: Sequenc
         for index, one in enumerate(lanes):  # before training: a kill at any instant leaves resumable runs
             one.checkpointer.save(lane(state, index), one.progress)
         with StopFlag() as stop_flag:
-            GroupLoop(group, lanes, stop_flag, say, _Compiled(compile_s, reused), init_s, note).run(state)
+            GroupLoop(group, lanes, stop_flag, say, compile_s, reused, init_s, note).run(state)
         return [one.outcome for one in lanes]
 
 
@@ -130,10 +121,11 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
     stopped. None, with nothing written, when they cannot continue together (no common checkpoint, replay left
     out, other sizes): the caller resumes each alone."""
     from rlfit.checkpoint import dropped_leaves
+    from rlfit.jax_setup import configure_jax
     from rlfit.plan import make_plan
-    from rlfit.resume import checked_config, read_newest_meta, restore_newest, warn
-    from rlfit.run_metrics import repair_metrics
-    from rlfit.rundir import lock_run_dir, write_atomic
+    from rlfit.planning.planner import check_device_precision
+    from rlfit.resume import checked_config, read_newest_meta, restore_newest, rewind_run_dir
+    from rlfit.rundir import lock_run_dir
     from rlfit.study.seed_group import stack
 
     with contextlib.ExitStack() as stack_of_locks:
@@ -156,13 +148,14 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
         sizes = {trainer.plan.sizes for _, trainer, _, _ in restored}
         if len(iterations) > 1 or len(sizes) > 1 or any(dropped_leaves(meta) for *_, meta in restored):
             return None
+        precision = restored[0][1].plan.precision  # as a solo resume: checked on this device, then set
+        check_device_precision(precision)
+        configure_jax(precision)
         lanes, states = [], []
         for directory, trainer, state, meta in restored:
             plan = make_plan(trainer.config, trainer.plan.sizes, trainer.plan.reasons, (meta.iteration, meta.env_steps))
             trainer = dataclasses.replace(trainer, plan=plan)
-            repair_metrics(directory, meta.iteration, warn)
-            write_atomic(directory.config, yaml.safe_dump(trainer.config.to_dict(), sort_keys=False))
-            write_json(directory.plan, group_plan(plan, note).to_dict())
+            rewind_run_dir(directory, meta.iteration, trainer.config, group_plan(plan, note).to_dict())
             sinks = open_sinks(trainer.config, directory)
             stack_of_locks.callback(sinks.close)
             checkpointer = Checkpointer(trainer, directory, sync_metrics=sinks.sync)
@@ -177,7 +170,7 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
             f"{lanes[0].progress.iteration}")
         with StopFlag() as stop_flag:
             init_s = time.perf_counter() - started - compile_s
-            GroupLoop(group, lanes, stop_flag, say, _Compiled(compile_s, False), init_s, note).run(state)
+            GroupLoop(group, lanes, stop_flag, say, compile_s, False, init_s, note).run(state)
         return [one.outcome for one in lanes]
 
 
@@ -189,7 +182,8 @@ class GroupLoop:
     lanes: list[Lane]
     stop_flag: Any
     say: Callable[[str], None]
-    compiled: _Compiled
+    compile_s: float
+    compile_reused: bool
     init_s: float
     note: dict[str, Any]
 
@@ -259,9 +253,8 @@ class GroupLoop:
         progress.env_steps += plan.env_steps_per_iteration
         algorithm_row = one.trainer.learner.metrics_row(metrics)
         if not bool(metrics.all_finite):
-            failure = NonFiniteError(f"training became non-finite at iteration {progress.iteration}: "
-                                     f"{first_non_finite(algorithm_row)}; this state was not saved")
-            one.outcome = LaneOutcome(one.directory.path, failure=str(failure))
+            one.outcome = LaneOutcome(one.directory.path, failure=f"training became non-finite at iteration "
+                                      f"{progress.iteration}: {first_non_finite(algorithm_row)}; this state was not saved")
             return None
         one.sinks.write("train", train_row(progress, metrics, algorithm_row, seconds,
                                            time.perf_counter() - self._started, plan.env_steps_per_iteration))
@@ -281,7 +274,8 @@ class GroupLoop:
         """Writes the lane's summary.json: a solo run's fields (its own steps per second over the group's wall
         clock `wall_s`) and `seed_group` (with the env steps per second of all lanes together)."""
         stopped_by = stopped_by or None  # '' (the plan's end) is written as a solo run writes it
-        summary = run_summary(one.trainer, lane_state, one.progress, self.compiled, init_s=self.init_s,
+        summary = run_summary(one.trainer, lane_state, one.progress, compile_s=self.compile_s,
+                              compile_reused=self.compile_reused, init_s=self.init_s,
                               train_wall_s=wall_s, session_steps=one.progress.env_steps - one.session_start_steps,
                               eval_s=self._eval_s,
                               stopped_by=stopped_by)

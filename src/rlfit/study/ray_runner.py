@@ -60,14 +60,10 @@ def run_on_ray(experiment: Experiment, pending: list[Trial], address: str, progr
 def train_trials(experiment_path: str, trial_paths: list[str], seeds_per_program: int | None = None) -> list[str]:
     """In a Ray worker: trains and evaluates the given trials of the experiment as `rlfit experiment` does here
     (seed groups, then one after another); returns their paths."""
-    import dataclasses
-
     from rlfit.study.experiment import ProgressLine, open_experiment, train_pending
     from rlfit.trainer import reusing_programs
 
-    experiment = open_experiment(experiment_path)
-    experiment = dataclasses.replace(experiment, manifest=dataclasses.replace(experiment.manifest,
-                                                                              seeds_per_program=seeds_per_program))
+    experiment = open_experiment(experiment_path).with_seeds_per_program(seeds_per_program)
     trials = {t.path: t for t in experiment.manifest.trials()}
     with reusing_programs():
         train_pending(experiment, [trials[path] for path in trial_paths], ProgressLine(experiment, lambda _: None), 0)
