@@ -12,9 +12,14 @@ iteration runs its updates) and reports the time per step:
     with the `pixels` preset's networks;
   - one state SAC gradient update at batch 256 with the `quick` preset's networks, 5 observations (no convolution).
 
-    .venv/bin/python benchmarks/cpu_compile_options.py [--quick] [--reps 3]
+Then whole training iterations of the `quick` presets on CartpoleBalance (no convolution), XLA's default options
+against `CPU_COMPILER_OPTIONS`: SAC's (64 policy steps of 16 environments, each followed by 4 updates of batch
+256) and PPO's. Both ways are compiled first, then called in turn `--iteration-reps` times, so a change in the
+machine's load falls on both; the table gives the median and the 10th percentile of seconds an iteration.
 
-Writes results/cpu_compile_options.json (--quick: one rep, results/tmp/).
+    .venv/bin/python benchmarks/cpu_compile_options.py [--quick] [--reps 3] [--iteration-reps 30]
+
+Writes results/cpu_compile_options.json (--quick: one rep, 3 iteration reps, results/tmp/).
 """
 
 from __future__ import annotations
@@ -35,13 +40,17 @@ from rlfit.algos.sac.config import PRESETS, SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.replay import Batch
 from rlfit.algos.sac.update import init_opt_states, make_gradient_update, make_optimizers
+from rlfit.config import resolve
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.jax_setup import CPU_COMPILER_OPTIONS
 from rlfit.networks.encoders import EncoderSpec, make_encoder
+from rlfit.plan import make_plan
+from rlfit.trainer import Trainer
 
 FRAMES, SIZE, CHANNELS = 3, 64, 3
 SCAN_STEPS = 3
 WAYS = {"xla_default": ("native", {}), "rlfit": ("taps", CPU_COMPILER_OPTIONS)}
+ITERATIONS = {"SAC quick iteration, CartpoleBalance": "sac", "PPO quick iteration, CartpoleBalance": "ppo"}
 
 
 @contextlib.contextmanager
@@ -122,12 +131,43 @@ def timed(fn: Callable[..., Any], args: tuple[Any, ...], options: dict[str, str]
             "times_s_per_step": [round(t, 4) for t in times]}
 
 
+def iteration_case(algo: str) -> tuple[Callable[..., Any], Any, int]:
+    """(the `quick` preset's training iteration on CartpoleBalance, a fresh state, env steps per iteration)."""
+    config = resolve("CartpoleBalance", "quick", None, [f"algo={algo}"])
+    trainer = Trainer.build(config, make_plan(config))
+    return trainer.learner.step, trainer.init_state(), trainer.plan.env_steps_per_iteration
+
+
+def timed_in_turn(algo: str, reps: int) -> dict[str, Any]:
+    """Both ways' iterations compiled, then called in turn `reps` times after a warm-up call each."""
+    step, state, env_steps = iteration_case(algo)
+    compiled, states, times = {}, {}, {}
+    for way, (_, options) in WAYS.items():
+        started = time.perf_counter()
+        compiled[way] = jax.jit(step, donate_argnums=0).lower(state).compile(compiler_options=options)
+        times[way] = {"compile_s": round(time.perf_counter() - started, 2), "times_s": []}
+        states[way] = jax.tree.map(jnp.copy, state)
+        states[way] = jax.block_until_ready(compiled[way](states[way])[0])
+    for _ in range(reps):
+        for way in WAYS:
+            started = time.perf_counter()
+            states[way] = jax.block_until_ready(compiled[way](states[way])[0])
+            times[way]["times_s"].append(round(time.perf_counter() - started, 4))
+    for result in times.values():
+        ordered = sorted(result["times_s"])
+        result |= {"median_s": round(statistics.median(ordered), 4), "p10_s": ordered[len(ordered) // 10],
+                   "env_steps_per_s_at_median": round(env_steps / statistics.median(ordered))}
+    return {"env_steps_per_iteration": env_steps, **times}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one rep; to results/tmp")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--iteration-reps", type=int, default=30)
     args = parser.parse_args()
     reps = 1 if args.quick else args.reps
+    iteration_reps = 3 if args.quick else args.iteration_reps
     record = start_record("cpu_compile_options_quick" if args.quick else "cpu_compile_options") | {
         "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "scan_steps": SCAN_STEPS,
         "cases": []}
@@ -148,6 +188,13 @@ def main() -> None:
             rows.append([label, where, found["xla_default"], found["rlfit"],
                          round(found["xla_default"] / found["rlfit"], 1)])
     print_table(rows, ["case", "where", "XLA default s/step", "rlfit s/step", "speedup"])
+    record["iterations"] = {}
+    for label, algo in ITERATIONS.items():
+        print(f"{label}: both ways in turn, {iteration_reps} reps ...", flush=True)
+        record["iterations"][label] = found = timed_in_turn(algo, iteration_reps)
+        rows_in_turn = [[label, way, found[way]["median_s"], found[way]["p10_s"],
+                         found[way]["env_steps_per_s_at_median"]] for way in WAYS]
+        print_table(rows_in_turn, ["iteration", "way", "median s", "p10 s", "env-steps/s at median"])
     finish_record(record)
 
 

@@ -15,10 +15,11 @@ import jax
 MATMUL_PRECISION = {"fp32": "highest", "bf16": "default", "fp16": "default"}
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
-"""XLA's CPU backend hands convolutions to YNNPACK fusions by default; without them the simple2dcnn encoder's
-forward+backward ran 1.4x faster here (`benchmarks/cpu_compile_options.py`), so rlfit turns them off for
-programs with convolutions (camera frames). Programs without convolutions keep XLA's defaults: they gained
-nothing, and under a capped address space compiling them this way aborted instead of reporting
+"""XLA's CPU backend hands matrix products and convolutions to YNNPACK fusions by default. rlfit turns them off
+(`benchmarks/cpu_compile_options.py`) for programs with convolutions (camera frames: the simple2dcnn encoder's
+forward+backward ran 1.4x faster without) and for SAC's training step (its many small gradient updates: the
+quick preset's iteration ran faster without). Other programs keep XLA's defaults: PPO's iteration gained
+nothing, and under a capped address space compiling it this way aborted instead of reporting
 RESOURCE_EXHAUSTED (tests/test_oom_backoff.py)."""
 
 
@@ -32,22 +33,22 @@ def _cpu_options_known() -> bool:
     return True
 
 
-def compiler_options(convolutions: bool) -> dict[str, str]:
-    """The options for a program (with `convolutions` or not) on this process's backend: `CPU_COMPILER_OPTIONS`
-    for convolutions on a CPU whose XLA knows them, none otherwise."""
-    if not convolutions or jax.default_backend() != "cpu" or not _cpu_options_known():
+def compiler_options(ynn_fusions: bool) -> dict[str, str]:
+    """The options for a program on this process's backend: with `ynn_fusions` False, `CPU_COMPILER_OPTIONS` on a
+    CPU whose XLA knows them; none otherwise (XLA's defaults)."""
+    if ynn_fusions or jax.default_backend() != "cpu" or not _cpu_options_known():
         return {}
     return dict(CPU_COMPILER_OPTIONS)
 
 
 def compile_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = (),
-                  convolutions: bool = False, in_shardings: Any = None, out_shardings: Any = None) -> Any:
-    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options(convolutions)`;
+                  ynn_fusions: bool = True, in_shardings: Any = None, out_shardings: Any = None) -> Any:
+    """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options(ynn_fusions)`;
     with `in_shardings`/`out_shardings` (a run over several devices, `rlfit.mesh`) laid out as they say."""
     layout = {name: value for name, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings))
               if value is not None}
     return jax.jit(fn, donate_argnums=donate_argnums, **layout).lower(*args).compile(
-        compiler_options=compiler_options(convolutions))
+        compiler_options=compiler_options(ynn_fusions))
 
 
 def cache_dir() -> Path:

@@ -112,14 +112,20 @@ class Trainer:
         parallel = shardings is not None
         with self.layout.compiling():
             return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
-                                 donate_argnums=(0,), convolutions=self.convolutions,
+                                 donate_argnums=(0,), ynn_fusions=self.step_ynn_fusions,
                                  in_shardings=(shardings,) if parallel else None,
                                  out_shardings=(shardings, self.layout.replicated) if parallel else None)
 
     @property
     def convolutions(self) -> bool:
-        """Whether the networks convolve (an encoder of camera frames): how `compile_ahead` compiles them."""
+        """Whether the networks convolve (an encoder of camera frames): then `compile_ahead` compiles every program
+        without YNNPACK fusions."""
         return self.config.env.observation == "pixels"
+
+    @property
+    def step_ynn_fusions(self) -> bool:
+        """Whether the training step compiles with XLA's YNNPACK fusions on a CPU (`rlfit.jax_setup`)."""
+        return self.learner.ynn_fusions and not self.convolutions
 
     def compile(self, state: Any | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time.
@@ -156,7 +162,8 @@ class Trainer:
         evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
-                                 convolutions=self.convolutions, in_shardings=replicated, out_shardings=replicated)
+                                 ynn_fusions=not self.convolutions, in_shardings=replicated,
+                                 out_shardings=replicated)
 
 
 PROGRAMS_KEPT = 4

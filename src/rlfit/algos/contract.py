@@ -66,6 +66,9 @@ class Learner(NamedTuple):
     refill: Callable[[Any], Any] | None = None
     """state restored from a checkpoint that left out what `stored_rows` trims (`run.checkpoint_replay: false`;
     those rows come back as zeros) -> the state with that experience emptied and collected again as at the start."""
+    ynn_fusions: bool = True
+    """Whether XLA's CPU backend may compile `step` with its YNNPACK fusions (`rlfit.jax_setup.CPU_COMPILER_OPTIONS`);
+    False where the step ran faster without them. Programs with convolutions always compile without them."""
 
 
 class MemoryRules(NamedTuple):

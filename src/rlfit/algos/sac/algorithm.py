@@ -114,6 +114,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         stored_rows=stored_rows,
         refill=refill,
         env_axes=env_axes,
+        ynn_fusions=False,  # many small matrix products: faster on a CPU without (benchmarks/cpu_compile_options.py)
     )
 
 
