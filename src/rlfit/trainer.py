@@ -117,15 +117,15 @@ class Trainer:
                                  out_shardings=(shardings, self.layout.replicated) if parallel else None)
 
     @property
-    def convolutions(self) -> bool:
-        """Whether the networks convolve (an encoder of camera frames): then `compile_ahead` compiles every program
-        without YNNPACK fusions."""
-        return self.config.env.observation == "pixels"
-
-    @property
     def step_ynn_fusions(self) -> bool:
         """Whether the training step compiles with XLA's YNNPACK fusions on a CPU (`rlfit.jax_setup`)."""
-        return self.learner.ynn_fusions and not self.convolutions
+        return self.learner.ynn_fusions and self.eval_ynn_fusions
+
+    @property
+    def eval_ynn_fusions(self) -> bool:
+        """Whether the evaluation compiles with XLA's YNNPACK fusions on a CPU: unless the networks convolve (an
+        encoder of camera frames), when every program compiles without them."""
+        return self.config.env.observation != "pixels"
 
     def compile(self, state: Any | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time.
@@ -162,7 +162,7 @@ class Trainer:
         evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
-                                 ynn_fusions=not self.convolutions, in_shardings=replicated,
+                                 ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,
                                  out_shardings=replicated)
 
 

@@ -69,7 +69,8 @@ class SeedGroup:
         state); returns the seconds it took."""
         import time
 
-        learner, trainer = self.trainer.learner, self.trainer
+        trainer = self.trainer
+        learner = trainer.learner
         started = time.perf_counter()
         state = state if state is not None else self.abstract_state()
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
@@ -77,8 +78,8 @@ class SeedGroup:
                                    ynn_fusions=trainer.step_ynn_fusions)
         policy_params, stats = jax.eval_shape(jax.vmap(learner.acting), abstract)
         keys = jax.ShapeDtypeStruct((len(self.seeds), 2), jnp.uint32)
-        evaluator = jax.vmap(make_evaluator(self.trainer.eval_env, learner.policy_logits, learner.policy_rate))
-        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=not trainer.convolutions)
+        evaluator = jax.vmap(make_evaluator(trainer.eval_env, learner.policy_logits, learner.policy_rate))
+        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions)
         return time.perf_counter() - started
 
     def with_seeds(self, seeds: Sequence[int]) -> SeedGroup:
