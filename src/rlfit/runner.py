@@ -308,14 +308,14 @@ class Runner:
                     raise
                 self._shrink(str(error), progress, "init")
 
-    def _back_off(self, error: str, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
+    def _back_off(self, message: str, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
         """Smaller sizes after an out-of-memory error (its message); the state to continue from and its counters."""
         state, progress = self._last_good_state(start)
-        self._shrink(error, progress, "step")
+        self._shrink(message, progress, "step")
         env_key = jax.random.fold_in(state.key, progress.iteration)
         return self.trainer.learner.resize(state, env_key), progress
 
-    def _shrink(self, error: str, progress: Progress, where: str) -> None:
+    def _shrink(self, message: str, progress: Progress, where: str) -> None:
         """Rebuilds the trainer at the next smaller sizes (or raises OutOfMemory), recording why everywhere."""
         from rlfit.algos.registry import algorithm
         from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
@@ -337,7 +337,7 @@ class Runner:
         if self.checkpointer is not None:
             self.checkpointer.trainer = self.trainer
         event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
-                 "from": old.plan.sizes._asdict(), "to": sizes._asdict(), "error": str(error).splitlines()[0][:300]}
+                 "from": old.plan.sizes._asdict(), "to": sizes._asdict(), "error": message.splitlines()[0][:300]}
         self._events.append(event)
         progress.events = list(self._events)
         self.sinks.rewind(progress.iteration)
