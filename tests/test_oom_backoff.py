@@ -98,3 +98,34 @@ def test_a_second_out_of_memory_before_the_first_back_offs_sizes_were_saved_relo
     assert [(e["from"]["num_envs"], e["to"]["num_envs"]) for e in events] == [(32, 16), (16, 8)]
     assert result.summary["sizes"]["num_envs"] == 8 and result.summary["iterations"] >= 1
     assert not any(hasattr(tree, "params") for tree in device_gets)  # no host copy of the whole state
+
+
+def test_a_process_that_runs_out_of_memory_alone_stops_the_run_in_one_line_instead_of_waiting_forever(monkeypatch):
+    """Over several processes a back-off needs every process: one that ran out of memory alone (the others never
+    reach the barrier, here a stand-in for the coordination service) stops with exit code 5 and one line."""
+    from types import SimpleNamespace
+
+    from rlfit import runner
+    from rlfit.planning.backoff import OutOfMemory
+
+    waited = []
+    monkeypatch.setattr(runner, "process_count", lambda: 2)
+    monkeypatch.setattr(runner, "all_reach", lambda name, timeout_s: waited.append((name, timeout_s)) or False)
+
+    def agreeing(backoff: bool) -> runner.Runner:
+        config = SimpleNamespace(algo="sac", run=SimpleNamespace(oom_backoff=backoff))
+        one = runner.Runner(SimpleNamespace(config=config, plan=SimpleNamespace(sizes=SimpleNamespace(num_envs=64))),
+                            run_dir=None, sinks=None)
+        one._events = [{"event": "out_of_memory_backoff"}]  # one back-off before this one
+        return one
+
+    with pytest.raises(OutOfMemory, match=r"^out of device memory at sac.num_envs=64 on process 0 but not on every "
+                                          r"process of the run within 120 s, so it cannot back off; lower "
+                                          r"sac.num_envs or use --num-envs auto$") as stopped:
+        agreeing(True)._agree_to_back_off()
+    assert stopped.value.exit_code == 5
+    assert waited == [("rlfit-out-of-memory-1", runner.BACK_OFF_WAIT_S)]
+    agreeing(False)._agree_to_back_off()  # without back-off nothing waits: each process stops on its own
+    assert len(waited) == 1
+    monkeypatch.setattr(runner, "all_reach", lambda name, timeout_s: True)
+    agreeing(True)._agree_to_back_off()  # every process got there: they back off together

@@ -3,19 +3,25 @@
 Layout, one directory per saved iteration:
 
     checkpoints/00000050/
-        state/      the TrainState's leaves in tree order, written by Orbax
-        meta.json   counters, checksum of every leaf, config, plan, package versions
+        state/      the TrainState's leaves in tree order, written by Orbax: each process its own shards
+        meta.json   counters, every leaf's shape, dtype and checksum, config, plan, package versions
+
+Every process of a run takes part in a save and a load (over several processes they are collectives, and the
+checkpoint folder must be on a file system all of them see). Orbax writes each array as the shards that live
+on each process's devices, never gathered into one process's memory, and reads each back as the shards the
+loading run's layout asks for, so a checkpoint of a run on N devices (or processes) continues on M.
 
 A checkpoint is written under a temporary name and renamed into place only when complete, so a kill at any
 instant leaves either the previous set of checkpoints or the new one, never one that looks valid but is
-not. On load the checksum is verified; a corrupt newest checkpoint is reported and the previous one used.
+not. On load each leaf's checksum is verified (`rlfit.fingerprint`: computed where the shards live and the
+same however an array is split); a corrupt newest checkpoint is reported and the previous one used.
+Checkpoints of format 1 (whole arrays written by process 0, a sha256 of their bytes) still load.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,11 +31,12 @@ import jax
 import numpy as np
 
 from rlfit.atomic_files import swap_into_place, write_synced
-from rlfit.distributed import host_copy
+from rlfit.distributed import barrier, host_copy
+from rlfit.fingerprint import fingerprints
 
 STATE_DIR = "state"
 META_FILE = "meta.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class CorruptCheckpoint(Exception):
@@ -48,13 +55,17 @@ class CheckpointMeta:
     env_steps: int
     progress: dict[str, Any]
     checksum: str
+    """sha256 over `arrays` (format 2); over every leaf's dtype, shape and bytes (format 1)."""
     config: dict[str, Any]
     plan: dict[str, Any]
     versions: dict[str, str]
     format_version: int = FORMAT_VERSION
     trimmed: dict[str, Any] = field(default_factory=dict)
-    """Leaf index -> {'rows': full leading size, 'fill': the value of every row left out}: leaves saved only up
-    to their filled rows (an unfilled replay buffer); restored exactly by padding with `fill`."""
+    """Leaf index -> {'rows': full leading size, 'stored': rows saved, 'fill': the value of every row left out}:
+    leaves saved only up to their filled rows (an unfilled replay buffer); restored exactly by padding with
+    `fill` ('dropped': left out whatever they held, `run.checkpoint_replay: false`, restored as zeros)."""
+    arrays: list[dict[str, Any]] = field(default_factory=list)
+    """Per leaf in tree order (format 2): {'shape', 'dtype', 'checksum'}, the checksum over its stored rows."""
 
 
 def step_dir(directory: Path, iteration: int) -> Path:
@@ -68,20 +79,12 @@ def list_steps(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
 
 
-def leaves_checksum(leaves: list[np.ndarray]) -> str:
-    """sha256 over every leaf's dtype, shape and bytes, in order."""
-    digest = hashlib.sha256()
-    for leaf in leaves:
-        digest.update(f"{leaf.dtype.str}{leaf.shape}".encode())
-        digest.update(np.ascontiguousarray(leaf).tobytes())
-    return digest.hexdigest()
-
-
 def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
                     extra_files: dict[str, bytes] | None = None, stored_rows: list[int | None] | None = None,
-                    drop_trimmed: bool = False) -> Path:
+                    drop_trimmed: bool = False, writer: bool = True) -> Path:
     """Writes `state` (any pytree of arrays) atomically as checkpoint `meta_fields['iteration']`.
 
+    Every process calls it; each writes its arrays' shards, and the `writer` (process 0) alone the rest.
     `extra_files` (name -> bytes) are written into the checkpoint's folder too (e.g. a copy of the metrics).
     `stored_rows` (per leaf, None for all) saves a leaf's first rows only, where every row after them holds one
     value (an unfilled replay buffer); see `CheckpointMeta.trimmed`. With `drop_trimmed` the rows after them
@@ -89,67 +92,167 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
 
     Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
     """
-    leaves, trimmed = fetch_leaves(state, stored_rows or [], drop_trimmed)
-    meta = CheckpointMeta(checksum=leaves_checksum(leaves), trimmed=trimmed, **meta_fields)
+    leaves = [leaf if isinstance(leaf, jax.Array) else jax.numpy.asarray(leaf) for leaf in jax.tree.leaves(state)]
+    rows, trimmed = stored_extent(leaves, stored_rows or [], drop_trimmed)
+    sums = fingerprints(leaves, rows)
+    arrays = [{"shape": list(leaf.shape), "dtype": leaf.dtype.name, "checksum": digest}
+              for leaf, digest in zip(leaves, sums)]
+    meta = CheckpointMeta(checksum=_arrays_checksum(arrays), trimmed=trimmed, arrays=arrays, **meta_fields)
+    stored = [leaf[:rows[index]] if str(index) in trimmed else leaf for index, leaf in enumerate(leaves)]
     final = step_dir(directory, meta.iteration)
-    tmp = directory / f".tmp-{meta.iteration:08d}-{os.getpid()}"
-    directory.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = directory / f".tmp-{meta.iteration:08d}"  # one name for every process
     try:
-        tmp.mkdir()
-        this_process_only().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(leaves)})
-        for name, data in (extra_files or {}).items():
-            write_synced(tmp / name, data)
-        write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
-        swap_into_place(tmp, final)  # replaces the same iteration saved before (after a back-off)
+        if writer:
+            directory.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+        barrier(f"rlfit-checkpoint-{meta.iteration}-folder")
+        _orbax().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(stored)})
+        if writer:
+            for name, data in (extra_files or {}).items():
+                write_synced(tmp / name, data)
+            write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
+            swap_into_place(tmp, final)  # replaces the same iteration saved before (after a back-off)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if writer:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
 
 
+def stored_extent(leaves: list[jax.Array], stored_rows: list[int | None], drop_trimmed: bool = False
+                  ) -> tuple[list[int], dict[str, Any]]:
+    """Per leaf the rows to save (its full leading size, or fewer where every row after them holds one value, or
+    whatever they hold with `drop_trimmed`) and the record of the cuts (`CheckpointMeta.trimmed`).
+
+    The test of the rows left out runs where the leaf lives; over several processes every process calls it.
+    """
+    rows, trimmed = [], {}
+    for index, leaf in enumerate(leaves):
+        full = int(leaf.shape[0]) if leaf.ndim else 1
+        keep = stored_rows[index] if index < len(stored_rows) else None
+        if keep is not None and leaf.ndim and keep < full:
+            tail = leaf[keep:]
+            if drop_trimmed:
+                trimmed[str(index)] = {"rows": full, "stored": keep, "fill": 0, "dropped": True}
+                full = keep
+            elif tail.size:
+                fill = host_copy(tail.reshape(-1)[0]).item()
+                if bool(host_copy(jax.numpy.all(tail == fill))):
+                    trimmed[str(index)] = {"rows": full, "stored": keep, "fill": fill}
+                    full = keep
+        rows.append(full)
+    return rows, trimmed
+
+
 def load_checkpoint(directory: Path, iteration: int, like: Any) -> tuple[Any, CheckpointMeta]:
-    """Restores checkpoint `iteration` into the structure of `like` (a pytree or its abstract shapes).
+    """Restores checkpoint `iteration` into the structure of `like` (a pytree or its abstract shapes), each leaf
+    laid out as `like`'s sharding says (on the default device where it names none). Every process calls it.
 
     Raises CorruptCheckpoint when it is incomplete, does not fit `like`, or fails its checksum.
     """
     path = step_dir(directory, iteration)
     try:
         meta = CheckpointMeta(**json.loads((path / META_FILE).read_text()))
-        restored = this_process_only().restore((path / STATE_DIR).absolute())
+    except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt or incomplete: its {META_FILE} cannot be read "
+                                f"({type(error).__name__}: {error})") from None
+    if meta.format_version == 1:
+        return _load_format_1(path, meta, like)
+    if _arrays_checksum(meta.arrays) != meta.checksum:
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt: its {META_FILE} fails its checksum")
+    expected = jax.tree.leaves(like)
+    _check_fits(path, meta, expected)
+    trimmed = {int(index): info for index, info in meta.trimmed.items()}
+    rows = [trimmed[i]["stored"] if i in trimmed else (int(leaf.shape[0]) if len(leaf.shape) else 1)
+            for i, leaf in enumerate(expected)]
+    shapes = [(rows[i],) + tuple(leaf.shape[1:]) if i in trimmed else tuple(leaf.shape)
+              for i, leaf in enumerate(expected)]
+    shardings = [_sharding_of(leaf) for leaf in expected]
+    try:
+        stored = _restore(path / STATE_DIR, expected, shapes, shardings)
     except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
         raise CorruptCheckpoint(f"checkpoint {path} is corrupt or incomplete: it cannot be read "
-                                f"({type(error).__name__}: {error})") from None
-    stored = (restored.get("leaves") if isinstance(restored, dict) else None) or {}
-    treedef = jax.tree.structure(like)
-    trimmed = {int(index): info for index, info in meta.trimmed.items()}
-    try:
-        leaves = [_restored_leaf(stored, index, expected, trimmed.get(index))
-                  for index, expected in enumerate(jax.tree.leaves(like))]
-    except KeyError:
+                                f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
+    leaves = [_completed(stored.get(i), expected[i], shapes[i], shardings[i], trimmed.get(i))
+              for i in range(len(expected))]
+    for index, (digest, record) in enumerate(zip(fingerprints(leaves, rows), meta.arrays)):
+        if digest != record["checksum"]:
+            raise CorruptCheckpoint(f"checkpoint {path} is corrupt: array {index} {tuple(record['shape'])} fails "
+                                    "its checksum")
+    return jax.tree.unflatten(jax.tree.structure(like), leaves), meta
+
+
+def _check_fits(path: Path, meta: CheckpointMeta, expected: list[Any]) -> None:
+    """Raises CheckpointMismatch unless the checkpoint's arrays have the count, shapes and dtypes of `expected`."""
+    if len(meta.arrays) != len(expected):
+        need = "more" if len(expected) > len(meta.arrays) else "fewer"
         raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
-                                 f"{len(stored)} arrays, the run needs more)") from None
-    if len(stored) != sum(1 for leaf in leaves if leaf.size):
-        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
-                                 f"{len(stored)} arrays, the run needs fewer)")
-    if leaves_checksum(leaves) != meta.checksum:
-        raise CorruptCheckpoint(f"checkpoint {path} is corrupt: it fails its checksum")
-    leaves = [_padded(leaf, trimmed[index]) if index in trimmed else leaf for index, leaf in enumerate(leaves)]
-    for leaf, expected in zip(leaves, jax.tree.leaves(like)):
-        if leaf.shape != tuple(expected.shape) or leaf.dtype != expected.dtype:
+                                 f"{len(meta.arrays)} arrays, the run needs {need})")
+    for record, leaf in zip(meta.arrays, expected):
+        have, want = (tuple(record["shape"]), record["dtype"]), (tuple(leaf.shape), np.dtype(leaf.dtype).name)
+        if have != want:
             raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (an array "
-                                     f"{leaf.shape} {leaf.dtype} where the run needs {tuple(expected.shape)} "
-                                     f"{expected.dtype})")
-    return jax.tree.unflatten(treedef, [jax.numpy.asarray(leaf) for leaf in leaves]), meta
+                                     f"{have[0]} {have[1]} where the run needs {want[0]} {want[1]})")
 
 
-def this_process_only() -> Any:
-    """Orbax's PyTree checkpointer for host arrays written and read by this process alone: in a run over several
-    processes only process 0 writes (`rlfit.distributed`), so Orbax must not wait for the others."""
+def _sharding_of(leaf: Any) -> Any:
+    """Where a restored leaf goes: `like`'s sharding for it, else this process's first device."""
+    sharding = getattr(leaf, "sharding", None)
+    return sharding if sharding is not None else jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+
+
+def _restore(path: Path, expected: list[Any], shapes: list[tuple[int, ...]], shardings: list[Any]) -> dict[int, Any]:
+    """The stored (non-empty) leaves by index, read by Orbax straight into their shards."""
     import orbax.checkpoint as ocp
 
-    alone = ocp.options.MultiprocessingOptions(primary_host=jax.process_index(), active_processes={jax.process_index()})
-    return ocp.Checkpointer(ocp.PyTreeCheckpointHandler(multiprocessing_options=alone), multiprocessing_options=alone)
+    present = [i for i, shape in enumerate(shapes) if int(np.prod(shape))]
+    item, args = {}, {}
+    for i in present:
+        key, dtype = f"{i:06d}", np.dtype(expected[i].dtype)
+        item[key] = jax.ShapeDtypeStruct(shapes[i], dtype)
+        args[key] = ocp.ArrayRestoreArgs(sharding=_fitting(shardings[i], shapes[i]), global_shape=shapes[i],
+                                         dtype=dtype)
+    restored = _orbax().restore(path.absolute(), args=ocp.args.PyTreeRestore(item={"leaves": item},
+                                                                              restore_args={"leaves": args}))
+    return {i: restored["leaves"][f"{i:06d}"] for i in present}
+
+
+def _fitting(sharding: Any, shape: tuple[int, ...]) -> Any:
+    """`sharding` where it splits `shape` evenly (a leaf's stored rows may not), else the same devices whole."""
+    try:
+        sharding.shard_shape(shape)
+        return sharding
+    except ValueError:
+        return jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+
+
+def _completed(stored: Any, expected: Any, shape: tuple[int, ...], sharding: Any, trim: dict[str, Any] | None) -> Any:
+    """A leaf at its full shape and sharding: the stored rows, then (trimmed) the rest filled with their value;
+    a leaf without stored values (empty, or every row left out) built from its shape."""
+    full, dtype = tuple(expected.shape), np.dtype(expected.dtype)
+    fill = trim["fill"] if trim is not None else 0
+
+    def build(*rows: Any) -> Any:
+        rest = jax.numpy.full((full[0] - shape[0],) + full[1:], fill, dtype) if trim is not None else None
+        if not rows:
+            return jax.numpy.full(full, fill, dtype)
+        return rows[0] if rest is None else jax.numpy.concatenate([rows[0], rest])
+
+    if stored is not None and trim is None:
+        return stored
+    return jax.jit(build, out_shardings=sharding)(*([] if stored is None else [stored]))
+
+
+def _arrays_checksum(arrays: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(arrays, sort_keys=True).encode()).hexdigest()
+
+
+def _orbax() -> Any:
+    """Orbax's PyTree checkpointer over every process of the run (process 0 finalizes each save)."""
+    import orbax.checkpoint as ocp
+
+    return ocp.Checkpointer(ocp.PyTreeCheckpointHandler())
 
 
 def read_meta(directory: Path, iteration: int) -> CheckpointMeta | None:
@@ -178,34 +281,9 @@ def prune(directory: Path, keep_last: int) -> list[int]:
 _NO_META = CheckpointMeta(0, 0, {}, "", {}, {}, {})
 
 
-def _as_mapping(leaves: list[np.ndarray]) -> dict[str, np.ndarray]:
+def _as_mapping(leaves: list[Any]) -> dict[str, Any]:
     """Leaves by tree index; empty arrays (Orbax refuses them) are left out and rebuilt from their shape."""
     return {f"{index:06d}": leaf for index, leaf in enumerate(leaves) if leaf.size}
-
-
-def fetch_leaves(state: Any, stored_rows: list[int | None], drop_trimmed: bool = False
-                 ) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """Host copies of `state`'s leaves, each cut to its stored rows where the rows left out all hold one value
-    (or whatever they hold, with `drop_trimmed`), and the record of the cuts (`CheckpointMeta.trimmed`).
-
-    A leaf is cut where it lives (on the device) before it is copied, so the rows left out are never fetched.
-    Over several processes this is a collective (`rlfit.distributed.host_copy`): every process calls it.
-    """
-    leaves, trimmed = [], {}
-    for index, leaf in enumerate(jax.tree.leaves(state)):
-        rows = stored_rows[index] if index < len(stored_rows) else None
-        if rows is not None and np.ndim(leaf) and rows < np.shape(leaf)[0]:
-            tail = leaf[rows:]
-            if drop_trimmed:
-                trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": 0, "dropped": True}
-                leaf = leaf[:rows]
-            elif np.size(tail):
-                fill = host_copy(tail.reshape(-1)[0]).item()
-                if bool(jax.numpy.all(tail == fill)):
-                    trimmed[str(index)] = {"rows": int(np.shape(leaf)[0]), "fill": fill}
-                    leaf = leaf[:rows]
-        leaves.append(host_copy(leaf))
-    return leaves, trimmed
 
 
 def dropped_leaves(meta: CheckpointMeta) -> bool:
@@ -213,20 +291,50 @@ def dropped_leaves(meta: CheckpointMeta) -> bool:
     return any(info.get("dropped") for info in meta.trimmed.values())
 
 
-def _restored_leaf(stored: dict[str, Any], index: int, expected: Any, trim: dict[str, Any] | None) -> np.ndarray:
-    shape = tuple(expected.shape) if trim is None else (_stored_rows(stored, index),) + tuple(expected.shape[1:])
+def _load_format_1(path: Path, meta: CheckpointMeta, like: Any) -> tuple[Any, CheckpointMeta]:
+    """A checkpoint of format 1: whole arrays, written and read by one process, a sha256 of their bytes."""
+    import orbax.checkpoint as ocp
+
+    alone = ocp.options.MultiprocessingOptions(primary_host=jax.process_index(), active_processes={jax.process_index()})
+    try:
+        restored = ocp.Checkpointer(ocp.PyTreeCheckpointHandler(multiprocessing_options=alone),
+                                    multiprocessing_options=alone).restore((path / STATE_DIR).absolute())
+    except Exception as error:  # noqa: BLE001 - any failure to read means this checkpoint is unusable
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt or incomplete: it cannot be read "
+                                f"({type(error).__name__}: {error})") from None
+    stored = (restored.get("leaves") if isinstance(restored, dict) else None) or {}
+    trimmed = {int(index): info for index, info in meta.trimmed.items()}
+    try:
+        leaves = [_format_1_leaf(stored, index, expected, trimmed.get(index))
+                  for index, expected in enumerate(jax.tree.leaves(like))]
+    except KeyError:
+        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
+                                 f"{len(stored)} arrays, the run needs more)") from None
+    if len(stored) != sum(1 for leaf in leaves if leaf.size):
+        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
+                                 f"{len(stored)} arrays, the run needs fewer)")
+    digest = hashlib.sha256()
+    for leaf in leaves:
+        digest.update(f"{leaf.dtype.str}{leaf.shape}".encode())
+        digest.update(np.ascontiguousarray(leaf).tobytes())
+    if digest.hexdigest() != meta.checksum:
+        raise CorruptCheckpoint(f"checkpoint {path} is corrupt: it fails its checksum")
+    for index, info in trimmed.items():
+        rest = np.full((info["rows"] - leaves[index].shape[0],) + leaves[index].shape[1:], info["fill"],
+                       leaves[index].dtype)
+        leaves[index] = np.concatenate([leaves[index], rest])
+    for leaf, expected in zip(leaves, jax.tree.leaves(like)):
+        if leaf.shape != tuple(expected.shape) or leaf.dtype != expected.dtype:
+            raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (an array "
+                                     f"{leaf.shape} {leaf.dtype} where the run needs {tuple(expected.shape)} "
+                                     f"{expected.dtype})")
+    return jax.tree.unflatten(jax.tree.structure(like), [jax.numpy.asarray(leaf) for leaf in leaves]), meta
+
+
+def _format_1_leaf(stored: dict[str, Any], index: int, expected: Any, trim: dict[str, Any] | None) -> np.ndarray:
+    key = f"{index:06d}"
+    rows = int(np.shape(stored[key])[0]) if key in stored else 0
+    shape = tuple(expected.shape) if trim is None else (rows,) + tuple(expected.shape[1:])
     if int(np.prod(shape)) == 0:
         return np.zeros(shape, expected.dtype)
-    return np.asarray(stored[f"{index:06d}"])
-
-
-def _stored_rows(stored: dict[str, Any], index: int) -> int:
-    """Leading size of a trimmed leaf as stored (0 when all its rows were left out: Orbax keeps no empty array)."""
-    key = f"{index:06d}"
-    return int(np.shape(stored[key])[0]) if key in stored else 0
-
-
-def _padded(leaf: np.ndarray, trim: dict[str, Any]) -> np.ndarray:
-    """A trimmed leaf back at its full leading size, the rows left out set to their one value."""
-    rest = np.full((trim["rows"] - leaf.shape[0],) + leaf.shape[1:], trim["fill"], leaf.dtype)
-    return np.concatenate([leaf, rest])
+    return np.asarray(stored[key])

@@ -12,7 +12,7 @@ from typing import Any
 
 import jax
 
-from rlfit.checkpoint import fetch_leaves, list_steps, prune, save_checkpoint
+from rlfit.checkpoint import list_steps, prune, save_checkpoint
 from rlfit.distributed import from_writer, host_copy
 from rlfit.errors import UserError
 from rlfit.rundir import RunDir
@@ -31,8 +31,8 @@ class SaveFailed(UserError):
 class Checkpointer:
     """Saves a run's checkpoints; `sync_metrics` forces the metrics to disk before each save (its copy is whole).
 
-    In a run over several processes every process's Checkpointer takes part in gathering the arrays, and only
-    the `writer`'s (process 0's) writes them."""
+    In a run over several processes every process's Checkpointer writes its shards of the arrays, and only the
+    `writer`'s (process 0's) the rest: the record, the metrics' copy, the policy; it alone prunes."""
 
     def __init__(self, trainer: Any, run_dir: RunDir, warn=None, sync_metrics=None, writer: bool = True):
         self.trainer = trainer
@@ -71,16 +71,19 @@ class Checkpointer:
             drop = rows is not None and not self.run_config.checkpoint_replay
             if drop:  # the stored experience (a replay buffer) is left out: resume collects it again
                 rows = [None if r is None else 0 for r in rows]
-            # Host copies, made on every process: nothing below computes on arrays (a computation on arrays
-            # over several processes would wait for the processes that do not write).
+            # Host copies, made on every process: nothing below computes on arrays but the checkpoint's own
+            # collectives (a computation on arrays over several processes would wait for the processes that do not
+            # write).
             acting = jax.tree.map(host_copy, learner.acting(state))
-            if not self.writer:  # gathers this process's shards for the writer
-                fetch_leaves(state, rows or [], drop)
+            extra = None
+            if self.writer:
+                self.sync_metrics()
+                extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
+            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop,
+                                   writer=self.writer)
+            if not self.writer:
                 self.last_saved = progress.iteration
                 return
-            self.sync_metrics()
-            extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
-            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop)
             self._save_policy(acting, path / "policy")
             self._save_policy(acting, self.run_dir.policy)
         except OSError as error:

@@ -2,8 +2,8 @@
 
 Every process runs the same program on its own devices; the mesh (`rlfit.mesh`) spans the devices of all of
 them and XLA's collectives cross the processes (NCCL on GPUs; gloo on CPUs, which is how the tests run two
-processes on one machine). Process 0 alone writes the run directory: metrics, TensorBoard, summaries and the
-checkpoint files, whose arrays every process helps gather (`host_copy`). Decisions a single process could
+processes on one machine). Process 0 alone writes the run directory (metrics, TensorBoard, summaries, checkpoint records); each process
+writes its own shards of the checkpoint's arrays (`rlfit.checkpoint`). Decisions a single process could
 take alone (a SIGTERM it received, a time budget by its own clock) are agreed on by all (`any_process`), so
 every process stops after the same iteration, with the same checkpoint.
 
@@ -61,6 +61,29 @@ def any_process(flag: bool) -> bool:
     from jax.experimental import multihost_utils
 
     return bool(np.any(multihost_utils.process_allgather(np.array([flag]))))
+
+
+def barrier(name: str) -> None:
+    """Returns once every process has reached the barrier called `name` (a collective; nothing on one process)."""
+    if process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(name)
+
+
+def all_reach(name: str, timeout_s: float) -> bool:
+    """True once every process has reached the barrier called `name`, False when one has not within `timeout_s`
+    (it is busy elsewhere: computing, or waiting in a collective). True at once on one process."""
+    if process_count() == 1:
+        return True
+    from orbax.checkpoint import multihost
+
+    try:
+        multihost.get_jax_distributed_client().wait_at_barrier(name, int(timeout_s * 1000))
+    except Exception:  # noqa: BLE001 - the coordination service reports a timeout as an error
+        return False
+    return True
 
 
 def from_writer(value: int) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlfit.distributed import any_process, is_writer, process_count
+from rlfit.distributed import all_reach, any_process, is_writer, process_count
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.rundir import RunDir, write_json
 from rlfit.sinks import Sinks
@@ -25,6 +25,9 @@ from rlfit.trainer import Compiled, Trainer, forget_programs
 from rlfit.versions import package_versions
 
 EXIT_NON_FINITE = 3
+BACK_OFF_WAIT_S = 120.0
+"""Over several processes, how long one that ran out of memory waits for all the others to run out too (they
+back off together, to the same sizes, from the same checkpoint) before it stops the run instead."""
 
 
 class NonFiniteError(Exception):
@@ -197,7 +200,7 @@ class Runner:
             # instant leaves a resumable run
         # What an out-of-memory back-off continues from: the newest checkpoint, which holds this session's start
         # or later; a host copy of the starting state only when nothing could be saved (a replay buffer can be
-        # most of the host's memory). Over several processes nothing backs off.
+        # most of the host's memory). Over several processes always the checkpoint, which every process reads.
         saved = self.checkpointer is not None and self.checkpointer.latest_step() is not None
         start = (jax.device_get(state) if process_count() == 1 and not saved else None,
                  dataclasses.replace(progress, events=list(progress.events)))
@@ -210,12 +213,6 @@ class Runner:
 
                 if not is_out_of_memory(error):
                     raise
-                if process_count() > 1:
-                    from rlfit.planning.backoff import OutOfMemory
-
-                    raise OutOfMemory(f"out of device memory at {self.trainer.config.algo}.num_envs="
-                                      f"{self.trainer.plan.sizes.num_envs} in a run over {process_count()} processes, "
-                                      "which does not back off; lower num_envs or use --num-envs auto") from None
                 message = str(error)
             # Outside the handler: the exception, its traceback and the failed iteration's buffers they hold are
             # released before anything is reloaded.
@@ -306,10 +303,26 @@ class Runner:
             except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
                 if not is_out_of_memory(error):
                     raise
+                self._agree_to_back_off()
                 self._shrink(str(error), progress, "init")
+
+    def _agree_to_back_off(self) -> None:
+        """Over several processes (with back-off allowed): returns once every process has run out of memory too,
+        so that all back off together, to the same sizes, before any of them computes on arrays again; raises
+        OutOfMemory when one has not within BACK_OFF_WAIT_S (it may be waiting for this one in a collective)."""
+        from rlfit.planning.backoff import OutOfMemory
+
+        config, sizes = self.trainer.config, self.trainer.plan.sizes
+        if process_count() == 1 or not config.run.oom_backoff:
+            return
+        if not all_reach(f"rlfit-out-of-memory-{len(self._events)}", BACK_OFF_WAIT_S):
+            raise OutOfMemory(f"out of device memory at {config.algo}.num_envs={sizes.num_envs} on process "
+                              f"{jax.process_index()} but not on every process of the run within {BACK_OFF_WAIT_S:.0f} "
+                              f"s, so it cannot back off; lower {config.algo}.num_envs or use --num-envs auto") from None
 
     def _back_off(self, message: str, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
         """Smaller sizes after an out-of-memory error (its message); the state to continue from and its counters."""
+        self._agree_to_back_off()
         state, progress = self._last_good_state(start)
         self._shrink(message, progress, "step")
         env_key = jax.random.fold_in(state.key, progress.iteration)
@@ -342,7 +355,8 @@ class Runner:
         progress.events = list(self._events)
         self.sinks.rewind(progress.iteration)
         self.sinks.write("event", event)
-        write_json(self.run_dir.plan, plan.to_dict())
+        if is_writer():
+            write_json(self.run_dir.plan, plan.to_dict())
         self._say(f"rlfit: {reason}")
         if self.console is not None:
             self.console.retarget(plan.num_iterations, config_total_steps(old.config, plan))

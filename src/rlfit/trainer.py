@@ -84,7 +84,11 @@ class Trainer:
     def abstract_state(self) -> Any:
         """The training state's shapes and dtypes (and shardings, over several devices), without allocating or
         running anything."""
-        return jax.eval_shape(self.init_state)
+        shapes = jax.eval_shape(self.init_state)
+        if self.state_shardings is None:
+            return shapes
+        return jax.tree.map(lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
+                            shapes, self.state_shardings)
 
     @functools.cached_property
     def state_shardings(self) -> Any:

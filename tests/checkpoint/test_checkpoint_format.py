@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import jax.numpy as jnp
 import numpy as np
@@ -34,15 +35,28 @@ def test_round_trip_restores_every_leaf_exactly(tmp_path):
         np.testing.assert_array_equal(got, want)
 
 
-def test_a_changed_byte_fails_the_checksum(tmp_path):
+def test_a_changed_record_fails_the_checksum(tmp_path):
     state = state_like()
     save_checkpoint(tmp_path, state, meta(1))
     meta_path = tmp_path / "00000001" / "meta.json"
     saved = json.loads(meta_path.read_text())
-    saved["checksum"] = "0" * 64
+    saved["arrays"][-1]["checksum"] = "f" * 16
     meta_path.write_text(json.dumps(saved))
-    with pytest.raises(CorruptCheckpoint, match="checksum"):
+    with pytest.raises(CorruptCheckpoint, match="meta.json fails its checksum"):
         load_checkpoint(tmp_path, 1, state)
+
+
+def test_arrays_that_differ_from_the_ones_saved_fail_their_checksum(tmp_path):
+    """Readable arrays of the right shapes but other values (here another save's) are caught by the checksum."""
+    state = state_like()
+    save_checkpoint(tmp_path, state, meta(1))
+    other = dict(state_like(), params={"w": np.arange(6, dtype=np.float32).reshape(2, 3)[::-1].copy()})
+    save_checkpoint(tmp_path, other, meta(2))
+    shutil.rmtree(tmp_path / "00000001" / "state")
+    shutil.copytree(tmp_path / "00000002" / "state", tmp_path / "00000001" / "state")
+    with pytest.raises(CorruptCheckpoint, match=r"array \d+ \(2, 3\) fails its checksum"):
+        load_checkpoint(tmp_path, 1, state)
+    load_checkpoint(tmp_path, 2, other)  # its own record accepts it
 
 
 def test_a_different_structure_is_refused(tmp_path):
@@ -71,7 +85,7 @@ def test_leaves_saved_up_to_their_filled_rows_are_restored_exactly(tmp_path):
     rows = {"empty_ring": 0, "noisy": 4, "ring": 4}
     save_checkpoint(tmp_path, state, meta(1), stored_rows=[rows[name] for name in leaves_order])
     recorded = json.loads((tmp_path / "00000001" / "meta.json").read_text())["trimmed"]
-    assert recorded == {"0": {"rows": 100, "fill": 0.0}, "2": {"rows": 100, "fill": -1}}
+    assert recorded == {"0": {"rows": 100, "stored": 0, "fill": 0.0}, "2": {"rows": 100, "stored": 4, "fill": -1}}
     restored, _ = load_checkpoint(tmp_path, 1, state)
     for name in state:
         np.testing.assert_array_equal(np.asarray(restored[name]), state[name])
