@@ -333,8 +333,10 @@ def _load_format_1(path: Path, meta: CheckpointMeta, like: Any) -> tuple[Any, Ch
 
 def _format_1_leaf(stored: dict[str, Any], index: int, expected: Any, trim: dict[str, Any] | None) -> np.ndarray:
     key = f"{index:06d}"
-    rows = int(np.shape(stored[key])[0]) if key in stored else 0
-    shape = tuple(expected.shape) if trim is None else (rows,) + tuple(expected.shape[1:])
+    if trim is None:
+        shape = tuple(expected.shape)
+    else:  # 0 rows when all were left out (Orbax keeps no empty array)
+        shape = (int(np.shape(stored[key])[0]) if key in stored else 0,) + tuple(expected.shape[1:])
     if int(np.prod(shape)) == 0:
         return np.zeros(shape, expected.dtype)
     return np.asarray(stored[key])

@@ -1,10 +1,12 @@
-"""The checkpoint format on its own: round trip, empty arrays, checksum, structure checks, pruning."""
+"""The checkpoint format on its own: round trip, empty arrays, checksums, structure checks, pruning, format 1."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -90,3 +92,26 @@ def test_leaves_saved_up_to_their_filled_rows_are_restored_exactly(tmp_path):
     for name in state:
         np.testing.assert_array_equal(np.asarray(restored[name]), state[name])
         assert np.asarray(restored[name]).dtype == state[name].dtype
+
+
+FORMAT_1 = Path(__file__).parent / "data" / "format1"
+"""A checkpoint written by rlfit's format-1 code (e4cd7d4's `save_checkpoint`: whole arrays, a sha256 of their
+bytes; its `ring` saved up to its 4 filled rows), kept as written."""
+
+
+def test_a_checkpoint_of_format_1_still_loads_exactly_and_its_checksum_is_still_checked(tmp_path):
+    ring = np.full((10, 3), -1, np.int32)
+    ring[:4] = np.arange(12).reshape(4, 3)
+    state = dict(state_like(), ring=ring)
+    restored, info = load_checkpoint(FORMAT_1, 7, state)
+    assert info.format_version == 1 and info.iteration == 7 and info.trimmed == {"3": {"rows": 10, "fill": -1}}
+    for want, got in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
+        assert np.asarray(got).dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), want)
+    tampered = tmp_path / "format1"
+    shutil.copytree(FORMAT_1, tampered)
+    record = json.loads((tampered / "00000007" / "meta.json").read_text())
+    record["checksum"] = "0" * 64
+    (tampered / "00000007" / "meta.json").write_text(json.dumps(record))
+    with pytest.raises(CorruptCheckpoint, match="fails its checksum"):
+        load_checkpoint(tampered, 7, state)
