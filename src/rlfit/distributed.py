@@ -2,10 +2,11 @@
 
 Every process runs the same program on its own devices; the mesh (`rlfit.mesh`) spans the devices of all of
 them and XLA's collectives cross the processes (NCCL on GPUs; gloo on CPUs, which is how the tests run two
-processes on one machine). Process 0 alone writes the run directory (metrics, TensorBoard, summaries, checkpoint records); each process
-writes its own shards of the checkpoint's arrays (`rlfit.checkpoint`). Decisions a single process could
-take alone (a SIGTERM it received, a time budget by its own clock) are agreed on by all (`any_process`), so
-every process stops after the same iteration, with the same checkpoint.
+processes on one machine). Process 0 alone writes the run directory (metrics, TensorBoard, summaries,
+checkpoint records); each process writes its own shards of the checkpoint's arrays (`rlfit.checkpoint`).
+Decisions a single process could take alone (a SIGTERM it received, a time budget by its own clock) are
+agreed on by all (`any_process`), so every process stops after the same iteration, with the same checkpoint;
+an out-of-memory back-off needs every process to have run out (`all_reach`).
 
 With one process every function here is the plain single-process behaviour.
 """
