@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
+from rlfit import fingerprint
 from rlfit.fingerprint import LANE_SEEDS, fingerprints
 from tests.conftest import REPO_ROOT, cli_environment
 
@@ -47,10 +50,15 @@ def leaves() -> list[np.ndarray]:
             np.zeros((4, 0), np.float32)]
 
 
-def test_fingerprints_follow_the_documented_formula_for_every_dtype_and_row_count():
+@pytest.mark.parametrize("separate_words", [fingerprint.SEPARATE_WORDS, 1])
+def test_fingerprints_follow_the_documented_formula_for_every_dtype_and_row_count(monkeypatch, separate_words):
+    """Hashed together in one pass (the small leaves of a state) or each leaf in its own (the large ones)."""
+    monkeypatch.setattr(fingerprint, "SEPARATE_WORDS", separate_words)
+    jax.clear_caches()  # the threshold is read while tracing
     arrays = leaves()
     rows = [5, 2, 7, 0, 3, 2, 1, 4]
     assert fingerprints([jnp.asarray(a) for a in arrays], rows) == [reference(a, r) for a, r in zip(arrays, rows)]
+    jax.clear_caches()
 
 
 def test_one_changed_or_moved_element_changes_the_fingerprint_and_rows_past_the_count_do_not():
@@ -69,6 +77,7 @@ def test_one_changed_or_moved_element_changes_the_fingerprint_and_rows_past_the_
 SPLIT = """
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from rlfit import fingerprint
 from rlfit.fingerprint import fingerprints
 rng = np.random.default_rng(1)
 buffer = rng.integers(0, 256, (8, 4, 6, 6, 3), dtype=np.uint8)   # [rows, envs, H, W, C]
@@ -80,12 +89,17 @@ for count in (1, 2, 4):
     rows_split = jax.device_put(params, NamedSharding(mesh, P("envs")))
     assert len(split.addressable_shards) == count
     results.append(fingerprints([split, rows_split], [5, 16]))
+    fingerprint.SEPARATE_WORDS = 1  # each leaf in its own pass, as a large leaf is
+    jax.clear_caches()
+    results.append(fingerprints([split, rows_split], [5, 16]))
+    fingerprint.SEPARATE_WORDS = 1 << 22
+    jax.clear_caches()
 print(results)
-assert results[0] == results[1] == results[2]
+assert len(results) == 6 and all(result == results[0] for result in results)
 """
 
 
-def test_the_fingerprint_is_the_same_on_one_two_and_four_devices():
+def test_the_fingerprint_is_the_same_on_one_two_and_four_devices_in_one_pass_or_per_leaf():
     env = {**cli_environment(), "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     done = subprocess.run([sys.executable, "-c", SPLIT], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=300)

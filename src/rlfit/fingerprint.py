@@ -14,6 +14,7 @@ a checkpoint stores), so one compiled program serves however many rows a growing
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -44,24 +45,73 @@ def as_words(leaf: jax.Array) -> jax.Array:
     return jax.lax.bitcast_convert_type(leaf, unsigned).astype(jnp.uint32)
 
 
+SEPARATE_WORDS = 1 << 22
+"""Leaves of at least this many 32-bit words, and leaves split over devices, are hashed each in a pass of its
+own, where their shards live; the other (small, whole on every device) ones together in one pass over their
+concatenation (a state has hundreds of small leaves, and a program with one reduction per leaf takes seconds to
+compile; this one takes a fraction of that)."""
+
+
+def element_hashes(words: jax.Array, position: jax.Array, counted: jax.Array) -> jax.Array:
+    """[*words.shape, 2] uint32: per lane, mix32(mix32(position + seed) ^ bits) where `counted`, else 0."""
+    lanes = [jnp.where(counted, mix32(mix32(position + jnp.uint32(seed)) ^ words), jnp.uint32(0))
+             for seed in LANE_SEEDS]
+    return jnp.stack(lanes, axis=-1)
+
+
 def leaf_fingerprint(leaf: jax.Array, rows: jax.Array) -> jax.Array:
-    """[2] uint32: per lane, sum over the leaf's elements in its first `rows` rows (all of a scalar) of
-    mix32(mix32(position + seed) ^ bits)."""
+    """[2] uint32: per lane, the sum of `element_hashes` over the leaf's elements in its first `rows` rows (all of
+    a scalar), positions counted in C order."""
     words = as_words(leaf)
     if words.size == 0:
         return jnp.zeros((2,), jnp.uint32)
     position = jax.lax.iota(jnp.uint32, words.size).reshape(words.shape)
     counted = (jax.lax.broadcasted_iota(jnp.int32, words.shape, 0) < rows) if leaf.ndim else True
-    lanes = [jnp.sum(jnp.where(counted, mix32(mix32(position + jnp.uint32(seed)) ^ words), jnp.uint32(0)),
-                     dtype=jnp.uint32) for seed in LANE_SEEDS]
-    return jnp.stack(lanes)
+    return jnp.sum(element_hashes(words, position, counted), axis=tuple(range(words.ndim)), dtype=jnp.uint32)
 
 
-@jax.jit
-def _all_fingerprints(leaves: list[jax.Array], rows: jax.Array) -> jax.Array:
-    """[L, 2] uint32, one row per leaf (one program per state structure; `rows` [L] is an argument)."""
-    return jnp.stack([leaf_fingerprint(leaf, rows[index]) for index, leaf in enumerate(leaves)]) if leaves else \
-        jnp.zeros((0, 2), jnp.uint32)
+def joint_fingerprints(leaves: list[jax.Array], rows: jax.Array) -> jax.Array:
+    """[L, 2] uint32: `leaf_fingerprint` of each leaf, computed in one pass over the leaves' words laid end to end
+    (each word's leaf found by a running count of leaf starts, its position and row within that leaf from it)."""
+    words = [as_words(leaf).reshape(-1) for leaf in leaves]
+    sizes = np.array([w.size for w in words], np.int64)
+    if not sizes.sum():
+        return jnp.zeros((len(leaves), 2), jnp.uint32)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    per_row = np.array([max(1, w.size // leaf.shape[0]) if leaf.ndim and leaf.shape[0] else 1
+                        for w, leaf in zip(words, leaves)], np.uint32)
+    scalar = np.array([leaf.ndim == 0 for leaf in leaves])
+    flat = jnp.concatenate(words)
+    # built from the leaves' shapes alone, so XLA would fold it while compiling (slowly): the barrier keeps it a
+    # computation
+    marks = jax.lax.optimization_barrier(jnp.zeros(flat.shape, jnp.int32)).at[starts[1:]].add(1, mode="drop")
+    leaf_of = jnp.cumsum(marks)
+    position = jax.lax.iota(jnp.uint32, flat.size) - jnp.asarray(starts, jnp.uint32)[leaf_of]
+    row = (position // jnp.asarray(per_row)[leaf_of]).astype(jnp.int32)
+    counted = jnp.asarray(scalar)[leaf_of] | (row < rows[leaf_of])
+    return jax.ops.segment_sum(element_hashes(flat, position, counted), leaf_of, num_segments=len(leaves))
+
+
+@functools.partial(jax.jit, static_argnames="separate")
+def _all_fingerprints(leaves: list[jax.Array], rows: jax.Array, separate: tuple[int, ...]) -> jax.Array:
+    """[L, 2] uint32, one row per leaf: the `separate` leaves each in its own pass, the rest in one (one program
+    per state structure; `rows` [L] is an argument)."""
+    joint = [i for i in range(len(leaves)) if i not in separate]
+    result = jnp.zeros((len(leaves), 2), jnp.uint32)
+    if joint:
+        picked = np.array(joint)
+        result = result.at[picked].set(joint_fingerprints([leaves[i] for i in joint], rows[picked]))
+    for i in separate:
+        result = result.at[i].set(leaf_fingerprint(leaves[i], rows[i]))
+    return result
+
+
+def hashed_apart(leaf: Any) -> bool:
+    """Whether a leaf gets a pass of its own: a large one, or one split over devices (laid end to end with the
+    others, its shards would be moved between devices first)."""
+    sharding = getattr(leaf, "sharding", None)
+    split = sharding is not None and not sharding.is_fully_replicated
+    return split or int(np.prod(np.shape(leaf))) * max(1, np.dtype(leaf.dtype).itemsize // 4) >= SEPARATE_WORDS
 
 
 def fingerprints(leaves: list[Any], rows: list[int]) -> list[str]:
@@ -69,5 +119,6 @@ def fingerprints(leaves: list[Any], rows: list[int]) -> list[str]:
     every process calls it with its shards of the same arrays."""
     from rlfit.distributed import host_copy
 
-    values = host_copy(_all_fingerprints(list(leaves), np.asarray(rows, np.int32)))
+    separate = tuple(i for i, leaf in enumerate(leaves) if hashed_apart(leaf))
+    values = host_copy(_all_fingerprints(list(leaves), np.asarray(rows, np.int32), separate))
     return [f"{int(a):08x}{int(b):08x}" for a, b in values]

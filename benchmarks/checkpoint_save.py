@@ -1,0 +1,90 @@
+"""What a checkpoint costs: seconds to save and to load a training state, and the checksums' share of it.
+
+    .venv/bin/python benchmarks/checkpoint_save.py                     # SAC quick, SAC pixels, PPO quick
+    .venv/bin/python benchmarks/checkpoint_save.py --reps 5
+
+Each case builds the starting state of `rlfit train CartpoleBalance --algo A --preset P` (its replay buffer at
+full capacity, all of it saved: the worst case, a buffer that has filled), then saves it `--reps` times
+(`rlfit.checkpoint.save_checkpoint`, Orbax writing the shards, meta.json, the rename into place) and loads it as
+many times (`load_checkpoint`, checksums verified). `checksum_s` times `rlfit.fingerprint.fingerprints` alone on
+the same arrays (one pass over them where they live), which both a save and a load include. The first save of a
+state's structure also compiles the checksum program: `first_save_s` shows it. Writes
+results/checkpoint_save.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS, finish_record, print_table, start_record  # noqa: E402
+
+CASES = (("sac", "quick"), ("sac", "pixels"), ("ppo", "quick"))
+
+
+def measure(algo: str, preset: str, reps: int) -> dict:
+    import jax
+    import numpy as np
+
+    from rlfit.checkpoint import load_checkpoint, save_checkpoint
+    from rlfit.config import resolve
+    from rlfit.fingerprint import fingerprints
+    from rlfit.planning import plan_for
+    from rlfit.trainer import Trainer
+
+    config = resolve("CartpoleBalance", preset, overrides=[f"algo={algo}"])
+    config, plan = plan_for(config)
+    trainer = Trainer.build(config, plan)
+    state = jax.block_until_ready(trainer.init_state())
+    leaves = jax.tree.leaves(state)
+    rows = [int(leaf.shape[0]) if leaf.ndim else 1 for leaf in leaves]
+    meta = {"iteration": 1, "env_steps": 0, "progress": {}, "config": {}, "plan": {}, "versions": {}}
+    folder = Path(tempfile.mkdtemp(prefix="checkpoint-save-"))
+    try:
+        started = time.perf_counter()
+        save_checkpoint(folder, state, meta)
+        first_save_s = time.perf_counter() - started
+        saves, loads, checksums = [], [], []
+        like = trainer.abstract_state()
+        for _ in range(reps):
+            started = time.perf_counter()
+            save_checkpoint(folder, state, meta)
+            saves.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            jax.block_until_ready(load_checkpoint(folder, 1, like)[0])
+            loads.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            fingerprints(leaves, rows)
+            checksums.append(time.perf_counter() - started)
+        stored = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"algo": algo, "preset": preset, "state_bytes": int(sum(np.asarray(leaf).nbytes for leaf in leaves)),
+            "stored_bytes": stored, "leaves": len(leaves), "first_save_s": round(first_save_s, 3),
+            "save_s": round(statistics.median(saves), 3), "load_s": round(statistics.median(loads), 3),
+            "checksum_s": round(statistics.median(checksums), 3), "save_times_s": [round(t, 3) for t in saves],
+            "load_times_s": [round(t, 3) for t in loads]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS / "checkpoint_save.json")
+    args = parser.parse_args()
+    record = start_record("checkpoint_save")
+    record["cases"] = [measure(algo, preset, args.reps) for algo, preset in CASES]
+    print_table([(c["algo"], c["preset"], f"{c['state_bytes'] / 2**20:.1f}", f"{c['stored_bytes'] / 2**20:.1f}",
+                  c["first_save_s"], c["save_s"], c["load_s"], c["checksum_s"]) for c in record["cases"]],
+                ["algo", "preset", "state MiB", "on disk MiB", "first save s", "save s", "load s", "checksum s"])
+    finish_record(record, args.out)
+
+
+if __name__ == "__main__":
+    main()
