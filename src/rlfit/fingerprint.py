@@ -4,9 +4,9 @@ A checkpoint's arrays are written shard by shard by the processes that hold them
 process sees a whole array to hash its bytes. Instead each array's checksum is a sum over its elements of a
 hash of (element bits, element position), in two independent 32-bit lanes: an integer sum wraps exactly
 whatever order it is added in, so the partial sums per device and the compiler's reduction across devices give
-the same 64 bits as one device adding everything. Changing any element, or moving one, changes each lane
-with probability 1 - 2**-32 (the hash is MurmurHash3's 32-bit finalizer, a bijection that spreads every input
-bit over the output).
+the same 64 bits as one device adding everything. The hash is MurmurHash3's 32-bit finalizer, a bijection that
+spreads every input bit over the output: one changed element changes both lanes for certain, and any other
+change (several elements, moved ones) leaves a lane unchanged with probability about 2**-32.
 
 Shapes: a leaf [R, ...] of any dtype; `rows` counts how many of its first rows the checksum covers (the rows
 a checkpoint stores), so one compiled program serves however many rows a growing replay buffer holds.
@@ -111,7 +111,8 @@ def hashed_apart(leaf: Any) -> bool:
     others, its shards would be moved between devices first)."""
     sharding = getattr(leaf, "sharding", None)
     split = sharding is not None and not sharding.is_fully_replicated
-    return split or int(np.prod(np.shape(leaf))) * max(1, np.dtype(leaf.dtype).itemsize // 4) >= SEPARATE_WORDS
+    words_per_element = max(1, getattr(leaf.dtype, "itemsize", 4) // 4)
+    return split or int(np.prod(np.shape(leaf))) * words_per_element >= SEPARATE_WORDS
 
 
 def fingerprints(leaves: list[Any], rows: list[int]) -> list[str]:
