@@ -187,13 +187,16 @@ def _check_fits(path: Path, meta: CheckpointMeta, expected: list[Any]) -> None:
     """Raises CheckpointMismatch unless the checkpoint's arrays have the count, shapes and dtypes of `expected`."""
     if len(meta.arrays) != len(expected):
         need = "more" if len(expected) > len(meta.arrays) else "fewer"
-        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
-                                 f"{len(meta.arrays)} arrays, the run needs {need})")
+        raise _mismatch(path, f"it holds {len(meta.arrays)} arrays, the run needs {need}")
     for record, leaf in zip(meta.arrays, expected):
         have, want = (tuple(record["shape"]), record["dtype"]), (tuple(leaf.shape), np.dtype(leaf.dtype).name)
         if have != want:
-            raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (an array "
-                                     f"{have[0]} {have[1]} where the run needs {want[0]} {want[1]})")
+            raise _mismatch(path, f"an array {have[0]} {have[1]} where the run needs {want[0]} {want[1]}")
+
+
+def _mismatch(path: Path, detail: str) -> CheckpointMismatch:
+    """The one-line error for an intact checkpoint whose arrays do not fit the run's state (`detail` says how)."""
+    return CheckpointMismatch(f"checkpoint {path} does not match the state this config builds ({detail})")
 
 
 def _sharding_of(leaf: Any) -> Any:
@@ -308,11 +311,9 @@ def _load_format_1(path: Path, meta: CheckpointMeta, like: Any) -> tuple[Any, Ch
         leaves = [_format_1_leaf(stored, index, expected, trimmed.get(index))
                   for index, expected in enumerate(jax.tree.leaves(like))]
     except KeyError:
-        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
-                                 f"{len(stored)} arrays, the run needs more)") from None
+        raise _mismatch(path, f"it holds {len(stored)} arrays, the run needs more") from None
     if len(stored) != sum(1 for leaf in leaves if leaf.size):
-        raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (it holds "
-                                 f"{len(stored)} arrays, the run needs fewer)")
+        raise _mismatch(path, f"it holds {len(stored)} arrays, the run needs fewer")
     digest = hashlib.sha256()
     for leaf in leaves:
         digest.update(f"{leaf.dtype.str}{leaf.shape}".encode())
@@ -325,9 +326,8 @@ def _load_format_1(path: Path, meta: CheckpointMeta, like: Any) -> tuple[Any, Ch
         leaves[index] = np.concatenate([leaves[index], rest])
     for leaf, expected in zip(leaves, jax.tree.leaves(like)):
         if leaf.shape != tuple(expected.shape) or leaf.dtype != expected.dtype:
-            raise CheckpointMismatch(f"checkpoint {path} does not match the state this config builds (an array "
-                                     f"{leaf.shape} {leaf.dtype} where the run needs {tuple(expected.shape)} "
-                                     f"{expected.dtype})")
+            raise _mismatch(path, f"an array {leaf.shape} {leaf.dtype} where the run needs {tuple(expected.shape)} "
+                                  f"{expected.dtype}")
     return jax.tree.unflatten(jax.tree.structure(like), [jax.numpy.asarray(leaf) for leaf in leaves]), meta
 
 
