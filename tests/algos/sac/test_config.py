@@ -35,6 +35,7 @@ def test_every_field_has_a_docstring():
 
 @pytest.mark.parametrize("changes, message", [
     ({"tau": 0.0}, "sac.tau"),
+    ({"initial_alpha": 0.0}, "sac.initial_alpha"),
     ({"batch_size": 0}, "sac.batch_size"),
     ({"discounting": 1.5}, "sac.discounting"),
     ({"num_envs": 8, "max_replay_size": 15}, "at least 16"),

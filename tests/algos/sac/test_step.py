@@ -120,3 +120,16 @@ def test_same_seed_same_result_different_seed_diverges(setup):
         np.testing.assert_array_equal(a, b)
     assert loss_a == loss_b and loss_a != loss_c
     assert all(not np.allclose(a, c) for a, c in zip(jax.tree.leaves(params_a), jax.tree.leaves(params_c)))
+
+
+def test_initial_alpha_sets_the_starting_temperature_and_adam_moves_it_one_step():
+    config = dataclasses.replace(CONFIG, min_replay_size=0, grad_updates_per_step=1, initial_alpha=0.1)
+    setup = Setup(config, steps=1)
+    state = setup.init()
+    assert float(state.params.log_alpha) == pytest.approx(np.log(0.1), abs=1e-7)
+    state, _ = setup.step(state)
+    state, metrics = setup.step(state)  # the first update
+    # Adam's first step moves a parameter by the learning rate (times g / (|g| + eps), |g| >> eps) either way.
+    step = abs(float(state.params.log_alpha) - np.log(0.1))
+    assert step == pytest.approx(config.alpha_learning_rate, rel=1e-3)
+    assert float(metrics.alpha) == pytest.approx(np.exp(float(state.params.log_alpha)))

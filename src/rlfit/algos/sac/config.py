@@ -24,6 +24,8 @@ class SACConfig:
     """Adam step size of the policy and the Q networks."""
     alpha_learning_rate: float = 3e-4
     """Adam step size of the entropy temperature log(alpha) (Brax fixes it at 3e-4)."""
+    initial_alpha: float = 1.0
+    """Entropy temperature alpha at the start of training (Brax: 1.0; DrQ and SAC-AE start at 0.1)."""
     discounting: float = 0.9
     """Discount factor gamma."""
     batch_size: int = 256
@@ -65,7 +67,7 @@ class SACConfig:
 def check_sac_config(config: SACConfig) -> None:
     """Raises a one-line UserError naming the fix for a value SAC cannot train with."""
     positive = ("num_envs", "batch_size", "grad_updates_per_step", "learning_rate", "alpha_learning_rate",
-                "policy_steps_per_iteration")
+                "initial_alpha", "policy_steps_per_iteration")
     for name in positive:
         if not getattr(config, name) > 0:
             raise UserError(f"sac.{name} must be positive, got {getattr(config, name)}")

@@ -13,6 +13,7 @@ features come from the online encoder, detached).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -91,7 +92,7 @@ class SACParams(NamedTuple):
     target_q: Any
     """A moving average of `q`'s heads (starts equal to them; for vector observations all of `q`)."""
     log_alpha: jax.Array
-    """[] float32 log of the entropy temperature (starts at 0: alpha = 1, as in Brax)."""
+    """[] float32 log of the entropy temperature (starts at log(`sac.initial_alpha`); Brax: 0, alpha = 1)."""
 
 
 class SACNetworks(NamedTuple):
@@ -100,7 +101,7 @@ class SACNetworks(NamedTuple):
     policy_logits: Callable[[Any, Any], jax.Array]
     """(policy params, obs [...]) -> [..., 2 * A]."""
     init: Callable[[jax.Array], SACParams]
-    """key -> fresh parameters (target Q = Q's heads, log_alpha = 0)."""
+    """key -> fresh parameters (target Q = Q's heads, log_alpha = log(`config.initial_alpha`))."""
     action_size: int
     encode: Callable[[Any, Any], Encoded]
     """(q params, obs [B, ...]) -> the heads' inputs (runs the Q encoder for camera frames)."""
@@ -165,7 +166,8 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
         q = with_pretrained(q, encoder_weights)
         if encoder is not None:
             policy = share_encoder(policy, q)
-        return SACParams(policy, q, jax.tree.map(jnp.copy, without_encoder(q)), jnp.zeros((), jnp.float32))
+        return SACParams(policy, q, jax.tree.map(jnp.copy, without_encoder(q)),
+                         jnp.asarray(math.log(config.initial_alpha), jnp.float32))
 
     return SACNetworks(
         policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
