@@ -9,7 +9,7 @@ from pixels (issue 10, the SAC `pixels` preset): >= 800 within 3600 s.
     .venv/bin/python benchmarks/quickstart.py                 # seed 0, cold compile cache
     .venv/bin/python benchmarks/quickstart.py --seeds 0 1 2   # several seeds
     .venv/bin/python benchmarks/quickstart.py --algo sac --seeds 0 1 2   # SAC (results/quickstart_sac.json)
-    .venv/bin/python benchmarks/quickstart.py --algo sac --preset pixels --seeds 0 1 --parallel \
+    .venv/bin/python benchmarks/quickstart.py --algo sac --preset pixels --seeds 0 1 \
         --target-reward 800 --target-wall-s 3600                         # pixels (results/quickstart_sac_pixels.json)
     .venv/bin/python benchmarks/quickstart.py --algo sac --preset pixels --set env.frames=8 \
         --set network.encoder=simple3dcnn --no-target --name quickstart_sac_pixels_3d   # 8-frame clips, as measured
