@@ -12,7 +12,8 @@ from pixels (issue 10, the SAC `pixels` preset): >= 800 within 3600 s.
     .venv/bin/python benchmarks/quickstart.py --algo sac --preset pixels --seeds 0 1 \
         --target-reward 800 --target-wall-s 3600                         # pixels (results/quickstart_sac_pixels.json)
     .venv/bin/python benchmarks/quickstart.py --algo sac --preset pixels --set env.frames=8 \
-        --set network.encoder=simple3dcnn --no-target --name quickstart_sac_pixels_3d   # 8-frame clips, as measured
+        --set network.encoder=simple3dcnn --set run.time_budget=30m --set run.eval_every=2 --no-target \
+        --name quickstart_sac_pixels_3d                                  # 8-frame clips, 30 minutes, as measured
     .venv/bin/python benchmarks/quickstart.py --quick         # 5 iterations: checks the script only
 
 With `--parallel` the seeds train at the same time, each pinned to its own CPU core (`taskset`): a stricter test

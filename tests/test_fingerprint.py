@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -53,12 +52,10 @@ def leaves() -> list[np.ndarray]:
 @pytest.mark.parametrize("separate_words", [fingerprint.SEPARATE_WORDS, 1])
 def test_fingerprints_follow_the_documented_formula_for_every_dtype_and_row_count(monkeypatch, separate_words):
     """Hashed together in one pass (the small leaves of a state) or each leaf in its own (the large ones)."""
-    monkeypatch.setattr(fingerprint, "SEPARATE_WORDS", separate_words)
-    jax.clear_caches()  # the threshold is read while tracing
+    monkeypatch.setattr(fingerprint, "SEPARATE_WORDS", separate_words)  # read per call: a static argument
     arrays = leaves()
     rows = [5, 2, 7, 0, 3, 2, 1, 4]
     assert fingerprints([jnp.asarray(a) for a in arrays], rows) == [reference(a, r) for a, r in zip(arrays, rows)]
-    jax.clear_caches()
 
 
 def test_one_changed_or_moved_element_changes_the_fingerprint_and_rows_past_the_count_do_not():
@@ -89,11 +86,9 @@ for count in (1, 2, 4):
     rows_split = jax.device_put(params, NamedSharding(mesh, P("envs")))
     assert len(split.addressable_shards) == count
     results.append(fingerprints([split, rows_split], [5, 16]))
-    fingerprint.SEPARATE_WORDS = 1  # each leaf in its own pass, as a large leaf is
-    jax.clear_caches()
+    default, fingerprint.SEPARATE_WORDS = fingerprint.SEPARATE_WORDS, 1  # each leaf in its own pass, as a large one
     results.append(fingerprints([split, rows_split], [5, 16]))
-    fingerprint.SEPARATE_WORDS = 1 << 22
-    jax.clear_caches()
+    fingerprint.SEPARATE_WORDS = default
 print(results)
 assert len(results) == 6 and all(result == results[0] for result in results)
 """
