@@ -127,6 +127,10 @@ class DeviceLayout:
         self.count = count  # of jax.devices(): every process's, in a run over several (`rlfit.distributed`)
         self.mesh = Mesh(np.array(jax.devices()[:count]), (AXIS,))
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.single = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        """On one device, where every array of the run lies: committed there, so that a fresh state, a restored
+        one (Orbax commits what it reads) and the abstract state all lower to the same program, which the
+        persistent compile cache then finds again in a resumed process."""
 
     @property
     def parallel(self) -> bool:

@@ -78,17 +78,23 @@ class Trainer:
         """A fresh training state from the config's seed; over several devices, created where it lives."""
         seed = self.config.run.seed
         if not self.layout.parallel:
-            return self.learner.init(seed)
+            return jax.device_put(self.learner.init(seed), self.layout.single)
         return jax.jit(lambda: self.learner.init(seed), out_shardings=self.state_shardings)()
 
     def abstract_state(self) -> Any:
-        """The training state's shapes and dtypes (and shardings, over several devices), without allocating or
-        running anything."""
-        shapes = jax.eval_shape(self.init_state)
+        """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
+        device), without allocating or running anything."""
+        return self.abstract_of(jax.eval_shape(self.init_state))
+
+    def abstract_of(self, state: Any) -> Any:
+        """`state`'s leaves (arrays or shapes) as the ShapeDtypeStructs every program is compiled for: the same
+        shapes, dtypes and shardings whether the state is fresh, restored or only traced, so that a resumed
+        process lowers the same programs and the persistent compile cache hits."""
         if self.state_shardings is None:
-            return shapes
+            return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=self.layout.single),
+                                state)
         return jax.tree.map(lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
-                            shapes, self.state_shardings)
+                            state, self.state_shardings)
 
     @functools.cached_property
     def state_shardings(self) -> Any:
@@ -103,7 +109,7 @@ class Trainer:
     def place(self, state: Any) -> Any:
         """`state` (restored, resized or fresh) laid out on the run's devices; unchanged on one device."""
         if not self.layout.parallel:
-            return state
+            return jax.device_put(state, self.layout.single)  # committed, as a restored state is (`abstract_of`)
         return jax.device_put(state, self.state_shardings)
 
     def train_iteration_fn(self) -> Callable[[Any], tuple[Any, Any]]:
@@ -115,7 +121,8 @@ class Trainer:
         shardings = self.state_shardings
         parallel = shardings is not None
         with self.layout.compiling():
-            return compile_ahead(self.train_iteration_fn(), state if state is not None else self.abstract_state(),
+            return compile_ahead(self.train_iteration_fn(), self.abstract_of(state) if state is not None
+                                 else self.abstract_state(),
                                  donate_argnums=(0,), ynn_fusions=self.step_ynn_fusions,
                                  in_shardings=(shardings,) if parallel else None,
                                  out_shardings=(shardings, self.layout.replicated) if parallel else None)
@@ -160,7 +167,7 @@ class Trainer:
         """The evaluation compiled ahead of time for `state`'s acting parameters (or the abstract state's):
         (policy params, stats, key) -> EvalMetrics. Over several devices the parameters are replicated and the
         evaluation's environments split between the devices (`rlfit.mesh.split_envs`)."""
-        state = state if state is not None else self.abstract_state()
+        state = self.abstract_of(state) if state is not None else self.abstract_state()
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
         evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
