@@ -80,10 +80,23 @@ def check_safetensors(path: str | Path) -> Path:
         (header_bytes,) = struct.unpack("<Q", head[:8])
         if head[8:9] == b"{" and header_bytes <= min(size - 8, MAX_HEADER_BYTES):
             return path
-    kind = ("a PyTorch (zip) checkpoint" if head[:2] == b"PK" else
-            "a pickle" if head[:1] == b"\x80" else "not a safetensors file")
-    raise UserError(f"{SETTING}: {path} is {kind}, which rlfit does not load (pickle can run code); convert it "
-                    "with `rlfit convert-weights` and give the .safetensors file it writes")
+    if head[:2] == b"PK" or head[:1] == b"\x80":
+        kind = "a PyTorch (zip) checkpoint" if head[:2] == b"PK" else "a pickle"
+        raise UserError(f"{SETTING}: {path} is {kind}, which rlfit does not load (pickle can run code); convert "
+                        "it with `rlfit convert-weights` and give the .safetensors file it writes")
+    raise UserError(f"{SETTING}: {path} is not a readable safetensors file ({safetensors_reason(path)}); give a "
+                    ".safetensors file made by `rlfit convert-weights`")
+
+
+def safetensors_reason(path: Path) -> str:
+    """safetensors' own one-line reason for refusing `path` (or 'damaged' when it reads the header after all)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy"):
+            return "damaged"
+    except Exception as error:  # the reason is all we want from it
+        return f"safetensors: {str(error).splitlines()[0]}" if str(error) else type(error).__name__
 
 
 def load_encoder_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
