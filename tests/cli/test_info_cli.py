@@ -9,7 +9,7 @@ from tests.conftest import cli_environment
 
 
 def test_a_reader_that_goes_away_ends_the_listing_quietly(tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "rlfit", "envs"], cwd=tmp_path, env=cli_environment(),
+    process = subprocess.Popen([sys.executable, "-m", "rlfit", "keys"], cwd=tmp_path, env=cli_environment(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     process.stdout.close()  # the reader goes away before anything is written (as `| head` does, a little later)
     _, stderr = process.communicate(timeout=120)
