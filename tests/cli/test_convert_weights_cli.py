@@ -100,3 +100,15 @@ def test_a_file_with_no_tensors_names_the_first_missing_ones(capfd, tmp_path, ki
                             cwd=tmp_path)
     one_line_refusal(result, f"lacks {count} of the {count} tensors of {model}: ", f"and {count - 3} more")
 
+
+
+def test_a_tensor_of_another_shape_is_named_as_a_convert_weights_problem(capfd, tmp_path):
+    state = torchvision_r3d18_state_dict()
+    state["layer2.0.conv1.0.weight"] = np.zeros((128, 64, 5, 3, 3), np.float32)  # a 5-frame kernel, not 3
+    save_file(state, str(tmp_path / "model.safetensors"))
+    result = cli_in_process(capfd, "convert-weights", "model.safetensors", "--kind", "r3d18", "--out", "out.st",
+                            cwd=tmp_path)
+    line = one_line_refusal(result, "model.safetensors: its tensors do not fit r3d18: params.layer2_0.conv1.kernel "
+                                    "is (5, 3, 3, 64, 128) in the file but (3, 3, 3, 64, 128) in the model")
+    assert "network.pretrained" not in line  # not a run's setting: the user is converting
+    assert not (tmp_path / "out.st").exists()

@@ -274,7 +274,7 @@ def convert_weights(source: str, kind: str, out: Path) -> Path:
     import jax
 
     from rlfit.networks.encoders import KINETICS_MEAN, KINETICS_STD, EncoderSpec, make_encoder
-    from rlfit.networks.pretrained import check_fits, flatten, save_encoder_weights, spec_metadata
+    from rlfit.networks.pretrained import flatten, misfit, save_encoder_weights, spec_metadata
 
     if kind not in KINDS:
         raise UserError(f"convert-weights: unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -297,5 +297,8 @@ def convert_weights(source: str, kind: str, out: Path) -> Path:
         spec = _timesformer_spec(variables["params"], path)
     module = make_encoder(spec)
     shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), jax.ShapeDtypeStruct(spec.input_shape(1), np.uint8))
-    check_fits(shapes, flatten(variables), fresh=())
+    found = misfit(shapes, flatten(variables), fresh=())
+    if found is not None:
+        raise UserError(f"{path}: its tensors do not fit {kind}: {found[0]}; convert a checkpoint of the standard "
+                        "architecture (or choose the matching --kind)")
     return save_encoder_weights(out, variables, spec_metadata(spec, source=path.name, kind=kind))
