@@ -34,8 +34,8 @@ def format_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Figures:
-    """What the line shows; `train_return` and `eval_reward` are None until a training episode ends and the
-    first evaluation, `elapsed_s` None where no time is shown."""
+    """What the line shows: `train_return` is None before the first training episode ends, `eval_reward` before
+    the first evaluation, `elapsed_s` where no elapsed time is shown."""
 
     iteration: int
     total_iterations: int
@@ -78,8 +78,9 @@ def _styles() -> tuple[Style, ...]:
 STYLES = _styles()
 
 
-def _number(value: float, commas: bool, decimals: int = 0) -> str:
-    return f"{value:,.{decimals}f}" if commas else f"{value:.{decimals}f}"
+def _number(value: float, commas: bool) -> str:
+    """`value` rounded to a whole number, with or without thousands separators."""
+    return f"{value:,.0f}" if commas else f"{value:.0f}"
 
 
 def _reward(value: float | None) -> str:
@@ -139,7 +140,7 @@ def fit(figures: Figures, width: int, start: int = 0) -> Fitted:
 
 
 def line(figures: Figures, width: int) -> str:
-    """The fitted line as plain text (the bar drawn with '=' done and '-' to do), for logs and tests."""
+    """The fitted line as plain text, the bar drawn with '=' done and '-' to do (the live line is rich's)."""
     fitted = fit(figures, width)
     done = round(fitted.bar_width * figures.iteration / max(figures.total_iterations, 1))
     return fitted.text("=" * done + "-" * (fitted.bar_width - done))
