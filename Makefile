@@ -25,7 +25,7 @@ quickstart: $(BIN)/.installed
 	$(BIN)/rlfit train CartpoleBalance --preset quick
 
 test: $(BIN)/.installed
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 clean:

@@ -15,7 +15,6 @@ and validated before anything compiles. Nothing downstream mutates it; derived s
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -157,6 +156,7 @@ class Config:
     """The whole resolved configuration of one run; `config.ppo` / `config.sac` is an algorithm's section."""
 
     algo: str = DEFAULT_ALGORITHM
+    """The learning algorithm: `ppo` or `sac` (`--algo`); its section holds its settings."""
     env: EnvConfig = field(default_factory=EnvConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -316,17 +316,10 @@ def all_keys() -> list[str]:
 
 
 def field_docs() -> dict[str, str]:
-    """'section.key' -> its one-line description (from the attribute docstrings above)."""
-    import ast
-    import inspect
+    """'section.key' -> its description on one line (the attribute docstrings above; see rlfit.config_docs)."""
+    from rlfit.config_docs import key_docs
 
-    docs: dict[str, str] = {}
-    for section, cls in section_types().items():
-        body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
-        for node, after in itertools.pairwise(body):
-            if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
-                docs[f"{section}.{node.target.id}"] = str(after.value.value)  # type: ignore[union-attr]
-    return docs
+    return {row.key: row.meaning for row in key_docs() if row.key != "algo"}
 
 
 def validate(config: Config) -> None:

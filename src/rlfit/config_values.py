@@ -1,10 +1,14 @@
 """Typed config values: YAML/--set input turned into the type a config field declares, and read-only mappings.
 
-Pure Python; `to_type` raises a one-line UserError naming the key and the type it expects.
+Pure Python; `to_type` raises a one-line UserError naming the key and the type it expects. A float key takes
+finite numbers only: `.inf`, `-.inf`, `.nan` (YAML), `inf`, `nan`, `Infinity` or `1e999` (Python's float) would
+reach training as NaN.
 """
 
 from __future__ import annotations
 
+import math
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -31,7 +35,13 @@ class FrozenDict(dict):
 
 
 def to_type(name: str, hint: Any, value: Any) -> Any:
+    """`value` (from YAML or --set) as the type `hint` declares for the key `name`, or a one-line UserError."""
     origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):  # `float | None`
+        if value is None:
+            return None
+        (inner,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        return to_type(name, inner, value)
     bad = UserError(f"{name} must be {_type_name(hint)}, got {value!r}")
     if origin is tuple:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -49,6 +59,7 @@ def to_type(name: str, hint: Any, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         raise bad
+    written = value
     if isinstance(value, str) and hint in (int, float):
         value = _number(value)  # YAML 1.1 reads '3e-4' as a string
     if hint is int:
@@ -62,12 +73,31 @@ def to_type(name: str, hint: Any, value: Any) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad
-        return float(value)
+        return finite_float(name, value, written)
     if hint is str:
         if isinstance(value, (dict, list)):
             raise bad
         return "" if value is None else str(value)
     return value
+
+
+def finite_float(name: str, value: int | float, written: Any = None) -> float:
+    """`value` as a float, or a one-line UserError naming the key `name` when it is infinite, NaN or too large
+    for a float (an integer of 400 digits); the message shows `written` (what the user wrote), when given."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        shown = _shown(value if written is None else written)
+        raise UserError(f"{name} must be a finite number, got {shown}; give a number such as 0.5 or 1e-3")
+    return number
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and abs(value) > 10**20:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return str(value)
 
 
 def _number(text: str) -> Any:

@@ -36,6 +36,7 @@ def check_config(config: Config) -> None:
     from rlfit.algos.registry import config_module
 
     check_seed(config.run.seed, "run.seed")
+    check_finite(config)
     check_ranges(config, positive_ints=_POSITIVE_INTS, non_negative=_NON_NEGATIVE, choices=_CHOICES)
     for name in ("network.policy_hidden", "network.value_hidden"):
         sizes = _get(config, name)
@@ -54,6 +55,22 @@ def check_config(config: Config) -> None:
     parse_duration(config.run.time_budget, "run.time_budget")
     parse_reward(config.run.target_reward, "run.target_reward")
     config_module(config.algo).check(config)
+
+
+def check_finite(config: Config) -> None:
+    """Rule: every float of every section is finite (a config built in code skips `to_type`, which refuses
+    non-finite input from files, presets and --set)."""
+    import dataclasses
+
+    from rlfit.config import section_types
+    from rlfit.config_values import finite_float
+
+    for section in section_types():
+        values = getattr(config, section)
+        for field in dataclasses.fields(values):
+            value = getattr(values, field.name)
+            if isinstance(value, float):
+                finite_float(f"{section}.{field.name}", value)
 
 
 def check_ranges(config: Config, positive_ints=(), non_negative=(), positive_floats=(), unit_interval=(),

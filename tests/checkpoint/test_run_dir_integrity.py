@@ -100,7 +100,8 @@ def test_a_second_writer_is_refused_while_the_first_finishes(cli):
                    cli.run("train", *cli.toy, "--run-dir", str(run))):
         assert second.returncode == 2
         assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr
-        assert f"is in use by process {first.pid} on host {socket.gethostname()} (rlfit train)" in second.stderr
+        assert f"is in use by process {first.pid} on host {socket.gethostname()} (`rlfit train " in second.stderr
+        assert "`, training it); wait for it to finish" in second.stderr
     assert first.poll() is None  # the first writer was not disturbed
     first.send_signal(signal.SIGTERM)
     _, stderr = first.communicate(timeout=300)

@@ -53,3 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlfit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rlfit keys | head`: the reader has gone; stop quietly, as `cat` does
+        return broken_pipe_exit()
+
+
+def broken_pipe_exit() -> int:
+    """Points stdout at /dev/null (so the interpreter's last flush cannot fail again) and returns 141, the
+    shell's code for a process whose reader went away (128 + SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141

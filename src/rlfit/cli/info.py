@@ -9,6 +9,8 @@ def register(subparsers) -> None:
     envs = subparsers.add_parser("envs", help="list the environments rlfit can train")
     envs.set_defaults(handler=list_envs)
     keys = subparsers.add_parser("keys", help="list every config key with its meaning and default")
+    keys.add_argument("--markdown", action="store_true",
+                      help="print the list as a Markdown table (README.md's key table is this table)")
     keys.set_defaults(handler=list_keys)
 
 
@@ -33,14 +35,8 @@ def list_envs(args: argparse.Namespace) -> int:
 
 
 def list_keys(args: argparse.Namespace) -> int:
-    import dataclasses
+    """Every config key, its default and its meaning, from the config dataclasses' own docstrings."""
+    from rlfit.config_docs import markdown_table, plain_table
 
-    from rlfit.config import field_docs, section_types
-    from rlfit.config_values import plain
-
-    defaults = {name: plain(dataclasses.asdict(cls())) for name, cls in section_types().items()}
-    print(f"{'algo':30s} {'ppo':28s} The learning algorithm: ppo or sac (its section holds its settings).")
-    for dotted, doc in field_docs().items():
-        section, key = dotted.split(".")
-        print(f"{dotted:30s} {defaults[section][key]!s:28s} {doc}")
+    print(markdown_table() if args.markdown else plain_table(), end="")
     return 0

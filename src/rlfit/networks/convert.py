@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,8 @@ def r3d18_from_torch_state_dict(state_dict: Mapping[str, np.ndarray]) -> tuple[d
     """
     params: dict[str, Any] = {}
     batch_stats: dict[str, Any] = {}
-    for key, value in _strip(state_dict, "module.").items():
+    state = _strip(state_dict, "module.")
+    for key, value in state.items():
         if key.startswith("fc."):
             continue
         match = _R3D_KEY.match(key)
@@ -78,7 +79,45 @@ def r3d18_from_torch_state_dict(state_dict: Mapping[str, np.ndarray]) -> tuple[d
         elif leaf != "num_batches_tracked":
             collection, name = _BN[leaf]
             _put(params if collection == "params" else batch_stats, (*prefix, name), array)
+    check_complete(state, r3d18_torch_keys(), "torchvision's r3d_18")
     return params, batch_stats
+
+
+def r3d18_torch_keys() -> list[str]:
+    """Every key torchvision's `r3d_18().state_dict()` holds, less the classifier `fc.*` and the optional
+    `num_batches_tracked`: the stem, then two BasicBlocks per stage, a downsample in the first of stages 2-4."""
+    def conv_bn(prefix: str) -> list[str]:
+        return [f"{prefix}.0.weight", *(f"{prefix}.1.{leaf}" for leaf in _BN)]
+
+    keys = conv_bn("stem")
+    for stage in range(1, 5):
+        for block in range(2):
+            keys += conv_bn(f"layer{stage}.{block}.conv1") + conv_bn(f"layer{stage}.{block}.conv2")
+            if stage > 1 and block == 0:
+                keys += conv_bn(f"layer{stage}.{block}.downsample")
+    return keys
+
+
+def timesformer_hf_keys(depth: int) -> list[str]:
+    """Every key of a Hugging Face `TimesformerModel.state_dict()` with `depth` layers, less the optional qkv
+    biases (qkv_bias=False checkpoints have none)."""
+    keys = ["embeddings.cls_token", "embeddings.position_embeddings", "embeddings.time_embeddings",
+            "embeddings.patch_embeddings.projection.weight", "embeddings.patch_embeddings.projection.bias",
+            "layernorm.weight", "layernorm.bias"]
+    for index in range(depth):
+        for module in _LAYER_MODULES:
+            keys += [f"encoder.layer.{index}.{module}.{leaf}" for leaf in ("weight", "bias")
+                     if not (leaf == "bias" and module.endswith(".qkv"))]
+    return keys
+
+
+def check_complete(keys: Collection[str], expected: Sequence[str], model: str) -> None:
+    """A one-line UserError naming the keys of `expected` (the first few, and how many) that `keys` lacks."""
+    missing = [key for key in expected if key not in keys]
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise UserError(f"the checkpoint lacks {len(missing)} of the {len(expected)} tensors of {model}: {shown}; "
+                        "convert a complete checkpoint (or choose the matching --kind)")
 
 
 def _linear(weight: np.ndarray) -> np.ndarray:
@@ -114,6 +153,8 @@ def timesformer_from_hf_state_dict(state_dict: Mapping[str, np.ndarray]) -> dict
                 qkv = layer.get(attention, {}).get("qkv", {})
                 if "kernel" in qkv and "bias" not in qkv:
                     qkv["bias"] = np.zeros(qkv["kernel"].shape[1], np.float32)
+    depth = 1 + max((int(name.removeprefix("layer_")) for name in params if name.startswith("layer_")), default=-1)
+    check_complete(state, timesformer_hf_keys(max(depth, 1)), "Hugging Face's TimesformerModel")
     return params
 
 
@@ -151,19 +192,37 @@ def timesformer_geometry(params: Mapping[str, Any]) -> dict[str, int]:
             "depth": sum(1 for name in params if name.startswith("layer_"))}
 
 
-def read_state_dict(source: Path) -> dict[str, np.ndarray]:
-    """{name: numpy array} from a .safetensors file (no torch) or a torch checkpoint (torch, weights_only)."""
-    from rlfit.networks.pretrained import check_safetensors
+def is_torch_checkpoint(source: Path) -> bool:
+    r"""True when `source` starts like a file `torch.save` writes: a zip (b'PK', torch >= 1.6) or a pickle (b'\x80'
+    then the protocol number, the legacy format). Anything else is read as safetensors."""
+    with source.open("rb") as handle:
+        head = handle.read(2)
+    return head == b"PK" or head[:1] == b"\x80"
+
+
+def read_safetensors(source: Path) -> dict[str, np.ndarray]:
+    """{name: numpy array} from a .safetensors file, or a one-line UserError naming the file and safetensors'
+    own reason (a damaged, truncated, empty or foreign file)."""
+    import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy, for bf16 checkpoints)
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
 
     try:
-        check_safetensors(source)
-        is_safetensors = True
-    except UserError:
-        is_safetensors = False
-    if is_safetensors:
-        from safetensors.numpy import load_file
-
         return dict(load_file(str(source)))
+    except (SafetensorError, TypeError, ValueError, OSError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        what = ("is not a readable safetensors file" if source.suffix == ".safetensors" else
+                "is neither a PyTorch checkpoint (a zip or a pickle) nor a readable safetensors file")
+        raise UserError(f"{source} {what} (safetensors: {reason}); download the checkpoint again or give "
+                        "another file") from None
+
+
+def read_state_dict(source: Path) -> dict[str, np.ndarray]:
+    """{name: numpy array} from a .safetensors file (no torch) or a torch checkpoint (torch, weights_only).
+
+    The format is told by the file's first bytes, not its name: only a zip or a pickle needs torch."""
+    if not is_torch_checkpoint(source):
+        return read_safetensors(source)
     try:
         import torch
     except ImportError:
@@ -215,7 +274,7 @@ def convert_weights(source: str, kind: str, out: Path) -> Path:
     import jax
 
     from rlfit.networks.encoders import KINETICS_MEAN, KINETICS_STD, EncoderSpec, make_encoder
-    from rlfit.networks.pretrained import check_fits, flatten, save_encoder_weights, spec_metadata
+    from rlfit.networks.pretrained import flatten, misfit, save_encoder_weights, spec_metadata
 
     if kind not in KINDS:
         raise UserError(f"convert-weights: unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -224,14 +283,22 @@ def convert_weights(source: str, kind: str, out: Path) -> Path:
         raise UserError(f"convert-weights: no file at {path}; give the path of a torchvision or Hugging Face "
                         "checkpoint file")
     state_dict = read_state_dict(path)
+    try:
+        if kind == "r3d18":
+            params, batch_stats = r3d18_from_torch_state_dict(state_dict)
+            variables: dict[str, Any] = {"params": params, "batch_stats": batch_stats}
+        else:
+            variables = {"params": timesformer_from_hf_state_dict(state_dict)}
+    except UserError as error:
+        raise UserError(f"{path}: {error}") from None
     if kind == "r3d18":
-        params, batch_stats = r3d18_from_torch_state_dict(state_dict)
-        variables: dict[str, Any] = {"params": params, "batch_stats": batch_stats}
         spec = EncoderSpec("r3d18", 512, 16, 112, 3, norm="frozen_bn", mean=KINETICS_MEAN, std=KINETICS_STD)
     else:
-        variables = {"params": timesformer_from_hf_state_dict(state_dict)}
         spec = _timesformer_spec(variables["params"], path)
     module = make_encoder(spec)
     shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), jax.ShapeDtypeStruct(spec.input_shape(1), np.uint8))
-    check_fits(shapes, flatten(variables), fresh=())
+    found = misfit(shapes, flatten(variables), fresh=())
+    if found is not None:
+        raise UserError(f"{path}: its tensors do not fit {kind}: {found[0]}; convert a checkpoint of the standard "
+                        "architecture (or choose the matching --kind)")
     return save_encoder_weights(out, variables, spec_metadata(spec, source=path.name, kind=kind))

@@ -80,10 +80,23 @@ def check_safetensors(path: str | Path) -> Path:
         (header_bytes,) = struct.unpack("<Q", head[:8])
         if head[8:9] == b"{" and header_bytes <= min(size - 8, MAX_HEADER_BYTES):
             return path
-    kind = ("a PyTorch (zip) checkpoint" if head[:2] == b"PK" else
-            "a pickle" if head[:1] == b"\x80" else "not a safetensors file")
-    raise UserError(f"{SETTING}: {path} is {kind}, which rlfit does not load (pickle can run code); convert it "
-                    "with `rlfit convert-weights` and give the .safetensors file it writes")
+    if head[:2] == b"PK" or head[:1] == b"\x80":
+        kind = "a PyTorch (zip) checkpoint" if head[:2] == b"PK" else "a pickle"
+        raise UserError(f"{SETTING}: {path} is {kind}, which rlfit does not load (pickle can run code); convert "
+                        "it with `rlfit convert-weights` and give the .safetensors file it writes")
+    raise UserError(f"{SETTING}: {path} is not a readable safetensors file ({safetensors_reason(path)}); give a "
+                    ".safetensors file made by `rlfit convert-weights`")
+
+
+def safetensors_reason(path: Path) -> str:
+    """safetensors' own one-line reason for refusing `path` (or 'damaged' when it reads the header after all)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy"):
+            return "damaged"
+    except Exception as error:  # the reason is all we want from it
+        return f"safetensors: {str(error).splitlines()[0]}" if str(error) else type(error).__name__
 
 
 def load_encoder_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
@@ -119,25 +132,34 @@ def spec_from_metadata(metadata: Mapping[str, str], path: str | Path = "") -> An
     return EncoderSpec.from_dict(json.loads(metadata["encoder_spec"]))
 
 
+def misfit(params: Mapping[str, Any], loaded: Mapping[str, Any], fresh: Sequence[str] = ("projection",)
+           ) -> tuple[str, str] | None:
+    """(what, case) for the first key of `loaded` (flat) that `params` (nested, arrays or ShapeDtypeStructs) lacks
+    (case 'extra') or has in another shape ('shape'), or the first leaf of `params` that `loaded` lacks
+    ('missing'), unless a part of its name is in `fresh`; None when they fit."""
+    flat = flatten(params)
+    for name, array in loaded.items():
+        if name not in flat:
+            return f"{name} {tuple(np.shape(array))} is in the file but not in the model", "extra"
+        if tuple(np.shape(array)) != tuple(flat[name].shape):
+            return (f"{name} is {tuple(np.shape(array))} in the file but {tuple(flat[name].shape)} in the model",
+                    "shape")
+    for name in flat:
+        if name not in loaded and not set(name.split(".")) & set(fresh):
+            return f"{name} {tuple(flat[name].shape)} is in the model but not in the file", "missing"
+    return None
+
+
 def check_fits(params: Mapping[str, Any], loaded: Mapping[str, Any], fresh: Sequence[str] = ("projection",)) -> None:
     """A one-line UserError naming the first key of `loaded` (flat) that `params` (nested, arrays or
     ShapeDtypeStructs) lacks or has in another shape, or the first leaf of `params` that `loaded` lacks, unless a
     part of its name is in `fresh` (rlfit's projection layer, which no checkpoint has)."""
-    flat = flatten(params)
-    for name, array in loaded.items():
-        if name not in flat:
-            raise UserError(f"{SETTING}: the weights do not fit this encoder: {name} {tuple(np.shape(array))} is in "
-                            "the file but not in the model; convert weights for this encoder with "
-                            "`rlfit convert-weights`")
-        if tuple(np.shape(array)) != tuple(flat[name].shape):
-            raise UserError(f"{SETTING}: the weights do not fit this encoder: {name} is {tuple(np.shape(array))} in "
-                            f"the file but {tuple(flat[name].shape)} in the model; set the encoder's size to the "
-                            "checkpoint's (or convert weights for this size)")
-    for name in flat:
-        if name not in loaded and not set(name.split(".")) & set(fresh):
-            raise UserError(f"{SETTING}: the weights do not fit this encoder: {name} {tuple(flat[name].shape)} is in "
-                            "the model but not in the file; convert weights for this encoder with "
-                            "`rlfit convert-weights`")
+    found = misfit(params, loaded, fresh)
+    if found is not None:
+        what, case = found
+        fix = ("set the encoder's size to the checkpoint's (or convert weights for this size)" if case == "shape"
+               else "convert weights for this encoder with `rlfit convert-weights`")
+        raise UserError(f"{SETTING}: the weights do not fit this encoder: {what}; {fix}")
 
 
 def apply_pretrained(params: Mapping[str, Any], loaded: Mapping[str, Any],

@@ -45,7 +45,7 @@ class SACConfig:
     normalize_observations: bool = False
     """Running mean/std observation normalization (statistics of every observation acted on)."""
     target_entropy: float | None = None
-    """Entropy the temperature alpha is tuned toward; None means -0.5 * action_size (Brax's choice)."""
+    """Entropy the temperature alpha is tuned toward; null (the default) means -0.5 * action_size (Brax's choice)."""
     q_layer_norm: bool = False
     """LayerNorm after every hidden Dense layer of the Q networks (as Playground's DM Control SAC uses)."""
     policy_hidden: tuple[int, ...] = (256, 256)
