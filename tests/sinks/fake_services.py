@@ -67,7 +67,9 @@ class FakeWandb(Quiet):
     anything else (so a real `wandb.init` online fails after the check passed)."""
 
     def do_POST(self) -> None:  # noqa: N802
-        request = self.received()
+        self.respond(self.received())
+
+    def respond(self, request: dict) -> None:
         good = "Basic " + base64.b64encode(f"api:{KEY}".encode()).decode()
         if request["path"] != "/graphql" or b"viewer" not in request["body"]:
             self.answer(404, json.dumps({"errors": [{"message": "not found"}]}).encode())

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rlfit.sinks.wandb_check import VIEWER_QUERY, Check, check_service
+from rlfit.sinks.wandb_check import VIEWER_QUERY, Check, base_url, check_service
 from tests.sinks.fake_services import (KEY, UNRESOLVABLE_URL, FakeWandb, Portal404, PortalLogin, Quiet, black_hole,
                                        http_service, no_dns_for_invalid, refused_url)
 
@@ -142,3 +142,13 @@ def test_no_time_to_ask_is_offline_without_asking(no_proxy):
     with http_service(FakeWandb) as (url, server):
         check, _ = timed_check(url, timeout_s=0)
     assert not check.online and "run.wandb_timeout_s is 0" in check.cause and server.requests == []
+
+
+def test_the_base_url_is_the_environment_s_else_the_one_wandb_login_saved(no_proxy, tmp_path):
+    no_proxy.delenv("WANDB_BASE_URL", raising=False)
+    no_proxy.setenv("WANDB_CONFIG_DIR", str(tmp_path))
+    assert base_url() == "https://api.wandb.ai"
+    (tmp_path / "settings").write_text("[default]\nbase_url = https://wandb.example.org/\n")
+    assert base_url() == "https://wandb.example.org"
+    no_proxy.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
+    assert base_url() == "http://127.0.0.1:9"

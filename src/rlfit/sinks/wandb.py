@@ -203,7 +203,7 @@ def start_run(config: Config, run_dir: RunDir, mode: str, online_budget_s: float
     mute_wandb_telemetry()
     init_timeout = online_budget_s if mode == "online" and online_budget_s else LOCAL_INIT_TIMEOUT_S
     settings = wandb.Settings(**known_settings(wandb.Settings, {
-        "init_timeout": init_timeout, "finish_timeout": FINISH_TIMEOUT_S, "console": "off",
+        "base_url": base_url(), "init_timeout": init_timeout, "finish_timeout": FINISH_TIMEOUT_S, "console": "off",
         "allow_val_change": True, "quiet": True}))
     run = config.run
     return wandb.init(project=run.wandb_project, entity=run.wandb_entity or None, group=run.wandb_group or None,

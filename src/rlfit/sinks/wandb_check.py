@@ -56,8 +56,23 @@ class Endpoint:
 
 
 def base_url() -> str:
-    """W&B's API address, as wandb reads it (`WANDB_BASE_URL`, else the public service)."""
-    return (os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    """W&B's API address as wandb finds it: `WANDB_BASE_URL`, else the one `wandb login --host` saved in wandb's
+    settings file, else the public service. The W&B run is started with this address: the one checked."""
+    return (os.environ.get("WANDB_BASE_URL") or saved_base_url() or DEFAULT_BASE_URL).rstrip("/")
+
+
+def saved_base_url() -> str | None:
+    """`base_url` from wandb's global settings file (`$WANDB_CONFIG_DIR/settings`, default ~/.config/wandb)."""
+    import configparser
+    from pathlib import Path
+
+    path = Path(os.environ.get("WANDB_CONFIG_DIR") or "~/.config/wandb").expanduser() / "settings"
+    parser = configparser.ConfigParser()
+    try:
+        parser.read(path)
+    except (OSError, configparser.Error):
+        return None
+    return parser.get("default", "base_url", fallback=None) or None
 
 
 def api_key(url: str) -> str | None:
