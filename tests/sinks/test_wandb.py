@@ -356,6 +356,9 @@ def test_auto_behind_a_portal_trains_and_keeps_the_offline_record_of_every_row(w
                      f"this session is in {session}; upload it later with `wandb sync {run_dir / 'wandb'}`"]
     run_id = (run_dir / "wandb_id").read_text().strip()
     assert read_history(session / f"run-{run_id}.wandb") == expected_history(metrics_rows(run_dir))
+    sync = subprocess.run([sys.executable, "-m", "wandb", "sync", "--dry-run", str(run_dir / "wandb")],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ), cwd=tmp_path)
+    assert "Would sync 1 run(s)" in sync.stderr + sync.stdout and f"run-{run_id}.wandb" in sync.stderr + sync.stdout
 
 
 @needs_wandb
