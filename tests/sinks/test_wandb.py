@@ -224,6 +224,18 @@ def test_online_without_any_key_is_refused_in_one_line(wandb_env, env_mode, aske
     check_wandb_available(run_config(wandb="online"))
 
 
+def test_rlfit_train_online_without_a_key_is_one_line_exit_2_and_writes_nothing(wandb_env, tmp_path, capsys):
+    from rlfit.cli import main
+
+    wandb_env.setattr(wandb_sink, "wandb_installed", lambda: True)
+    code = main(["train", "tests.toy_env:make", "--preset", "smoke", "--set", "run.wandb=online", "--run-dir",
+                 str(tmp_path / "run")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and not (tmp_path / "run").exists()
+    assert err.splitlines() == ["rlfit: error: run.wandb=online needs a W&B API key: set WANDB_API_KEY or run "
+                                "`wandb login` (or use run.wandb=auto, which logs offline without one)"]
+
+
 # ---- the fallback, with wandb: a complete offline record, one line naming the cause ----
 
 def open_and_log(config: Config, run_dir: Path, lines: list[str]) -> tuple[WandbSink, float]:

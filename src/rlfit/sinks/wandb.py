@@ -78,6 +78,11 @@ def wanted_mode(run_config: RunConfig) -> str:
     return mode_from_env() or run_config.wandb
 
 
+def online_asked_by() -> str:
+    """Who asked for online: `WANDB_MODE=online` or `run.wandb=online`."""
+    return "WANDB_MODE=online" if mode_from_env() == "online" else "run.wandb=online"
+
+
 def mode_from_env() -> str | None:
     """The mode `WANDB_MODE` asks for, or None when it is unset or not a W&B mode."""
     return ENV_MODES.get(os.environ.get("WANDB_MODE", "").strip().lower())
@@ -94,8 +99,7 @@ def check_wandb_available(config: Config) -> None:
     if asked in ("online", "offline") and mode_from_env() != "off" and not wandb_installed():
         raise UserError(f"run.wandb={asked} needs W&B: {INSTALL_HINT}")
     if wanted_mode(config.run) == "online" and api_key(base_url()) is None and not has_identity_token():
-        asked_by = "WANDB_MODE=online" if mode_from_env() == "online" else "run.wandb=online"
-        raise UserError(f"{asked_by} needs a W&B API key: set WANDB_API_KEY or run `wandb login` (or use "
+        raise UserError(f"{online_asked_by()} needs a W&B API key: set WANDB_API_KEY or run `wandb login` (or use "
                         "run.wandb=auto, which logs offline without one)")
 
 
@@ -121,7 +125,7 @@ def open_wandb_sink(config: Config, run_dir: RunDir, warn: Warn | None = None) -
     sink.start(config, run_dir, mode, online_budget if mode == "online" else None)
     wanted = wanted_mode(config.run)
     if sink.run is not None and sink.run_mode == "offline" and (wanted == "online" or config.run.wandb == "auto"):
-        asked = " although run.wandb=online" if wanted == "online" else ""
+        asked = f" although {online_asked_by()}" if wanted == "online" else ""
         sink.warn(f"rlfit: W&B offline{asked} ({offline_reason or sink.online_error}): this session is in "
                   f"{sink.sync_dir}; upload it later with `wandb sync {run_dir.path / 'wandb'}`")
     return sink
