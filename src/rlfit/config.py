@@ -136,8 +136,9 @@ class RunConfig:
     target_reward: str = ""
     """Stop once an evaluation reaches this reward (a number; empty: never)."""
     wandb: str = "off"
-    """Weights & Biases: off, online, offline, or auto (online when a key and the service answer within
-    `wandb_timeout_s`, else offline with a line on how to `wandb sync`). Needs `pip install rlfit[wandb]`."""
+    """Weights & Biases: off, online, offline, or auto. auto and online go online only when W&B answers an
+    authenticated check within `wandb_timeout_s`, else log offline with a line naming the cause and how to
+    `wandb sync`; online without a key is refused. Needs `pip install rlfit[wandb]`."""
     wandb_project: str = "rlfit"
     """The W&B project."""
     wandb_entity: str = ""
@@ -145,7 +146,8 @@ class RunConfig:
     wandb_group: str = ""
     """The W&B group (an experiment sets it to the experiment's name)."""
     wandb_timeout_s: float = 10.0
-    """How long `wandb=auto` waits for the service before it falls back to offline."""
+    """How long W&B (auto or online) may wait on the network, the check and the online start together, before the
+    run logs offline instead."""
     devices: str = "auto"
     """How many of this process's devices train the run, data parallel (`rlfit.mesh`): auto (all of them) or a
     number. Sizes stay global: `num_envs` is the total, split evenly over the devices."""

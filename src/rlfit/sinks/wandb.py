@@ -1,12 +1,14 @@
 """Weights & Biases: each metrics row logged to a W&B run, online or offline, never at the cost of training.
 
-`run.wandb` chooses: off, online, offline, or auto (online when an API key is found and the service answers
-within `run.wandb_timeout_s`, else offline). `WANDB_MODE` in the environment overrides it for a run that uses
+`run.wandb` chooses: off, online, offline, or auto. auto and online ask W&B's API, with the API key, who the key
+belongs to (`wandb_check`), within `run.wandb_timeout_s`; only W&B's own answer means online. On any failure the
+run logs offline, in one line naming the cause, and keeps a complete record for `wandb sync`; online without any
+key is refused before the run starts. `WANDB_MODE` in the environment overrides `run.wandb` for a run that uses
 W&B (it never turns on W&B for a run with `run.wandb=off`). The W&B files live in `<run dir>/wandb/`; the W&B
 run's id is kept in `<run dir>/wandb_id`, so `rlfit resume` continues the same W&B run.
 
-metrics.jsonl stays the record; W&B is a view of it. Any error from W&B prints one line and turns this sink off;
-the run goes on. W&B steps are env steps and only move forward: rows repeated after a rewind (out-of-memory
+metrics.jsonl stays the record; W&B is a view of it. Any later error from W&B prints one line and turns this sink
+off; the run goes on. W&B steps are env steps and only move forward: rows repeated after a rewind (out-of-memory
 back-off) or a resume from an earlier checkpoint are not sent again, so W&B keeps the values first logged there.
 """
 
@@ -17,9 +19,7 @@ import os
 import secrets
 import string
 import sys
-import threading
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,13 +28,15 @@ from rlfit.config import Config, RunConfig
 from rlfit.errors import UserError
 from rlfit.rundir import RunDir
 from rlfit.sinks.tensorboard import scalars
+from rlfit.sinks.wandb_check import NO_KEY, api_key, base_url, check_service, has_identity_token, short
 
-DEFAULT_BASE_URL = "https://api.wandb.ai"
 ENV_MODES = {"online": "online", "run": "online", "shared": "online", "offline": "offline", "dryrun": "offline",
              "disabled": "off"}
 """What each `WANDB_MODE` value means here."""
-INIT_TIMEOUT_S = 60.0
-"""The longest `wandb.init` may take before W&B is turned off for the run."""
+LOCAL_INIT_TIMEOUT_S = 60.0
+"""The longest an offline `wandb.init` (local: it starts W&B's helper process) may take."""
+MIN_ONLINE_INIT_S = 1.0
+"""The least time an online `wandb.init` gets, when the check used up nearly all of `run.wandb_timeout_s`."""
 FINISH_TIMEOUT_S = 120.0
 """The longest closing may wait for uploads; what is left stays on disk for `wandb sync`."""
 ID_FILE = "wandb_id"
@@ -53,20 +55,32 @@ def choose_mode(run_config: RunConfig) -> str:
 
 
 def decide_mode(run_config: RunConfig) -> tuple[str, str]:
-    """(mode, why offline when `auto` chose it, else ''); the check never takes much longer than the timeout."""
+    """(mode, why offline when online was wanted, else ''); takes at most about `run.wandb_timeout_s`."""
     if run_config.wandb == "off":
         return "off", ""
     forced = mode_from_env()
-    if forced is not None:
+    if forced in ("off", "offline"):
         return forced, f"WANDB_MODE={os.environ['WANDB_MODE']}"
-    if run_config.wandb != "auto":
-        return run_config.wandb, ""
+    if (forced or run_config.wandb) == "offline":
+        return "offline", ""
     url = base_url()
-    if not has_api_key(url):
-        return "offline", "no W&B API key: set WANDB_API_KEY or run `wandb login`"
-    if not service_answers(url, run_config.wandb_timeout_s):
-        return "offline", f"{url} did not answer within {run_config.wandb_timeout_s:g}s"
-    return "online", ""
+    key = api_key(url)
+    if key is None and not has_identity_token():
+        return "offline", NO_KEY
+    check = check_service(url, key, run_config.wandb_timeout_s)
+    return ("online", "") if check.online else ("offline", check.cause)
+
+
+def wanted_mode(run_config: RunConfig) -> str:
+    """The mode the user asked for: `WANDB_MODE` when it is set to a W&B mode (and W&B is on), else `run.wandb`."""
+    if run_config.wandb == "off":
+        return "off"
+    return mode_from_env() or run_config.wandb
+
+
+def online_asked_by() -> str:
+    """Who asked for online: `WANDB_MODE=online` or `run.wandb=online`."""
+    return "WANDB_MODE=online" if mode_from_env() == "online" else "run.wandb=online"
 
 
 def mode_from_env() -> str | None:
@@ -74,83 +88,45 @@ def mode_from_env() -> str | None:
     return ENV_MODES.get(os.environ.get("WANDB_MODE", "").strip().lower())
 
 
-def base_url() -> str:
-    return (os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-
-
-def has_api_key(url: str) -> bool:
-    """True when W&B would find credentials without asking: the environment, or .netrc (read locally)."""
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
-        return True
-    try:
-        from wandb.sdk.lib.wbauth import read_netrc_auth
-    except ImportError:  # another wandb version: read .netrc as W&B does (the machine is the URL's host)
-        return _netrc_has_key(url)
-    try:
-        return bool(read_netrc_auth(host=url))
-    except Exception:  # a malformed key or URL: W&B could not use it either
-        return False
-
-
-def _netrc_has_key(url: str) -> bool:
-    import netrc
-    from urllib.parse import urlsplit
-
-    try:
-        entry = netrc.netrc(os.environ.get("NETRC") or None).authenticators(urlsplit(url).netloc)
-    except (OSError, netrc.NetrcParseError):
-        return False
-    return bool(entry and entry[2])
-
-
-def service_answers(url: str, timeout_s: float) -> bool:
-    """True when an HTTP request to `url` gets a response below 500 within `timeout_s` (DNS included)."""
-    answers: list[bool] = []
-
-    def probe() -> None:
-        try:
-            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s).close()
-            answers.append(True)
-        except urllib.error.HTTPError as error:
-            answers.append(error.code < 500)
-        except Exception:
-            answers.append(False)
-
-    thread = threading.Thread(target=probe, name="rlfit-wandb-probe", daemon=True)
-    thread.start()
-    thread.join(timeout_s)  # a name lookup or a proxy that hangs is left behind, not waited for
-    return bool(answers and answers[0])
-
-
 def wandb_installed() -> bool:
     return importlib.util.find_spec("wandb") is not None
 
 
 def check_wandb_available(config: Config) -> None:
-    """Raises a UserError when the run asks for W&B (online or offline) and wandb is not installed."""
+    """Raises a UserError when the run asks for W&B (online or offline) and wandb is not installed, or asks for
+    online (`run.wandb` or `WANDB_MODE`) without any W&B credentials: wandb would ask for a key at the terminal."""
     asked = config.run.wandb
     if asked in ("online", "offline") and mode_from_env() != "off" and not wandb_installed():
         raise UserError(f"run.wandb={asked} needs W&B: {INSTALL_HINT}")
+    if wanted_mode(config.run) == "online" and api_key(base_url()) is None and not has_identity_token():
+        raise UserError(f"{online_asked_by()} needs a W&B API key: set WANDB_API_KEY or run `wandb login` (or use "
+                        "run.wandb=auto, which logs offline without one)")
 
 
 def open_wandb_sink(config: Config, run_dir: RunDir, warn: Warn | None = None) -> WandbSink | None:
     """The W&B sink of a run, or None when W&B is off (or not installed and `run.wandb=auto`).
 
-    Raises a UserError when `run.wandb` is online or offline and wandb is not installed. Failing to start W&B
-    prints one line and returns a sink that does nothing.
+    Raises a UserError when `run.wandb` is online or offline and wandb is not installed, or online without a key.
+    When online was wanted (auto or online) and W&B does not answer as itself within `run.wandb_timeout_s`, or its
+    online start fails in what is left of that time, the run logs offline and one line says why and how to upload
+    it later. Failing to start W&B at all prints one line and returns a sink that does nothing.
     """
     warn = warn or print_line
     check_wandb_available(config)
     if config.run.wandb == "auto" and mode_from_env() != "off" and not wandb_installed():
         warn(f"rlfit: run.wandb=auto but W&B is not installed; metrics are not sent to W&B ({INSTALL_HINT})")
         return None
+    deadline = time.monotonic() + config.run.wandb_timeout_s
     mode, offline_reason = decide_mode(config.run)
     if mode == "off":
         return None
     sink = WandbSink(warn)
-    sink.start(config, run_dir, mode, fallback=config.run.wandb == "auto" and mode == "online")
-    if sink.run is not None and sink.run_mode == "offline" and config.run.wandb == "auto":
-        sink.warn(f"rlfit: W&B offline ({offline_reason or sink.online_error}): this session is in "
+    online_budget = max(deadline - time.monotonic(), MIN_ONLINE_INIT_S)
+    sink.start(config, run_dir, mode, online_budget if mode == "online" else None)
+    wanted = wanted_mode(config.run)
+    if sink.run is not None and sink.run_mode == "offline" and (wanted == "online" or config.run.wandb == "auto"):
+        asked = f" although {online_asked_by()}" if wanted == "online" else ""
+        sink.warn(f"rlfit: W&B offline{asked} ({offline_reason or sink.online_error}): this session is in "
                   f"{sink.sync_dir}; upload it later with `wandb sync {run_dir.path / 'wandb'}`")
     return sink
 
@@ -165,15 +141,21 @@ class WandbSink:
         self.online_error = ""
         self.last_step = -1
 
-    def start(self, config: Config, run_dir: RunDir, mode: str, fallback: bool = False) -> None:
-        """Starts (or resumes) the run dir's W&B run; with `fallback`, an online start that fails goes offline."""
+    def start(self, config: Config, run_dir: RunDir, mode: str, online_budget_s: float | None = None) -> None:
+        """Starts (or resumes) the run dir's W&B run. Online, the start may take `online_budget_s`; when it fails,
+        W&B's helper process is stopped (it still holds the run id) and the run starts offline instead."""
+        started = time.monotonic()
         try:
-            self.run, self.run_mode = start_run(config, run_dir, mode), mode
+            self.run, self.run_mode = start_run(config, run_dir, mode, online_budget_s), mode
         except Exception as error:
-            if not fallback:
+            if mode != "online":
                 self.disable(error)
                 return
-            self.online_error = f"online start failed: {describe(error)}"
+            took = time.monotonic() - started
+            self.online_error = (f"W&B's online start took longer than the {online_budget_s:.1f}s "
+                                 "left of run.wandb_timeout_s" if online_budget_s and took >= online_budget_s
+                                 else f"online start failed: {describe(error)}")
+            stop_wandb()
             self.start(config, run_dir, "offline")
 
     @property
@@ -218,17 +200,42 @@ class WandbSink:
                 pass
 
 
-def start_run(config: Config, run_dir: RunDir, mode: str) -> Any:
+def start_run(config: Config, run_dir: RunDir, mode: str, online_budget_s: float | None = None) -> Any:
     """`wandb.init` for the run directory: its name, its stored id (resumed when it exists), its config."""
     import wandb
 
+    mute_wandb_telemetry()
+    init_timeout = online_budget_s if mode == "online" and online_budget_s else LOCAL_INIT_TIMEOUT_S
     settings = wandb.Settings(**known_settings(wandb.Settings, {
-        "init_timeout": INIT_TIMEOUT_S, "finish_timeout": FINISH_TIMEOUT_S, "console": "off",
+        "base_url": base_url(), "init_timeout": init_timeout, "finish_timeout": FINISH_TIMEOUT_S, "console": "off",
         "allow_val_change": True, "quiet": True}))
     run = config.run
     return wandb.init(project=run.wandb_project, entity=run.wandb_entity or None, group=run.wandb_group or None,
                       name=run_dir.path.name, dir=str(run_dir.path), config=config.to_dict(), mode=mode,
                       id=run_id(run_dir), resume="allow", settings=settings)
+
+
+def mute_wandb_telemetry() -> None:
+    """Turns off the wandb library's own usage telemetry in this process (never the run's metrics).
+
+    At exit it contacts the W&B server again, and waits up to 10 s there when the network failed (a proxy, a
+    black hole): exit must stay prompt after falling back to offline. A wandb without this telemetry is left as is.
+    """
+    try:
+        from wandb.analytics.opentelemetry.opentelemetry_proxy import disable
+    except ImportError:
+        return
+    disable()
+
+
+def stop_wandb() -> None:
+    """Stops wandb's helper process after a failed online start; it would refuse the same run id offline."""
+    import wandb
+
+    try:
+        wandb.teardown()
+    except Exception:  # nothing left to stop, or it is gone already
+        pass
 
 
 def known_settings(settings_type: type, values: dict[str, Any]) -> dict[str, Any]:
@@ -253,5 +260,4 @@ def run_id(run_dir: RunDir) -> str:
 
 def describe(error: BaseException) -> str:
     """An exception as one short line."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return short(error)
