@@ -14,7 +14,7 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -66,29 +66,73 @@ class Experiment:
         return dataclasses.replace(self, manifest=dataclasses.replace(self.manifest, seeds_per_program=count))
 
 
-def check_manifest(manifest: Manifest) -> None:
-    """Resolves every variant's config (every rule a run checks) and checks measures, correlations and ratios, so
-    a problem is one line before anything runs."""
-    from rlfit.config import all_keys, resolve
+def validate_manifest(raw: Mapping[str, Any], stage: str | None, command_line: Sequence[str],
+                      where: str) -> Manifest:
+    """The manifest for `stage`, after checking it and every other stage (`check_manifest`): a problem in the
+    full stage is found when the gpu-test stage starts, before hours of training."""
+    chosen = parse_manifest(raw, stage, command_line, where=where)
+    check_manifest(chosen, where)
+    for other in raw.get("stages") or {}:
+        if other != chosen.stage:
+            check_manifest(parse_manifest(raw, other, command_line, where=where), where)
+    return chosen
+
+
+def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
+    """Resolves every trial's config (variant x seed: every rule a run checks) and every suite's config on it,
+    with `env.overrides` checked against the environment's own settings, and checks measures, correlations and
+    ratios, so a problem is one line naming the manifest entry before anything runs. The seed enters a config only
+    through `run.seed`'s own rule, which `parse_manifest` checked for every seed, so one seed's config stands for
+    all (no environment is built and nothing compiles)."""
+    from rlfit.config import all_keys
 
     for variant in manifest.variants:
-        overrides = manifest.trial_overrides(Trial(variant.name, manifest.seeds[0]))
-        try:
-            resolve(manifest.env, manifest.preset, overrides=overrides)
-        except UserError as error:
-            raise UserError(f"variant '{variant.name}': {error}") from None
+        config = variant_config(manifest, variant.name, where)
+        for suite in manifest.suites:
+            check_suite(config, suite, where)
     measures = measure_names(manifest)
     for measure in manifest.measures:
         if measure not in SUMMARY_MEASURES:
-            raise UserError(f"unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
+            raise UserError(f"{where}: measures: unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
                             "(suites are compared as suite/<name> without being listed)")
     keys = set(all_keys())
     for x, y in manifest.correlations:
         for name in (x, y):
             if name not in measures and name not in keys:
-                raise UserError(f"correlation names '{name}', which is neither a measure ({', '.join(measures)}) "
-                                "nor a config key")
-    check_ratios(manifest.ratios, measures)
+                raise UserError(f"{where}: correlation names '{name}', which is neither a measure "
+                                f"({', '.join(measures)}) nor a config key")
+    try:
+        check_ratios(manifest.ratios, measures)
+    except UserError as error:
+        raise UserError(f"{where}: {error}") from None
+
+
+def variant_config(manifest: Manifest, variant: str, where: str) -> Any:
+    """The resolved config of `variant`'s first seed; UserError naming the stage and variant."""
+    from rlfit.config import resolve
+    from rlfit.envs.overrides import check_env_config
+
+    entry = (f"stages.{manifest.stage}: " if manifest.stage else "") + f"variant '{variant}'"
+    try:
+        config = resolve(manifest.env, manifest.preset,
+                         overrides=manifest.trial_overrides(Trial(variant, manifest.seeds[0])))
+        check_env_config(config.env.name, config.env.overrides)
+    except UserError as error:
+        raise UserError(f"{where}: {entry}: {error}") from None
+    return config
+
+
+def check_suite(config: Any, suite: Any, where: str) -> None:
+    """UserError naming `suites.<name>.set` when the suite's overrides on a trial's `config` break a rule or name
+    an environment setting the environment does not have."""
+    from rlfit.envs.overrides import check_env_config
+    from rlfit.study.suites import suite_config
+
+    try:
+        shifted = suite_config(config, suite.overrides)
+        check_env_config(shifted.env.name, shifted.env.overrides)
+    except UserError as error:
+        raise UserError(f"{where}: suites.{suite.name}.set: {error}") from None
 
 
 def check_ratios(ratios: Sequence[tuple[str, str]], measures: Sequence[str]) -> None:
@@ -109,8 +153,7 @@ def start_experiment(manifest_path: str | Path, stage: str | None = None, comman
                      root: str | Path = "experiments") -> Experiment:
     """Validates the manifest, then creates `root/<name>-<stage>-<timestamp>/` with the manifest and record."""
     raw = read_manifest(manifest_path)
-    manifest = parse_manifest(raw, stage, command_line, where=str(manifest_path))
-    check_manifest(manifest)
+    manifest = validate_manifest(raw, stage, command_line, str(manifest_path))
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path = Path(root) / "-".join(part for part in (manifest.name, manifest.stage, stamp) if part)
     suffix = 1
