@@ -107,7 +107,7 @@ def test_an_unknown_stage_lists_the_known_ones():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"variants": [{"name": "odd", "set": {"ppo.num_envs": 1536}}]}, "variant 'odd': ppo.batch_size"),
+    ({"variants": [{"name": "odd", "set": {"ppo.num_envs": 1536}}]}, "variants[0].set (variant 'odd'): ppo.batch_size"),
     ({"set": {"ppo.learning_rat": 1}}, "unknown config key 'ppo.learning_rat'"),
     ({"measures": ["reward"]}, "unknown measure 'reward'"),
     ({"correlations": [{"x": "ppo.nothing", "y": "final_eval_reward"}]}, "correlation names 'ppo.nothing'"),

@@ -111,6 +111,9 @@ class Manifest:
     stage: str | None
     raw: Mapping[str, Any]
     """The manifest as read (saved beside the experiment, so `resume` reads the same)."""
+    layers: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """The layers `overrides` merges, each with the manifest entry it came from: ('set', ...),
+    ('stages.<stage>.set', ...), ('--set', ...) (to name where a bad key was written)."""
 
     def trials(self) -> list[Trial]:
         """Every (variant, seed), variant by variant."""
@@ -168,11 +171,12 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
     stage = _choose_stage(stages, stage, where)
     stage_spec = _mapping(stages.get(stage, {}) or {}, f"{where}: stages.{stage}") if stage else {}
     _check_keys(stage_spec, STAGE_KEYS, f"{where}: stages.{stage}")
-    overrides = {**_overrides(raw.get("set"), f"{where}: set"),
-                 **_overrides(stage_spec.get("set"), f"{where}: stages.{stage}.set"),
-                 **dict(parse_override(item) for item in command_line)}
-    if "algo" in raw:
-        overrides = {"algo": _text(raw["algo"], f"{where}: algo"), **overrides}
+    algo = {"algo": _text(raw["algo"], f"{where}: algo")} if "algo" in raw else {}
+    layers = (("set", {**algo, **_overrides(raw.get("set"), f"{where}: set")}),
+              (f"stages.{stage}.set", _overrides(stage_spec.get("set"), f"{where}: stages.{stage}.set")),
+              ("--set", dict(parse_override(item) for item in command_line)))
+    overrides = {key: value for _, layer in layers for key, value in layer.items()}
+    overrides = {**algo, **overrides}
     seeds = _seeds(stage_spec.get("seeds", raw.get("seeds", 1)),
                    f"{where}: {f'stages.{stage}.seeds' if 'seeds' in stage_spec else 'seeds'}")
     episodes = stage_spec.get("episodes")
@@ -184,7 +188,7 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
         correlations=_pairs(raw.get("correlations", []), "correlations", CORRELATION_KEYS, where),
         ratios=_pairs(raw.get("ratios", []), "ratios", RATIO_KEYS, where),
-        stage=stage, raw=dict(raw))
+        stage=stage, raw=dict(raw), layers=tuple((entry, layer) for entry, layer in layers if layer))
 
 
 def _choose_stage(stages: Mapping[str, Any], stage: str | None, where: str) -> str | None:
