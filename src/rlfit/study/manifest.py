@@ -267,7 +267,7 @@ def variant_name(labels: Sequence[str], values: Sequence[Any]) -> str:
 def format_value(value: Any) -> str:
     """A grid value as it reads in a variant's name, faithful to it: a float in 6 significant digits when they give
     it back exactly (0.001, 1e-05), else its shortest exact form (0.0010000001); text as is; lists and mappings
-    as inline YAML. A value whose text is not path-safe (`/`, a backslash, `~`, a control character, a leading '.') or
+    as inline YAML. A value whose text is not path-safe (`/`, a backslash, `~`, a control character) or
     longer than MAX_VALUE_CHARS becomes its safe part and `~` + a hash of the value (`a_b~1f0e3dad`)."""
     if isinstance(value, float):
         text = format(value, "g") if float(format(value, "g")) == value else repr(value)
@@ -275,9 +275,8 @@ def format_value(value: Any) -> str:
         text = inline_yaml(value)
     else:
         text = str(value)
-    if len(text) <= MAX_VALUE_CHARS and text.isprintable() and not set(text) & UNSAFE_CHARACTERS \
-            and not text.startswith("."):
-        return text
+    if len(text) <= MAX_VALUE_CHARS and text.isprintable() and not set(text) & UNSAFE_CHARACTERS:
+        return text  # after `key=`: a leading '.' hides nothing
     safe = "".join(c if c.isprintable() and c not in UNSAFE_CHARACTERS else "_" for c in text)
     return f"{safe[:MAX_VALUE_CHARS // 2]}~{value_hash(value)}"
 
