@@ -70,7 +70,6 @@ def _load_playground(config: EnvConfig, impl: str) -> Any:
 
     check_playground_name(config.name)
     from rlfit.envs.assets import prepare_assets
-
     from rlfit.envs.overrides import check_env_overrides
 
     check_env_overrides(config.name, config.overrides)

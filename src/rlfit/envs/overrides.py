@@ -31,7 +31,7 @@ def check_env_overrides(name: str, overrides: Mapping[str, Any]) -> None:
 def override_keys(name: str) -> list[str] | None:
     """Every key `env.overrides` may set for environment `name` (nested Playground keys as `a.b`), or None when
     they are only known once the environment is built."""
-    prefix, _, rest = name.partition(":")
+    prefix = name.partition(":")[0]
     if prefix == "gridworld":
         from rlfit.envs.gridworld import GridConfig
 
@@ -45,7 +45,6 @@ def override_keys(name: str) -> list[str] | None:
     from rlfit.envs.loading import check_playground_name
 
     check_playground_name(name)
-
     return sorted(flattened_keys(registry.get_default_config(name)))
 
 
