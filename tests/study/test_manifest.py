@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 import yaml
 
@@ -53,6 +56,50 @@ def test_a_grid_gives_one_variant_per_combination():
     assert manifest.variants[3].overrides == {"ppo.learning_rate": 3e-4, "ppo.entropy_cost": 0}
 
 
+def grid_names(grid):
+    raw = {k: v for k, v in BASE.items() if k != "variants"}
+    return [v.name for v in parse_manifest({**raw, "grid": grid}).variants]
+
+
+def test_grid_names_give_back_each_value_exactly():
+    values = [1.0000001e-3, 1.0000002e-3, 1e-5, 0.1 + 0.2, 2.5e-10]
+    names = grid_names({"ppo.learning_rate": values})
+    assert len(set(names)) == len(values)
+    assert [float(name.removeprefix("learning_rate=")) for name in names] == values
+    assert names[:3] == ["learning_rate=0.0010000001", "learning_rate=0.0010000002", "learning_rate=1e-05"]
+
+
+def test_grid_names_are_one_path_safe_directory_with_a_stable_hash_where_needed():
+    long_text = "x" * 100
+    names = grid_names({"run.wandb_project": ["a/b", "a_b", "c\\d", ".hidden", long_text, "a~b"]})
+    digest = {value: hashlib.sha256(json.dumps(value).encode()).hexdigest()[:8]
+              for value in ("a/b", "c\\d", ".hidden", long_text, "a~b")}
+    assert names == ["wandb_project=a_b~" + digest["a/b"], "wandb_project=a_b", "wandb_project=c_d~" + digest["c\\d"],
+                     "wandb_project=.hidden", "wandb_project=" + "x" * 20 + "~" + digest[long_text],
+                     "wandb_project=a_b~" + digest["a~b"]]
+    assert names[3] == "wandb_project=.hidden"  # the key comes first: the directory is not hidden
+    for name in names:
+        assert "/" not in name and "\\" not in name and not name.startswith(".")
+
+
+def test_grid_names_stay_unique_when_two_combinations_read_alike():
+    names = grid_names({"run.wandb_project": ["p-entropy_cost=1", "p"], "ppo.entropy_cost": ["1-entropy_cost=1", "1"]})
+    assert len(set(names)) == 4
+    assert "wandb_project=p-entropy_cost=1-entropy_cost=1" not in names  # the two that read alike carry hashes
+
+
+def test_grid_names_use_the_whole_key_where_two_keys_end_alike():
+    names = grid_names({"env.overrides": [{"ctrl_dt": 0.02}], "run.overrides_note": ["x"], "run.seed": [1, 2]})
+    assert names[0] == "overrides={ctrl_dt: 0.02}-overrides_note=x-seed=1"
+    assert grid_names({"ppo.x": [1], "run.x": [2]}) == ["ppo.x=1-run.x=2"]
+
+
+def test_a_name_too_long_for_a_directory_is_cut_and_ends_with_a_hash():
+    grid = {f"run.key{i}": ["v" * 39] for i in range(8)}
+    [name] = grid_names(grid)
+    assert len(name.encode()) <= 200 and len(name.split("~")[-1]) == 8
+
+
 @pytest.mark.parametrize("value", [1e-3, 3, "text", [1, 2], {"ctrl_dt": 0.02, "x": [1]}, True, ""])
 def test_override_strings_read_back_as_the_same_value(value):
     [text] = override_strings({"section.key": value})
@@ -63,6 +110,9 @@ def test_override_strings_read_back_as_the_same_value(value):
     ({"seed": 3}, "the manifest: unknown key 'seed' (did you mean seeds?)"),
     ({"seeds": 0}, "seeds must be a positive count or a list of distinct seeds"),
     ({"seeds": [1, 1]}, "seeds must be a positive count or a list of distinct seeds"),
+    ({"seeds": [0, 4294967296]}, "the manifest: seeds[1] is 4294967296; a seed must be an integer from 0 to 4294967295"),
+    ({"seeds": 2**32 + 1}, "the manifest: seeds: a count of 4294967297 seeds goes past the largest seed"),
+    ({"suites": {"s": {"set": {"env.overrides": [1]}}}}, "suites.s.set: env.overrides must be a mapping"),
     ({"variants": [{"name": "a"}, {"name": "a"}]}, "variant names must differ"),
     ({"variants": [{"name": "a", "sett": {}}]}, "variants[0]: unknown key 'sett'"),
     ({"grid": {"ppo.learning_rate": [1e-3]}}, "give variants or grid, not both"),
@@ -107,7 +157,7 @@ def test_an_unknown_stage_lists_the_known_ones():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"variants": [{"name": "odd", "set": {"ppo.num_envs": 1536}}]}, "variant 'odd': ppo.batch_size"),
+    ({"variants": [{"name": "odd", "set": {"ppo.num_envs": 1536}}]}, "variants[0].set (variant 'odd'): ppo.batch_size"),
     ({"set": {"ppo.learning_rat": 1}}, "unknown config key 'ppo.learning_rat'"),
     ({"measures": ["reward"]}, "unknown measure 'reward'"),
     ({"correlations": [{"x": "ppo.nothing", "y": "final_eval_reward"}]}, "correlation names 'ppo.nothing'"),

@@ -26,6 +26,7 @@ def register(subparsers) -> None:
                         "every node sees")
     parser.add_argument("--seeds-per-program", metavar="N|auto", help="seeds of a variant trained in one compiled "
                         "program (default: the manifest's, else auto: planned for this device); may differ on resume")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     parser.set_defaults(handler=run)
 
 
@@ -33,28 +34,30 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
     from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
     from rlfit.study.manifest import parse_seeds_per_program
-    from rlfit.study.report import write_report
+    from rlfit.study.report import check_report_paths, write_report
 
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     per_program = args.seeds_per_program
     count = parse_seeds_per_program(per_program, "--seeds-per-program") if per_program is not None else None
     if args.target[0] == "resume":
         if len(args.target) != 2 or args.stage or args.overrides:  # --ray may differ from the first session's
             raise UserError("usage: rlfit experiment resume EXP_DIR (the stage and --set are the experiment's own)")
-        experiment = open_experiment(args.target[1])
+        experiment = open_experiment(args.target[1], check=True)
     elif len(args.target) == 1:
         experiment = start_experiment(args.target[0], args.stage, args.overrides, args.dir)
-        print(f"experiment directory: {experiment.path}", flush=True)
+        say(f"experiment directory: {experiment.path}")
     else:
         raise UserError(f"give one manifest, got {' '.join(args.target)} (to resume: rlfit experiment resume EXP_DIR)")
     if per_program is not None:
         experiment = experiment.with_seeds_per_program(count)
-    run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
-    report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
-    print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")
+    zip_path = experiment.path / f"{experiment.manifest.name}.zip"
+    check_report_paths(experiment, zip_path)  # before hours of training
+    run_experiment(experiment, say=say, ray=args.ray)
+    report = write_report(experiment, zip_path=zip_path)
+    say(f"report: {report}\nzip: {zip_path}")
     failed = failed_trials(experiment)
     if failed:
         print(f"rlfit: {len(failed)} trial(s) failed and are left out of the statistics: {', '.join(failed)}",
               file=sys.stderr)
         return EXIT_TRIALS_FAILED
     return 0
-

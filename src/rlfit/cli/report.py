@@ -13,6 +13,7 @@ def register(subparsers) -> None:
     parser.add_argument("experiment", metavar="EXP_DIR")
     parser.add_argument("--zip", action="store_true", help="also write EXP_DIR/<name>.zip")
     parser.add_argument("--with-checkpoints", action="store_true", help="put the trials' checkpoints in the zip")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     parser.set_defaults(handler=run)
 
 
@@ -26,5 +27,6 @@ def run(args: argparse.Namespace) -> int:
     experiment = open_experiment(args.experiment)
     zip_path = experiment.path / f"{experiment.manifest.name}.zip" if args.zip else None
     report = write_report(experiment, zip_path=zip_path, with_checkpoints=args.with_checkpoints)
-    print(f"report: {report}" + (f"\nzip: {zip_path}" if zip_path else ""))
+    if not args.quiet:
+        print(f"report: {report}" + (f"\nzip: {zip_path}" if zip_path else ""))
     return 0

@@ -68,18 +68,26 @@ def load_env(config: EnvConfig, backend: str | None = None) -> Any:
 def _load_playground(config: EnvConfig, impl: str) -> Any:
     from mujoco_playground import registry
 
-    names = playground_names()
-    if config.name not in names:
-        raise UserError(f"unknown environment '{config.name}'{did_you_mean(config.name, names)}; "
-                        "`rlfit envs` lists them, or pass module:factory for your own")
+    check_playground_name(config.name)
     from rlfit.envs.assets import prepare_assets
+    from rlfit.envs.overrides import check_env_overrides
 
+    check_env_overrides(config.name, config.overrides)
     prepare_assets(config)
     overrides = {"impl": impl, **dict(config.overrides)}
     try:
         return registry.load(config.name, config_overrides=overrides)
-    except KeyError as error:
-        raise UserError(f"env.overrides names a key {error} that {config.name}'s config does not have") from None
+    except KeyError as error:  # a path check_env_overrides let through (a list index): Playground's first line
+        problem = str(error.args[0] if error.args else error).split(". Other fields")[0]
+        raise UserError(f"env.overrides: {problem}; see {config.name}'s config") from None
+
+
+def check_playground_name(name: str) -> None:
+    """UserError (with the closest name) when `name` is not in Playground's registry."""
+    names = playground_names()
+    if name not in names:
+        raise UserError(f"unknown environment '{name}'{did_you_mean(name, names)}; "
+                        "`rlfit envs` lists them, or pass module:factory for your own")
 
 
 def _load_factory(config: EnvConfig) -> Any:

@@ -3,6 +3,7 @@ then evaluated on the suites; stopped or killed at any point, `resume` finishes 
 trains a finished trial again.
 
     EXP_DIR/manifest.yaml        the manifest as given     EXP_DIR/experiment.json   stage, --set, trial list
+    EXP_DIR/device_checks.json   (gpu-test stage) the device checks' results and the device they passed on
     EXP_DIR/trials/VARIANT/seed-N/   a run directory (resume, play, export, TensorBoard work on it)
                                      + suites.json: {suite: {episode_reward, ...}}
     EXP_DIR/report/              report.md, results.json, plots (rlfit.study.report)
@@ -14,7 +15,7 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,12 +27,15 @@ from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError, did_you_mean
 from rlfit.rundir import write_json
 from rlfit.sinks.console import format_duration
-from rlfit.study.manifest import GPU_TEST_STAGE, Manifest, Trial, parse_manifest, read_manifest
+from rlfit.study.manifest import (GPU_TEST_STAGE, Manifest, Trial, override_strings, parse_manifest,
+                                  read_manifest)
 from rlfit.trainer import reusing_programs
 
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST_FILE = "manifest.yaml"
 SUITES_FILE = "suites.json"
+DEVICE_CHECKS_FILE = "device_checks.json"
+"""The gpu-test stage's `rlfit doctor --full` results and the device they ran on (`device_checks`)."""
 FAILED_FILE = "failed.json"
 """Written in a trial whose training diverged or ran out of memory: it is reported, not retried."""
 FINISHED = (None, "early_stop", "target_reward")
@@ -66,29 +70,93 @@ class Experiment:
         return dataclasses.replace(self, manifest=dataclasses.replace(self.manifest, seeds_per_program=count))
 
 
-def check_manifest(manifest: Manifest) -> None:
-    """Resolves every variant's config (every rule a run checks) and checks measures, correlations and ratios, so
-    a problem is one line before anything runs."""
-    from rlfit.config import all_keys, resolve
+def validate_manifest(raw: Mapping[str, Any], stage: str | None, command_line: Sequence[str],
+                      where: str) -> Manifest:
+    """The manifest for `stage`, after checking it and every other stage (`check_manifest`): a problem in the
+    full stage is found when the gpu-test stage starts, before hours of training."""
+    chosen = parse_manifest(raw, stage, command_line, where=where)
+    check_manifest(chosen, where)
+    for other in raw.get("stages") or {}:
+        if other != chosen.stage:
+            check_manifest(parse_manifest(raw, other, command_line, where=where), where)
+    return chosen
+
+
+def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
+    """Resolves every trial's config (variant x seed: every rule a run checks) and every suite's config on it,
+    with `env.overrides` checked against the environment's own settings, and checks measures, correlations and
+    ratios, so a problem is one line naming the manifest entry before anything runs. The seed enters a config only
+    through `run.seed`'s own rule, which `parse_manifest` checked for every seed, so one seed's config stands for
+    all (no environment is built and nothing compiles)."""
+    from rlfit.config import all_keys
 
     for variant in manifest.variants:
-        overrides = manifest.trial_overrides(Trial(variant.name, manifest.seeds[0]))
-        try:
-            resolve(manifest.env, manifest.preset, overrides=overrides)
-        except UserError as error:
-            raise UserError(f"variant '{variant.name}': {error}") from None
+        config = variant_config(manifest, variant.name, where)
+        for suite in manifest.suites:
+            check_suite(config, suite, where)
     measures = measure_names(manifest)
     for measure in manifest.measures:
         if measure not in SUMMARY_MEASURES:
-            raise UserError(f"unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
+            raise UserError(f"{where}: measures: unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
                             "(suites are compared as suite/<name> without being listed)")
     keys = set(all_keys())
     for x, y in manifest.correlations:
         for name in (x, y):
             if name not in measures and name not in keys:
-                raise UserError(f"correlation names '{name}', which is neither a measure ({', '.join(measures)}) "
-                                "nor a config key")
-    check_ratios(manifest.ratios, measures)
+                raise UserError(f"{where}: correlation names '{name}', which is neither a measure "
+                                f"({', '.join(measures)}) nor a config key")
+    try:
+        check_ratios(manifest.ratios, measures)
+    except UserError as error:
+        raise UserError(f"{where}: {error}") from None
+
+
+def variant_config(manifest: Manifest, variant: str, where: str) -> Any:
+    """The resolved config of `variant`'s first seed; UserError naming the stage and variant."""
+    from rlfit.config import resolve
+    from rlfit.envs.overrides import check_env_config
+
+    def check(overrides: Sequence[str]) -> Any:
+        config = resolve(manifest.env, manifest.preset, overrides=overrides)
+        check_env_config(config.env.name, config.env.overrides)
+        return config
+
+    try:
+        return check(manifest.trial_overrides(Trial(variant, manifest.seeds[0])))
+    except UserError as error:
+        raise UserError(f"{where}: {failing_entry(manifest, variant, str(error), check)}: {error}") from None
+
+
+def failing_entry(manifest: Manifest, variant: str, message: str, check: Callable[[Sequence[str]], Any]) -> str:
+    """The manifest entry a variant's config error comes from: the first of the base's layers ('set',
+    'stages.<stage>.set', '--set') whose keys, merged with those before it, give the same error; else the variant
+    (its `variants[i].set` or, from a grid, its name)."""
+    merged: dict[str, Any] = {"run.wandb_group": manifest.name}
+    for entry, layer in manifest.layers:
+        merged.update(layer)
+        try:
+            check(override_strings(merged))
+        except UserError as error:
+            if str(error) == message:
+                return entry
+    names = [v.name for v in manifest.variants]
+    if "grid" in manifest.raw:
+        return f"grid (variant '{variant}')"
+    index = names.index(variant)
+    return f"variants[{index}].set (variant '{variant}')" if "variants" in manifest.raw else f"variant '{variant}'"
+
+
+def check_suite(config: Any, suite: Any, where: str) -> None:
+    """UserError naming `suites.<name>.set` when the suite's overrides on a trial's `config` break a rule or name
+    an environment setting the environment does not have."""
+    from rlfit.envs.overrides import check_env_config
+    from rlfit.study.suites import suite_config
+
+    try:
+        shifted = suite_config(config, suite.overrides)
+        check_env_config(shifted.env.name, shifted.env.overrides)
+    except UserError as error:
+        raise UserError(f"{where}: suites.{suite.name}.set: {error}") from None
 
 
 def check_ratios(ratios: Sequence[tuple[str, str]], measures: Sequence[str]) -> None:
@@ -109,8 +177,7 @@ def start_experiment(manifest_path: str | Path, stage: str | None = None, comman
                      root: str | Path = "experiments") -> Experiment:
     """Validates the manifest, then creates `root/<name>-<stage>-<timestamp>/` with the manifest and record."""
     raw = read_manifest(manifest_path)
-    manifest = parse_manifest(raw, stage, command_line, where=str(manifest_path))
-    check_manifest(manifest)
+    manifest = validate_manifest(raw, stage, command_line, str(manifest_path))
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path = Path(root) / "-".join(part for part in (manifest.name, manifest.stage, stamp) if part)
     suffix = 1
@@ -129,20 +196,40 @@ def start_experiment(manifest_path: str | Path, stage: str | None = None, comman
     return Experiment(path, manifest)
 
 
-def open_experiment(path: str | Path) -> Experiment:
-    """An existing experiment directory, with the manifest, stage and `--set` it was started with."""
+def open_experiment(path: str | Path, check: bool = False) -> Experiment:
+    """An existing experiment directory, with the manifest, stage and `--set` it was started with; `check`: every
+    stage validated as at the start (`validate_manifest`), for a session that will train."""
     path = Path(path)
     record_path = path / EXPERIMENT_FILE
     if not record_path.is_file() or not (path / MANIFEST_FILE).is_file():
         raise UserError(f"{path} is not an experiment directory (no {EXPERIMENT_FILE} and {MANIFEST_FILE}); "
                         "give the directory `rlfit experiment` created")
+    stage, command_line = read_record(record_path)
+    raw = read_manifest(path / MANIFEST_FILE)
+    where = str(path / MANIFEST_FILE)
+    manifest = (validate_manifest(raw, stage, command_line, where) if check
+                else parse_manifest(raw, stage, command_line, where=where))
+    return Experiment(path, manifest)
+
+
+def read_record(record_path: Path) -> tuple[str | None, list[str]]:
+    """(stage, `--set` items) of an experiment's record; UserError when it is unreadable, not JSON, or not the
+    mapping `start_experiment` writes."""
     try:
         record = json.loads(record_path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise UserError(f"{record_path} is unreadable ({error}); restore it") from None
-    manifest = parse_manifest(read_manifest(path / MANIFEST_FILE), record["stage"], record["set"],
-                              where=str(path / MANIFEST_FILE))
-    return Experiment(path, manifest)
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not text
+        reason = error.strerror if isinstance(error, OSError) else f"not JSON: {str(error).splitlines()[0]}"
+        raise UserError(f"{record_path} is unreadable ({reason}); restore it") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{record_path} holds a JSON {type(record).__name__}, not an experiment's record (a mapping "
+                        "with stage, set and trials); restore it")
+    stage, command_line = record.get("stage", ...), record.get("set", [])
+    if stage is not None and not isinstance(stage, str):
+        raise UserError(f"{record_path} has {'no stage' if stage is ... else f'stage {stage!r}'}; restore it (the "
+                        "stage the experiment was started with, or null for a manifest without stages)")
+    if not isinstance(command_line, list) or not all(isinstance(item, str) for item in command_line):
+        raise UserError(f"{record_path} has set {command_line!r}, not a list of KEY=VALUE; restore it")
+    return stage, command_line
 
 
 def trial_status(run_dir: Path) -> str:
@@ -193,7 +280,7 @@ def run_experiment(experiment: Experiment, say: Callable[[str], None] = print, r
     with `ray` (an address, 'auto' or 'local'), as Ray tasks (`rlfit.study.ray_runner`)."""
     manifest = experiment.manifest
     if manifest.stage == GPU_TEST_STAGE:
-        device_checks(say)
+        device_checks(say, experiment.path)
     progress = ProgressLine(experiment, say)
     trials = manifest.trials()
     pending = [t for t in trials if not trial_settled(experiment, t)]
@@ -322,14 +409,33 @@ def evaluate_suites(experiment: Experiment, trial: Trial) -> None:
         write_json(run_dir / SUITES_FILE, results)
 
 
-def device_checks(say: Callable[[str], None]) -> None:
-    """`rlfit doctor --full`'s checks; UserError when one fails (the gpu-test stage runs them first)."""
+def device_checks(say: Callable[[str], None], experiment_dir: Path) -> None:
+    """`rlfit doctor --full`'s checks, recorded in EXP_DIR/DEVICE_CHECKS_FILE; UserError when one fails (the
+    gpu-test stage runs them first). Once they passed in this experiment on this device (`device_identity`:
+    the same accelerator, driver and JAX), a resume does not run them again."""
     from rlfit.hardware.checks import run_checks
     from rlfit.hardware.probe import probe_device
 
+    device = probe_device()
+    identity = device_identity(device)
+    record = read_json(experiment_dir / DEVICE_CHECKS_FILE)
+    if isinstance(record, dict) and record.get("passed") is True and record.get("device") == identity:
+        say(f"gpu-test: rlfit doctor --full's checks passed on this device in this experiment ({DEVICE_CHECKS_FILE}); "
+            "not run again")
+        return
     say("gpu-test: running rlfit doctor --full's checks first")
-    results = run_checks(probe_device(), lambda r: say(f"  {'pass' if r.passed else 'FAIL'}  {r.name:<10s} {r.figure}"))
+    results = run_checks(device, lambda r: say(f"  {'pass' if r.passed else 'FAIL'}  {r.name:<10s} {r.figure}"))
     failed = [r.name for r in results if not r.passed]
+    write_json(experiment_dir / DEVICE_CHECKS_FILE, {
+        "passed": not failed, "device": identity, "checked": datetime.now().astimezone().isoformat(),
+        "results": [r.to_dict() for r in results]})
     if failed:
         raise UserError(f"device checks failed ({', '.join(failed)}); see `rlfit doctor --full` before running "
                         "the experiment")
+
+
+def device_identity(device: Any) -> dict[str, Any]:
+    """What decides whether checks that passed still hold: the accelerator (platform, name, count, compute
+    capability), its driver and the JAX version (not free memory, which changes from run to run)."""
+    return {name: getattr(device, name) for name in
+            ("platform", "name", "count", "compute_capability", "driver", "jax_version")}

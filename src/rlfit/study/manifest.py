@@ -26,7 +26,10 @@ measures to compare and stages. Read and validated whole before anything runs.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +49,12 @@ RATIO_KEYS = ("numerator", "denominator")
 GPU_TEST_STAGE = "gpu-test"
 DEFAULT_MEASURES = ("final_eval_reward",)
 DEFAULT_SUITE_EPISODES = 32
+UNSAFE_CHARACTERS = frozenset("/\\~")
+"""Characters a grid value's text may not bring into a variant's name (its directory): path separators, and `~`,
+which marks a hash suffix (so no value's own text can read as another's hashed name)."""
+MAX_VALUE_CHARS = 40
+MAX_NAME_BYTES = 200
+"""A variant name longer than this (a directory name may have 255 bytes) is cut and ends with a hash."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,9 @@ class Manifest:
     stage: str | None
     raw: Mapping[str, Any]
     """The manifest as read (saved beside the experiment, so `resume` reads the same)."""
+    layers: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """The layers `overrides` merges, each with the manifest entry it came from: ('set', ...),
+    ('stages.<stage>.set', ...), ('--set', ...) (to name where a bad key was written)."""
 
     def trials(self) -> list[Trial]:
         """Every (variant, seed), variant by variant."""
@@ -120,8 +132,12 @@ class Manifest:
 
 def override_strings(overrides: Mapping[str, Any]) -> list[str]:
     """{'ppo.learning_rate': 1e-3} -> ['ppo.learning_rate=0.001'] (values as inline YAML)."""
-    return [f"{key}={yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix('...').strip()}"
-            for key, value in overrides.items()]
+    return [f"{key}={inline_yaml(value)}" for key, value in overrides.items()]
+
+
+def inline_yaml(value: Any) -> str:
+    """`value` as one line of YAML that reads back as the same value: 0.001, [32, 32], {ctrl_dt: 0.02}."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
@@ -155,12 +171,14 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
     stage = _choose_stage(stages, stage, where)
     stage_spec = _mapping(stages.get(stage, {}) or {}, f"{where}: stages.{stage}") if stage else {}
     _check_keys(stage_spec, STAGE_KEYS, f"{where}: stages.{stage}")
-    overrides = {**_overrides(raw.get("set"), f"{where}: set"),
-                 **_overrides(stage_spec.get("set"), f"{where}: stages.{stage}.set"),
-                 **dict(parse_override(item) for item in command_line)}
-    if "algo" in raw:
-        overrides = {"algo": _text(raw["algo"], f"{where}: algo"), **overrides}
-    seeds = _seeds(stage_spec.get("seeds", raw.get("seeds", 1)), where)
+    algo = {"algo": _text(raw["algo"], f"{where}: algo")} if "algo" in raw else {}
+    layers = (("set", {**algo, **_overrides(raw.get("set"), f"{where}: set")}),
+              (f"stages.{stage}.set", _overrides(stage_spec.get("set"), f"{where}: stages.{stage}.set")),
+              ("--set", dict(parse_override(item) for item in command_line)))
+    overrides = {key: value for _, layer in layers for key, value in layer.items()}
+    overrides = {**algo, **overrides}
+    seeds = _seeds(stage_spec.get("seeds", raw.get("seeds", 1)),
+                   f"{where}: {f'stages.{stage}.seeds' if 'seeds' in stage_spec else 'seeds'}")
     episodes = stage_spec.get("episodes")
     per_program = parse_seeds_per_program(stage_spec.get("seeds_per_program", raw.get("seeds_per_program", "auto")), where)
     return Manifest(
@@ -170,7 +188,7 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
         correlations=_pairs(raw.get("correlations", []), "correlations", CORRELATION_KEYS, where),
         ratios=_pairs(raw.get("ratios", []), "ratios", RATIO_KEYS, where),
-        stage=stage, raw=dict(raw))
+        stage=stage, raw=dict(raw), layers=tuple((entry, layer) for entry, layer in layers if layer))
 
 
 def _choose_stage(stages: Mapping[str, Any], stage: str | None, where: str) -> str | None:
@@ -186,12 +204,7 @@ def _variants(raw: Mapping[str, Any], where: str) -> tuple[Variant, ...]:
     if "variants" in raw and "grid" in raw:
         raise UserError(f"{where}: give variants or grid, not both")
     if "grid" in raw:
-        grid = _mapping(raw["grid"], f"{where}: grid")
-        keys = list(grid)
-        values = [v if isinstance(v, list) and v else _fail(f"{where}: grid.{k} must be a non-empty list")
-                  for k, v in grid.items()]
-        return tuple(Variant("-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, combo)),
-                             dict(zip(keys, combo))) for combo in itertools.product(*values))
+        return grid_variants(_mapping(raw["grid"], f"{where}: grid"), where)
     items = raw.get("variants", [{"name": "base"}])
     if not isinstance(items, list) or not items:
         raise UserError(f"{where}: variants must be a non-empty list of {{name, set}}")
@@ -209,6 +222,71 @@ def _variants(raw: Mapping[str, Any], where: str) -> tuple[Variant, ...]:
     return tuple(variants)
 
 
+def grid_variants(grid: Mapping[str, Any], where: str) -> tuple[Variant, ...]:
+    """One variant per combination of the grid's values, named `key=value-key=value` (`variant_name`); UserError
+    when a key's list is empty or names one value twice (0.001 and 1.0e-3 are one value: two variants would be one
+    configuration trained and counted twice)."""
+    keys = [str(key) for key in grid]
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise UserError(f"{where}: grid.{key} must be a non-empty list")
+        for (i, first), (j, second) in itertools.combinations(enumerate(values), 2):
+            if first == second and isinstance(first, bool) == isinstance(second, bool):
+                raise UserError(f"{where}: grid.{key} lists one value twice: [{i}] {first!r} and [{j}] {second!r} "
+                                "(as 0.001 and 1.0e-3 are both 0.001); list each value once")
+    labels = short_labels(keys)
+    variants = [Variant(variant_name(labels, combo), dict(zip(keys, combo)))
+                for combo in itertools.product(*grid.values())]
+    counts = collections.Counter(v.name for v in variants)
+    variants = [Variant(f"{v.name}~{value_hash(v.overrides)}", v.overrides) if counts[v.name] > 1 else v
+                for v in variants]
+    names = [v.name for v in variants]
+    for name in names:
+        if names.count(name) > 1:  # values equal in JSON but not in Python (NaN)
+            same = [v.overrides for v in variants if v.name == name]
+            raise UserError(f"{where}: grid gives two variants the name '{name}' ({same[0]} and {same[1]}); "
+                            "list each value once")
+    return tuple(variants)
+
+
+def short_labels(keys: Sequence[str]) -> list[str]:
+    """Each grid key's last part (`ppo.learning_rate` -> `learning_rate`), or the whole key where two share it."""
+    last = [key.split(".")[-1] for key in keys]
+    return [part if last.count(part) == 1 else key for key, part in zip(keys, last)]
+
+
+def variant_name(labels: Sequence[str], values: Sequence[Any]) -> str:
+    """`label=value-label=value`, each value as `format_value` writes it; a name too long for a directory is cut
+    and ends with a hash of every value."""
+    name = "-".join(f"{label}={format_value(value)}" for label, value in zip(labels, values))
+    if len(name.encode()) > MAX_NAME_BYTES:
+        name = f"{name.encode()[:MAX_NAME_BYTES - 20].decode(errors='ignore')}~{value_hash(list(values))}"
+    return name
+
+
+def format_value(value: Any) -> str:
+    """A grid value as it reads in a variant's name, faithful to it: a float in 6 significant digits when they give
+    it back exactly (0.001, 1e-05), else its shortest exact form (0.0010000001); text as is; lists and mappings
+    as inline YAML. A value whose text is not path-safe (`/`, a backslash, `~`, a control character) or
+    longer than MAX_VALUE_CHARS becomes its safe part and `~` + a hash of the value (`a_b~1f0e3dad`)."""
+    if isinstance(value, float):
+        text = format(value, "g") if float(format(value, "g")) == value else repr(value)
+    elif isinstance(value, (list, dict)):
+        text = inline_yaml(value)
+    else:
+        text = str(value)
+    if len(text) <= MAX_VALUE_CHARS and text.isprintable() and not set(text) & UNSAFE_CHARACTERS:
+        return text  # after `key=`: a leading '.' hides nothing
+    safe = "".join(c if c.isprintable() and c not in UNSAFE_CHARACTERS else "_" for c in text)
+    return f"{safe[:MAX_VALUE_CHARS // 2]}~{value_hash(value)}"
+
+
+def value_hash(value: Any) -> str:
+    """8 hex digits of the SHA-256 of `value` as sorted JSON: the same for the same value on every machine."""
+    text = json.dumps(value, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
 def _suites(raw: Any, episodes: Any, where: str) -> tuple[Suite, ...]:
     suites = []
     for name, spec in _mapping(raw, f"{where}: suites").items():
@@ -217,17 +295,32 @@ def _suites(raw: Any, episodes: Any, where: str) -> tuple[Suite, ...]:
         count = episodes if episodes is not None else spec.get("episodes", DEFAULT_SUITE_EPISODES)
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
             raise UserError(f"{where}: suites.{name}.episodes must be a positive integer, got {count!r}")
-        suites.append(Suite(str(name), _overrides(spec.get("set"), f"{where}: suites.{name}.set"), count))
+        overrides = _overrides(spec.get("set"), f"{where}: suites.{name}.set")
+        if not isinstance(overrides.get("env.overrides", {}), Mapping):
+            raise UserError(f"{where}: suites.{name}.set: env.overrides must be a mapping (e.g. {{ctrl_dt: 0.02}}), "
+                            f"got {overrides['env.overrides']!r}")
+        suites.append(Suite(str(name), overrides, count))
     return tuple(suites)
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    """A count (0..count-1) or a list of distinct seeds, each a valid `run.seed` (below 2^32); `where` names the
+    manifest entry ('study.yaml: seeds')."""
+    from rlfit.constraints import SEED_LIMIT
+
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if value > SEED_LIMIT:
+            raise UserError(f"{where}: a count of {value} seeds goes past the largest seed, {SEED_LIMIT - 1} "
+                            "(2^32 - 1); give fewer")
         return tuple(range(value))
     if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                  for s in value) and len(set(value)) == len(value):
+        for index, seed in enumerate(value):
+            if seed >= SEED_LIMIT:
+                raise UserError(f"{where}[{index}] is {seed}; a seed must be an integer from 0 to {SEED_LIMIT - 1} "
+                                "(2^32 - 1)")
         return tuple(value)
-    raise UserError(f"{where}: seeds must be a positive count or a list of distinct seeds >= 0, got {value!r}")
+    raise UserError(f"{where} must be a positive count or a list of distinct seeds >= 0, got {value!r}")
 
 
 def parse_seeds_per_program(value: Any, where: str) -> int | None:
@@ -287,11 +380,3 @@ def _strings(value: Any, where: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise UserError(f"{where} must be a non-empty list of names, got {value!r}")
     return value
-
-
-def _short(value: Any) -> str:
-    return format(value, "g") if isinstance(value, float) else str(value)
-
-
-def _fail(message: str) -> Any:
-    raise UserError(message)

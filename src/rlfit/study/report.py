@@ -127,6 +127,7 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
     from rlfit.study import plots
     from rlfit.study.stats import compare, correlation, interval_estimates, performance_profile
 
+    check_report_paths(experiment, zip_path)
     manifest = experiment.manifest
     results = collect(experiment)
     if not results:
@@ -196,6 +197,17 @@ def write_report(experiment: Experiment, zip_path: Path | None = None, with_chec
     if zip_path is not None:
         write_zip(experiment, zip_path, with_checkpoints)
     return report
+
+
+def check_report_paths(experiment: Experiment, zip_path: Path | None) -> None:
+    """UserError, before anything is written, when EXP_DIR/report is a file or the zip's path is a directory."""
+    if experiment.report_dir.exists() and not experiment.report_dir.is_dir():
+        raise UserError(f"{experiment.report_dir} is a file, not a directory; move it aside so the report can be "
+                        "written there")
+    if zip_path is not None:
+        for path in (zip_path, zip_staging(zip_path)):
+            if path.is_dir():
+                raise UserError(f"{path} is a directory; move it aside so the zip can be written there")
 
 
 def markdown(experiment: Experiment, numbers: dict[str, Any]) -> str:
@@ -294,9 +306,14 @@ def write_zip(experiment: Experiment, zip_path: Path, with_checkpoints: bool) ->
         files += [run_dir / name for name in TRIAL_FILES_IN_ZIP if (run_dir / name).is_file()]
         if with_checkpoints and (run_dir / "checkpoints").is_dir():
             files += [p for p in sorted((run_dir / "checkpoints").rglob("*")) if p.is_file()]
-    staging = zip_path.with_name(f".{zip_path.name}.partial")
+    staging = zip_staging(zip_path)
     with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in files:
             archive.write(path, Path(root.name) / path.relative_to(root))
     os.replace(staging, zip_path)
     return zip_path
+
+
+def zip_staging(zip_path: Path) -> Path:
+    """Where the zip is written before it is renamed into place."""
+    return zip_path.with_name(f".{zip_path.name}.partial")
