@@ -7,9 +7,11 @@ counts, per program, the entries the first session wrote and those the resumed s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -30,9 +32,12 @@ def entries(cache: Path) -> Counter:
     return Counter(path.name.rsplit("-", 2)[0] for path in (cache / "jax").glob("*-cache"))
 
 
-def rlfit(env: dict[str, str], *args: str) -> None:
+def rlfit(env: dict[str, str], *args: str) -> tuple[str, float]:
+    """Runs `rlfit ARGS`; returns what it printed and its wall-clock seconds as this test measured them."""
+    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "rlfit", *args], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout + done.stderr, time.perf_counter() - started
 
 
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
@@ -44,11 +49,22 @@ def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path,
     first = entries(tmp_path / "cache")
     for program in PROGRAMS[algo]:
         assert first[program] >= 1, f"the first session left no cache entry for {program}: {sorted(first)}"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [("training step", False),
+                                                                          ("evaluation", False)]
 
-    rlfit(env, "resume", str(run_dir), "--iterations", "2", "--quiet")
+    printed, wall_s = rlfit(env, "resume", str(run_dir), "--iterations", "2")
     added = entries(tmp_path / "cache") - first
     assert not {program: added[program] for program in PROGRAMS[algo] if added[program]}, (
         f"the resumed process compiled again: {dict(added)}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [("training step", True),
+                                                                          ("evaluation", True)]
+    assert sum(p["compile_s"] for p in summary["programs"]) <= summary["compile_s"] + 1e-6
+    # From the process's start to its first step: after the compiles, before the process ended.
+    assert summary["compile_s"] < summary["time_to_first_step_s"] < wall_s
+    assert "compiling 1 of 2: training step" in printed and "compiling 2 of 2: evaluation" in printed
+    assert "compiled 1 of 2: training step in" in printed and "(from the compile cache)" in printed
 
 
 def test_the_cache_directory_is_the_one_configured(tmp_path):
@@ -57,3 +73,22 @@ def test_the_cache_directory_is_the_one_configured(tmp_path):
     env = dict(os.environ, RLFIT_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert Path(out.strip()) == tmp_path / "jax"
+
+
+def test_timed_compile_reads_the_programs_own_lookup(tmp_path):
+    """In a fresh cache, a program compiled once is a miss and compiled again (another process) a hit; a small
+    program run eagerly inside the block first (its own lookup, a miss) does not decide the record."""
+    code = (
+        "import jax, jax.numpy as jnp\n"
+        "jax.config.update('jax_compilation_cache_dir', {cache!r})\n"
+        "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+        "jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)\n"
+        "from rlfit.compile_log import timed_compile\n"
+        "with timed_compile('step') as timing:\n"
+        "    jnp.arange({n}) * 3  # eager: a program of its own, looked up first\n"
+        "    jax.jit(lambda x: jnp.sin(x) @ x.T).lower(jnp.ones((8, 8))).compile()\n"
+        "print(timing.record.from_cache, timing.record.compile_s > 0)\n")
+    run = lambda n: subprocess.run([sys.executable, "-c", code.format(cache=str(tmp_path), n=n)],  # noqa: E731
+                                   capture_output=True, text=True, check=True).stdout.split()
+    assert run(5) == ["False", "True"]
+    assert run(7) == ["True", "True"]  # the eager program differs (a miss), the compiled one is found

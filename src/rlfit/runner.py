@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.compile_log import ProgramCompile, seconds_since_process_start
 from rlfit.distributed import all_reach, any_process, is_writer, process_count
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.rundir import RunDir, write_json
@@ -136,8 +137,12 @@ def record_eval(progress: Progress, result: Any, min_delta: float) -> dict[str, 
 
 def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: float, compile_reused: bool,
                 init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
-                stopped_by: str | None) -> dict[str, Any]:
-    """summary.json of a session of `trainer`'s run that ended at `state`/`progress`."""
+                stopped_by: str | None, programs: tuple[ProgramCompile, ...] = (),
+                time_to_first_step_s: float | None = None) -> dict[str, Any]:
+    """summary.json of a session of `trainer`'s run that ended at `state`/`progress`. `programs`: each compiled
+    program's name, seconds and whether the persistent cache supplied it (empty when this process's programs were
+    reused); `time_to_first_step_s`: to the end of the session's first training step from the process's start (from
+    the session's start for a later run in the same process, an experiment's next trial)."""
     plan = trainer.plan
     peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
     return {
@@ -151,6 +156,8 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         "train_wall_s": train_wall_s,
         "compile_s": compile_s,
         "compile_reused": compile_reused,
+        "programs": [program.as_dict() for program in programs],
+        "time_to_first_step_s": time_to_first_step_s,
         "init_s": init_s,
         "eval_s": eval_s,
         "sps_mean": session_steps / train_wall_s if train_wall_s > 0 else None,
@@ -169,6 +176,10 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
     }
 
 
+_PROCESS_FIRST_STEP = {"taken": False}
+"""Whether a run of this process has taken its first training step (its time is counted from the process's start)."""
+
+
 class Runner:
     """Runs a Trainer's plan to the end, writing into a run directory."""
 
@@ -182,6 +193,8 @@ class Runner:
         self.checkpointer = checkpointer
         self.stop_flag = stop_flag
         self.console = console
+        self._time_to_first_step_s: float | None = None
+        """Seconds to the end of the session's first training step (`_since_start`), set once by that step."""
 
     def run(self, state: Any | None = None, progress: Progress | None = None) -> RunResult:
         """Trains from `state`/`progress` (fresh when None) to the plan's last iteration.
@@ -223,7 +236,7 @@ class Runner:
     def _train(self, state: Any, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
         state = self.trainer.place(state)  # restored or resized states arrive on one device
-        compiled = self.trainer.compile(state)
+        compiled = self.trainer.compile(state, say=self._say)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
             self.checkpointer.save(state, progress, force=True)
         done = "reused this process's compiled programs" if compiled.reused else f"compiled in {compiled.compile_s:.1f}s"
@@ -238,6 +251,8 @@ class Runner:
             stop_reason = None
             step_started = time.perf_counter()
             state, metrics, seconds = self._step(compiled, state)
+            if self._time_to_first_step_s is None:
+                self._time_to_first_step_s = self._since_start()
             progress.iteration += 1
             progress.env_steps += plan.env_steps_per_iteration
             session_steps += plan.env_steps_per_iteration
@@ -285,6 +300,14 @@ class Runner:
         if is_writer():
             write_json(self.run_dir.summary, summary)
         return summary
+
+    def _since_start(self) -> float:
+        """Seconds since the process started, for its first run; since this session started, for a later run in
+        the same process (an experiment's next trial)."""
+        if not _PROCESS_FIRST_STEP["taken"]:
+            _PROCESS_FIRST_STEP["taken"] = True
+            return seconds_since_process_start()
+        return time.perf_counter() - self._session_started
 
     def _timed_save(self, save: Any) -> None:
         """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""
@@ -402,7 +425,8 @@ class Runner:
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         return run_summary(self.trainer, state, progress, compile_s=compiled.compile_s, compile_reused=compiled.reused,
                            init_s=self._init_s, train_wall_s=train_wall_s, session_steps=session_steps, eval_s=eval_s,
-                           stopped_by=stopped_by)
+                           stopped_by=stopped_by, programs=compiled.programs,
+                           time_to_first_step_s=self._time_to_first_step_s)
 
     def _say(self, text: str) -> None:
         if self.console is not None:

@@ -24,6 +24,7 @@ from rlfit.envs.action_space import ActionSpace
 from rlfit.envs.vec_env import episode_steps
 from rlfit.networks import select_obs
 from rlfit.evaluate import EvalMetrics, make_evaluator
+from rlfit.compile_log import ProgramCompile, timed_compile
 from rlfit.jax_setup import compile_ahead
 from rlfit.mesh import DeviceLayout, default_env_axes
 from rlfit.plan import Plan
@@ -38,6 +39,8 @@ class Compiled:
     compile_s: float
     reused: bool = False
     """The programs were compiled earlier in this process for the same config and sizes (another seed)."""
+    programs: tuple[ProgramCompile, ...] = ()
+    """Each program's compile: its name, seconds and whether the persistent cache supplied it."""
 
 
 @dataclass
@@ -138,30 +141,41 @@ class Trainer:
         encoder of camera frames), when every program compiles without them."""
         return self.config.env.observation != "pixels"
 
-    def compile(self, state: Any | None = None) -> Compiled:
+    def compile(self, state: Any | None = None, say: Callable[[str], None] | None = None) -> Compiled:
         """Compiles the training iteration (state donated) and the evaluator, ahead of time.
 
         The programs do not depend on the seed: inside `reusing_programs()` (an experiment's trials) a second
         run of the same config and sizes in this process reuses them: no tracing, no compiling, `compile_s` 0.
+        `say` (the console's) hears which program is being compiled and what it took.
         """
         key = program_key(self.config, self.plan)
         if not _REUSE["enabled"]:
-            return self._compile(state)
+            return self._compile(state, say)
         if key in _PROGRAMS:
             _PROGRAMS[key] = _PROGRAMS.pop(key)  # most recently used last
-            return dataclasses.replace(_PROGRAMS[key], compile_s=0.0, reused=True)
-        compiled = self._compile(state)
+            return dataclasses.replace(_PROGRAMS[key], compile_s=0.0, reused=True, programs=())
+        compiled = self._compile(state, say)
         _PROGRAMS[key] = compiled
         while len(_PROGRAMS) > PROGRAMS_KEPT:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
         return compiled
 
-    def _compile(self, state: Any | None) -> Compiled:
+    def _compile(self, state: Any | None, say: Callable[[str], None] | None = None) -> Compiled:
         state = state if state is not None else self.abstract_state()
         started = time.perf_counter()
-        iteration = self.compile_iteration(state)
-        evaluate = self.compile_evaluator(state)
-        return Compiled(iteration, evaluate, time.perf_counter() - started)
+        programs = (("training step", self.compile_iteration), ("evaluation", self.compile_evaluator))
+        executables, records = [], []
+        for number, (name, compile_program) in enumerate(programs, start=1):
+            if say is not None:
+                say(f"compiling {number} of {len(programs)}: {name}")
+            with timed_compile(name) as timing:
+                executables.append(compile_program(state))
+            records.append(timing.record)
+            if say is not None:
+                source = {True: " (from the compile cache)", False: "", None: " (no compile cache)"}
+                say(f"compiled {number} of {len(programs)}: {name} in {timing.record.compile_s:.1f}s"
+                    f"{source[timing.record.from_cache]}")
+        return Compiled(*executables, time.perf_counter() - started, programs=tuple(records))
 
     def compile_evaluator(self, state: Any | None = None) -> Any:
         """The evaluation compiled ahead of time for `state`'s acting parameters (or the abstract state's):
