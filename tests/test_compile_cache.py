@@ -92,3 +92,77 @@ def test_timed_compile_reads_the_programs_own_lookup(tmp_path):
                                    capture_output=True, text=True, check=True).stdout.split()
     assert run(5) == ["False", "True"]
     assert run(7) == ["True", "True"]  # the eager program differs (a miss), the compiled one is found
+
+
+CACHE_NOTE = "rlfit: note: no compile cache"
+
+
+def train_toy(cache_dir, tmp_path):
+    """`rlfit train` on the toy environment with RLFIT_CACHE_DIR=cache_dir; (exit code, stderr)."""
+    from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment
+
+    sets = [arg for key in TOY_TRAIN_OVERRIDES if not key.startswith("run.num_timesteps") for arg in ("--set", key)]
+    done = subprocess.run([sys.executable, "-m", "rlfit", "train", TOY_ENV, *sets, "--set", "run.num_timesteps=2560",
+                           "--run-dir", str(tmp_path / "run"), "--quiet"],
+                          env={**cli_environment(), "RLFIT_CACHE_DIR": str(cache_dir)}, capture_output=True, text=True)
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize("kind", ["a file", "inside a file"])
+def test_a_cache_folder_that_cannot_be_created_is_one_note_and_training_goes_on(tmp_path, kind):
+    (tmp_path / "file").write_text("not a folder")
+    cache = tmp_path / "file" if kind == "a file" else tmp_path / "file" / "below"
+    code, err = train_toy(cache, tmp_path)
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith(CACHE_NOTE)]
+    assert len(notes) == 1 and str(cache / "jax") in notes[0], err
+    assert (tmp_path / "run" / "summary.json").exists()
+    assert (tmp_path / "file").read_text() == "not a folder"
+
+
+def test_a_failed_cache_write_is_one_note_and_turns_the_cache_off(tmp_path):
+    """JAX warns once per entry it cannot write; rlfit says it once and stops writing (no further lookups)."""
+    code = (
+        "import warnings, jax, jax.numpy as jnp\n"
+        "from rlfit.jax_setup import configure_jax\n"
+        "configure_jax()\n"
+        "from jax._src import compilation_cache as cc\n"
+        "before = cc.is_cache_used(jax.devices()[0].client)\n"
+        "for name in ('a', 'b', 'c'):\n"
+        "    warnings.warn(f\"Error writing persistent compilation cache entry for '{name}': OSError: [Errno 28] "
+        "No space left on device\")\n"
+        "warnings.warn('another warning')\n"
+        "print(before, cc.is_cache_used(jax.devices()[0].client))\n")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "RLFIT_CACHE_DIR": str(tmp_path)},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False"]
+    notes = [line for line in done.stderr.splitlines() if line.startswith(CACHE_NOTE)]
+    assert notes == [f"{CACHE_NOTE} ({tmp_path / 'jax'}: OSError: [Errno 28] No space left on device); compiling "
+                     "without it. Set RLFIT_CACHE_DIR to a writable folder with free space to keep compiled programs "
+                     "between runs"]
+    assert "Error writing persistent" not in done.stderr and "another warning" in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sys.platform != "linux", reason="mounting a tmpfs needs root on Linux")
+@pytest.mark.parametrize("options", ["size=64k", "ro"])
+def test_a_full_or_read_only_cache_folder_is_one_note_and_training_goes_on(tmp_path, options):
+    mount = tmp_path / "cache"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("this machine does not allow mounting a tmpfs")
+    try:
+        if options.startswith("size"):
+            (mount / "jax").mkdir()
+            with open(mount / "fill", "wb", buffering=0) as fill:  # fill the file system; the folder stays
+                try:
+                    while True:
+                        fill.write(b"\0" * 4096)
+                except OSError:
+                    pass
+        code, err = train_toy(mount, tmp_path)
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+    assert code == 0, err
+    assert len([line for line in err.splitlines() if line.startswith(CACHE_NOTE)]) == 1, err
+    assert "Error writing persistent" not in err and "Traceback" not in err, err
+    assert (tmp_path / "run" / "summary.json").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -62,18 +63,76 @@ def cache_dir() -> Path:
 def configure_jax(precision: str = "fp32") -> Path | None:
     """fp32 matmuls stay fp32 (no silent TF32 on Ampere+); compiled programs are cached on disk.
 
-    Returns the compilation cache directory, or None when it cannot be created (a read-only home: rlfit
-    then compiles without a cache, and says so once).
+    Returns the compilation cache directory, or None when it cannot be used: a folder that cannot be created or
+    written (a path that is a file, a read-only file system, a full disk). rlfit then compiles without a cache and
+    says so in one note; so it does when writing an entry fails later in the run (the disk filled up), instead of
+    JAX's warning per program.
     """
     jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[precision])
     directory = cache_dir() / "jax"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f"rlfit: note: no compile cache ({directory}: {error.strerror or error}); set RLFIT_CACHE_DIR to a "
-              "writable folder to keep compiled programs between runs", file=sys.stderr, flush=True)
+    problem = _unusable(directory)
+    if problem is not None:
+        _no_cache(directory, problem)
         return None
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _quiet_cache_failures(directory)
     return directory
+
+
+def _unusable(directory: Path) -> str | None:
+    """Why the cache folder cannot be used (created, then written), or None when it can."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory) as probe:
+            probe.write(b"rlfit")
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+_NOTED: set[str] = set()
+"""The cache folders already reported unusable in this process (one note each)."""
+
+
+def _no_cache(directory: Path, problem: str) -> None:
+    """Turns the persistent cache off and says so once per folder."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()  # JAX decides once whether to use the cache; this makes it decide again
+    if str(directory) in _NOTED:
+        return
+    _NOTED.add(str(directory))
+    print(f"rlfit: note: no compile cache ({directory}: {problem}); compiling without it. Set RLFIT_CACHE_DIR to a "
+          "writable folder with free space to keep compiled programs between runs", file=sys.stderr, flush=True)
+
+
+CACHE_WARNING = re.compile(r"^Error (?:writing|reading) persistent compilation cache entry for '[^']*': (?P<cause>.*)$",
+                           re.DOTALL)
+"""The warning JAX gives for each cache entry it fails to write or read (compiling goes on without it)."""
+
+
+def _quiet_cache_failures(directory: Path) -> None:
+    """Replaces JAX's warning per failed cache entry by one note, and turns the cache off (every later entry
+    would fail the same way)."""
+    import warnings
+
+    shown = warnings.showwarning
+    if getattr(shown, "rlfit_cache_hook", False):
+        return
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        failed = CACHE_WARNING.match(str(message))
+        if failed is None:
+            shown(message, category, filename, lineno, file, line)
+            return
+        _no_cache(Path(jax.config.jax_compilation_cache_dir or directory), failed["cause"].strip().splitlines()[0])
+
+    show.rlfit_cache_hook = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
