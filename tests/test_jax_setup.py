@@ -50,4 +50,3 @@ def test_sac_steps_compile_without_ynn_fusions_and_ppo_steps_with(toy_env_name, 
     trainer = Trainer.build(config, make_plan(config))
     assert trainer.step_ynn_fusions is step_fusions
     assert trainer.learner.ynn_fusions is step_fusions
-
