@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -16,10 +17,16 @@ def write_synced(path: Path, data: bytes | str) -> None:
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
-    """Writes via a temporary sibling and a rename, so readers never see half a file."""
+    """Writes via a temporary sibling and a rename, so readers never see half a file (a failed write leaves the
+    old file and no temporary one)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    write_synced(tmp, data)
-    tmp.replace(path)
+    try:
+        write_synced(tmp, data)
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

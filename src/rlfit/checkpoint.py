@@ -33,6 +33,7 @@ import numpy as np
 from rlfit.atomic_files import swap_into_place, write_synced
 from rlfit.distributed import barrier, host_copy
 from rlfit.fingerprint import fingerprints
+from rlfit.write_failures import quiet_orbax_echoes
 
 STATE_DIR = "state"
 META_FILE = "meta.json"
@@ -90,7 +91,8 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
     value (an unfilled replay buffer); see `CheckpointMeta.trimmed`. With `drop_trimmed` the rows after them
     are left out whatever they hold (`run.checkpoint_replay: false`) and restored as zeros.
 
-    Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
+    Raises OSError when the disk refuses (full, over quota, read-only), also where Orbax reports it as another
+    error; earlier checkpoints are untouched then.
     """
     leaves = [leaf if isinstance(leaf, jax.Array) else jax.numpy.asarray(leaf) for leaf in jax.tree.leaves(state)]
     rows, trimmed = stored_extent(leaves, stored_rows or [], drop_trimmed)
@@ -107,7 +109,8 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
         barrier(f"rlfit-checkpoint-{meta.iteration}-folder")
-        _orbax().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(stored)})
+        with quiet_orbax_echoes():  # a refused write leaves as the OSError behind it, without Orbax's echoes
+            _orbax().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(stored)})
         if writer:
             for name, data in (extra_files or {}).items():
                 write_synced(tmp / name, data)

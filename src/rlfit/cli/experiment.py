@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
     from rlfit.study.manifest import parse_seeds_per_program
     from rlfit.study.report import write_report
+    from rlfit.write_failures import stop_on_refusal
 
     per_program = args.seeds_per_program
     count = parse_seeds_per_program(per_program, "--seeds-per-program") if per_program is not None else None
@@ -48,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"give one manifest, got {' '.join(args.target)} (to resume: rlfit experiment resume EXP_DIR)")
     if per_program is not None:
         experiment = experiment.with_seeds_per_program(count)
-    run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
-    report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
+    with stop_on_refusal(f"free space, then `rlfit experiment resume {experiment.path}`"):
+        run_experiment(experiment, say=lambda line: print(line, flush=True), ray=args.ray)
+        report = write_report(experiment, zip_path=experiment.path / f"{experiment.manifest.name}.zip")
     print(f"report: {report}\nzip: {experiment.path / (experiment.manifest.name + '.zip')}")
     failed = failed_trials(experiment)
     if failed:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlfit.errors import UserError
+from rlfit.write_failures import WriteFailed, refusal
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 MAX_FPS = 30.0
@@ -84,11 +85,13 @@ def frame_stride(control_dt: float) -> int:
 
 
 def check_video_path(path: Path) -> None:
-    """A UserError unless `path` ends in .mp4 or .gif and its folder exists."""
+    """A UserError unless `path` ends in .mp4 or .gif and its folder exists and takes a new file (WriteFailed,
+    exit code 4, when the disk refuses it: full, over quota, read-only)."""
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise UserError(f"--out must end in {' or '.join(VIDEO_SUFFIXES)}, got '{path.name}'")
     if not path.parent.is_dir():
         raise UserError(f"the folder of --out, {path.parent}, does not exist; create it first")
+    check_folder_takes_files(path.parent)
     if path.suffix.lower() == ".mp4":
         try:
             import imageio_ffmpeg  # noqa: F401
@@ -99,6 +102,20 @@ def check_video_path(path: Path) -> None:
         import imageio  # noqa: F401
     except ImportError:
         raise UserError("writing videos needs imageio: pip install 'rlfit[video]'") from None
+
+
+def check_folder_takes_files(folder: Path) -> None:
+    """Creates and removes an empty file in `folder`: a folder that exists but cannot hold the video (/proc, no
+    permission) is a UserError before anything renders, and a disk that refuses writes is WriteFailed."""
+    try:
+        handle, name = tempfile.mkstemp(prefix=".rlfit-play-", dir=folder)
+    except OSError as error:
+        what = f"cannot write in the folder of --out, {folder}: {error.strerror or error}"
+        if refusal(error) is not None:
+            raise WriteFailed(what, "free space or choose another --out") from None
+        raise UserError(f"{what}; choose another --out") from None
+    os.close(handle)
+    os.unlink(name)
 
 
 def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:

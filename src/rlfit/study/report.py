@@ -295,8 +295,12 @@ def write_zip(experiment: Experiment, zip_path: Path, with_checkpoints: bool) ->
         if with_checkpoints and (run_dir / "checkpoints").is_dir():
             files += [p for p in sorted((run_dir / "checkpoints").rglob("*")) if p.is_file()]
     staging = zip_path.with_name(f".{zip_path.name}.partial")
-    with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            archive.write(path, Path(root.name) / path.relative_to(root))
-    os.replace(staging, zip_path)
+    try:
+        with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, Path(root.name) / path.relative_to(root))
+        os.replace(staging, zip_path)
+    except BaseException:
+        staging.unlink(missing_ok=True)  # a failed write (a full disk) leaves the previous zip and no partial one
+        raise
     return zip_path
