@@ -123,8 +123,9 @@ def open_sinks(config: Config, directory: RunDir, console: ConsoleSink | None = 
 def summary_line(result: RunResult) -> str:
     s = result.summary
     reward = "n/a" if s["final_eval_reward"] is None else f"{s['final_eval_reward']:.1f}"
+    speed = "n/a" if s["sps_mean"] is None else f"{s['sps_mean']:,.0f}"  # None: no step this session
     return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
-            f"({s['sps_mean']:,.0f} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
+            f"({speed} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
 
 
 __all__ = ["RunDir", "RunResult", "train", "train_config"]

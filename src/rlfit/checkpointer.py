@@ -77,12 +77,11 @@ class Checkpointer:
             if self.writer:
                 self.sync_metrics()
                 extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
-            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop,
-                                   writer=self.writer)
+            save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop, writer=self.writer,
+                            write_more=lambda folder: self._save_policy(acting, folder / "policy"))
             if not self.writer:
                 self.last_saved = progress.iteration
                 return
-            self._save_policy(acting, path / "policy")
             self._save_policy(acting, self.run_dir.policy)
         except OSError as error:
             message = (f"cannot write checkpoint for iteration {progress.iteration} in {self.run_dir.checkpoints}: "

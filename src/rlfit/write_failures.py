@@ -45,7 +45,7 @@ class WriteFailed(UserError):
 
 
 def refusal(error: BaseException) -> OSError | None:
-    """The refused write behind `error` (itself, its cause or context, or a member of its group), as an OSError
+    """The refused write behind `error` (itself, its cause or its context, and theirs), as an OSError
     with the refusal's errno; None when `error` is not a disk refusing a write."""
     seen: set[int] = set()
     pending = [error]
@@ -57,7 +57,7 @@ def refusal(error: BaseException) -> OSError | None:
         found = _own_refusal(current)
         if found is not None:
             return found
-        pending += [current.__cause__, current.__context__, *getattr(current, "exceptions", ())]
+        pending += [current.__cause__, current.__context__]
     return None
 
 
