@@ -6,6 +6,7 @@ floating base, else the model's first camera, else MuJoCo's default free camera.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import warnings
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rlfit.atomic_files import write_synced
 from rlfit.errors import UserError
 from rlfit.write_failures import WriteFailed, refusal
 
@@ -119,9 +121,10 @@ def check_folder_takes_files(folder: Path) -> None:
 
 
 def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
-    """Writes `frames` ([H, W, 3] uint8 each) to `path` (.mp4 with ffmpeg, .gif with Pillow), atomically."""
-    import imageio.v3 as iio
+    """Writes `frames` ([H, W, 3] uint8 each) to `path` (.mp4 with ffmpeg, .gif with Pillow), atomically.
 
+    Raises OSError naming `path` when the disk refuses the video (full, over quota, read-only); nothing is left
+    behind then, and a video already at `path` is kept."""
     suffix = path.suffix.lower()
     handle, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
     os.close(handle)
@@ -129,12 +132,52 @@ def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
     tmp.chmod(0o644)  # mkstemp makes it private; a video is as readable as the run directory
     try:
         if suffix == ".gif":
-            iio.imwrite(tmp, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
+            _write_gif(tmp, frames, fps)
         else:
-            with warnings.catch_warnings():  # ffmpeg is started by fork + exec at once: JAX's warning does not apply
-                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-                iio.imwrite(tmp, np.stack(frames), plugin="FFMPEG", fps=fps, codec="libx264", quality=7,
-                            macro_block_size=8)
+            _write_mp4(tmp, frames, fps)
         tmp.replace(path)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_gif(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
+    """Encodes the GIF in memory, then writes it: a refused write is one OSError, with no encoder object left
+    behind to try the write again when it is collected."""
+    import imageio.v3 as iio
+
+    write_synced(path, iio.imwrite("<bytes>", np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0))
+
+
+def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
+    """ffmpeg writes the MP4 (quietly); imageio does not report ffmpeg failing, so the file is read back, and an
+    unreadable one is the disk's refusal when a small write there is refused too."""
+    import imageio.v3 as iio
+
+    with warnings.catch_warnings():  # ffmpeg is started by fork + exec at once: JAX's warning does not apply
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        iio.imwrite(path, np.stack(frames), plugin="FFMPEG", fps=fps, codec="libx264", quality=7,
+                    macro_block_size=8, ffmpeg_log_level="quiet")
+        if _readable_video(path):
+            return
+    probe = path.with_name(f"{path.name}.probe")
+    try:
+        write_synced(probe, bytes(PROBE_BYTES))
+    finally:
+        probe.unlink(missing_ok=True)
+    raise OSError(errno.EIO, "ffmpeg could not write a complete video")
+
+
+PROBE_BYTES = 1 << 20
+"""What `_write_mp4` writes beside a video ffmpeg could not finish, to learn whether the disk refuses writes."""
+
+
+def _readable_video(path: Path) -> bool:
+    """True when ffmpeg reads at least one frame back from `path`."""
+    import imageio_ffmpeg
+
+    try:
+        return imageio_ffmpeg.count_frames_and_secs(str(path))[0] > 0
+    except Exception:  # noqa: BLE001 - any failure to read it back means the video is incomplete
+        return False
