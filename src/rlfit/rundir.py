@@ -126,7 +126,7 @@ def user_path_errors(path: Path, fix: str) -> Iterator[None]:
         where = error.filename or path
         what = f"cannot write {where}: {error.strerror or error}"
         if refusal(error) is not None:
-            raise WriteFailed(what, fix) from None
+            raise WriteFailed(what, f"free space or {fix}") from None
         raise UserError(f"{what}; {fix}") from None
 
 
