@@ -85,6 +85,17 @@ def test_naming_puts_the_path_on_an_error_that_names_none():
     assert caught.value.filename == "/runs/a/metrics.jsonl" and caught.value.errno == errno.ENOSPC
 
 
+def test_naming_puts_the_path_in_place_of_a_temporary_stand_in():
+    with pytest.raises(OSError) as caught:
+        with naming("/runs/a/report.md", "/runs/a/.report.md.tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device", "/runs/a/.report.md.tmp")
+    assert caught.value.filename == "/runs/a/report.md"
+    with pytest.raises(OSError) as caught:
+        with naming("/runs/a/report.md", "/runs/a/.report.md.tmp"):
+            raise OSError(errno.ENOENT, "No such file or directory", "/runs/a/trial/summary.json")
+    assert caught.value.filename == "/runs/a/trial/summary.json"  # another file's error keeps its name
+
+
 def test_a_refused_orbax_save_leaves_as_its_os_error_and_its_echoes_are_dropped(caplog):
     with pytest.raises(OSError) as caught:
         with quiet_orbax_echoes():

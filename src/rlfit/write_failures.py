@@ -85,12 +85,13 @@ def describe(refused: OSError) -> str:
 
 
 @contextmanager
-def naming(path: os.PathLike | str) -> Iterator[None]:
-    """An OSError inside the block that names no file (os.write, a buffered file's flush) names `path`."""
+def naming(path: os.PathLike | str, *stand_ins: os.PathLike | str) -> Iterator[None]:
+    """An OSError inside the block that names no file (os.write, a buffered file's flush), or one of `stand_ins`
+    (the temporary file written in its place), names `path`."""
     try:
         yield
     except OSError as error:
-        if error.filename is not None:
+        if error.filename is not None and str(error.filename) not in {str(p) for p in stand_ins}:
             raise
         raise OSError(error.errno, error.strerror, str(path)) from None
 

@@ -173,6 +173,7 @@ def test_the_zip_refused_is_one_line_and_keeps_the_zip(finished, capfd, monkeypa
     monkeypatch.setattr(zipfile.ZipFile, "write", fills_up)
     result = cli_in_process(capfd, "report", str(finished), "--zip", cwd=finished.parent)
     assert result.returncode == 4
-    assert "No space left on device; free space, then run `rlfit report` again" in one_line(result.stderr)
+    assert (f"cannot write {finished / 'made.zip'}: No space left on device; free space, then run `rlfit report` "
+            "again") in one_line(result.stderr)
     assert written(finished) == before  # the previous zip, and no partial one beside it
     assert zipfile.ZipFile(finished / "made.zip").testzip() is None

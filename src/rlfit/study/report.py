@@ -23,6 +23,7 @@ import yaml
 from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError
 from rlfit.rundir import write_json
+from rlfit.write_failures import naming
 from rlfit.study.experiment import (SUITES_FILE, Experiment, failed_trials, measure_names, read_json,
                                     trial_status)
 from rlfit.study.manifest import Trial
@@ -296,7 +297,7 @@ def write_zip(experiment: Experiment, zip_path: Path, with_checkpoints: bool) ->
             files += [p for p in sorted((run_dir / "checkpoints").rglob("*")) if p.is_file()]
     staging = zip_path.with_name(f".{zip_path.name}.partial")
     try:
-        with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with naming(zip_path, staging), zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for path in files:
                 archive.write(path, Path(root.name) / path.relative_to(root))
         os.replace(staging, zip_path)
