@@ -177,3 +177,22 @@ def test_the_zip_refused_is_one_line_and_keeps_the_zip(finished, capfd, monkeypa
             "again") in one_line(result.stderr)
     assert written(finished) == before  # the previous zip, and no partial one beside it
     assert zipfile.ZipFile(finished / "made.zip").testzip() is None
+
+
+def test_report_on_a_real_full_disk_keeps_the_report_and_the_zip(finished, capfd):
+    import os
+    import shutil
+
+    with small_tmpfs("2m") as disk:
+        experiment = disk / "made"
+        shutil.copytree(finished, experiment)
+        first = cli_in_process(capfd, "report", str(experiment), "--zip", cwd=disk)
+        assert first.returncode == 0, first.stderr
+        before = written(experiment)
+        stat = os.statvfs(disk)
+        (disk / "filler").write_bytes(bytes(stat.f_bavail * stat.f_frsize - 8192))  # 8 KiB left: no plot fits
+        result = cli_in_process(capfd, "report", str(experiment), "--zip", cwd=disk)
+        assert result.returncode == 4
+        line = one_line(result.stderr)
+        assert f"cannot write {experiment}/" in line and "No space left on device" in line
+        assert written(experiment) == before  # every file as it was, no temporary one beside them
