@@ -110,3 +110,25 @@ def test_other_orbax_errors_pass_unchanged():
     with pytest.raises(ValueError, match="bad tree"):
         with quiet_orbax_echoes():
             raise ValueError("bad tree")
+
+
+def test_what_a_refused_orbax_save_leaves_behind_is_not_reported(monkeypatch):
+    """TensorStore completes writes into the event loops Orbax closed when the save failed: Python reports each
+    as an unraisable 'Event loop is closed', which is dropped; other unraisable errors still reach the hook."""
+    import sys
+    from types import SimpleNamespace
+
+    import rlfit.write_failures as write_failures
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    monkeypatch.setattr(write_failures, "_installed", [])
+    monkeypatch.setattr(write_failures, "_ORBAX_SAVES", {"running": 0, "refused": False})
+    closed = SimpleNamespace(exc_value=RuntimeError("Event loop is closed"), object=None)
+    other = SimpleNamespace(exc_value=RuntimeError("a bug elsewhere"), object=None)
+    with pytest.raises(OSError):
+        with quiet_orbax_echoes():
+            raise ValueError(ORBAX_FULL)
+    sys.unraisablehook(closed)
+    sys.unraisablehook(other)
+    assert reported == [other]
