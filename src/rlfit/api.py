@@ -19,6 +19,7 @@ from rlfit.sinks.jsonl import JsonlSink
 from rlfit.sinks.tensorboard import TensorBoardSink
 from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
 from rlfit.trainer import Trainer
+from rlfit.write_failures import stop_on_refusal
 
 
 def train(
@@ -66,7 +67,8 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
     trainer = Trainer.build(config, plan)
     directory, lock = create_run_dir(path, config)
     with lock:
-        write_json(directory.plan, plan.to_dict())
+        with stop_on_refusal(f"free space or fix permissions, then `rlfit resume {directory.path}`"):
+            write_json(directory.plan, plan.to_dict())
         return execute(trainer, directory, quiet=quiet, live=live)
 
 
@@ -102,7 +104,7 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
             sinks.close()
     except OSError as error:
         raise SaveFailed(f"cannot write {error.filename or directory.path}: {error.strerror or error}; the checkpoints "
-                         f"written before are intact; free space or fix permissions, then `rlfit resume "
+                         "written before are intact", f"free space or fix permissions, then `rlfit resume "
                          f"{directory.path}`") from None
     if console is not None:
         console.message(summary_line(result))
@@ -121,8 +123,9 @@ def open_sinks(config: Config, directory: RunDir, console: ConsoleSink | None = 
 def summary_line(result: RunResult) -> str:
     s = result.summary
     reward = "n/a" if s["final_eval_reward"] is None else f"{s['final_eval_reward']:.1f}"
+    speed = "n/a" if s["sps_mean"] is None else f"{s['sps_mean']:,.0f}"  # None: no step this session
     return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
-            f"({s['sps_mean']:,.0f} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
+            f"({speed} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
 
 
 __all__ = ["RunDir", "RunResult", "train", "train_config"]

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
 
+from rlfit.write_failures import naming
+
 
 def write_synced(path: Path, data: bytes | str) -> None:
-    """Writes `data` to `path` and forces it to disk before returning."""
-    with open(path, "wb") as file:
+    """Writes `data` to `path` and forces it to disk before returning (an OSError names `path`)."""
+    with naming(path), open(path, "wb") as file:
         file.write(data.encode() if isinstance(data, str) else data)
         file.flush()
         os.fsync(file.fileno())
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
-    """Writes via a temporary sibling and a rename, so readers never see half a file."""
+    """Writes via a temporary sibling and a rename, so readers never see half a file (a failed write leaves the
+    old file and no temporary one)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    write_synced(tmp, data)
-    tmp.replace(path)
+    try:
+        with naming(path, tmp):
+            write_synced(tmp, data)
+            tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 from rlfit.atomic_files import swap_into_place, write_synced
 from rlfit.distributed import barrier, host_copy
 from rlfit.fingerprint import fingerprints
+from rlfit.write_failures import quiet_orbax_echoes
 
 STATE_DIR = "state"
 META_FILE = "meta.json"
@@ -81,16 +83,19 @@ def list_steps(directory: Path) -> list[int]:
 
 def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
                     extra_files: dict[str, bytes] | None = None, stored_rows: list[int | None] | None = None,
-                    drop_trimmed: bool = False, writer: bool = True) -> Path:
+                    drop_trimmed: bool = False, writer: bool = True,
+                    write_more: Callable[[Path], None] | None = None) -> Path:
     """Writes `state` (any pytree of arrays) atomically as checkpoint `meta_fields['iteration']`.
 
     Every process calls it; each writes its arrays' shards, and the `writer` (process 0) alone the rest.
-    `extra_files` (name -> bytes) are written into the checkpoint's folder too (e.g. a copy of the metrics).
+    `extra_files` (name -> bytes) are written into the checkpoint's folder too (e.g. a copy of the metrics), and
+    `write_more(folder)` may add more (the policy) before the folder is renamed into place (the writer only).
     `stored_rows` (per leaf, None for all) saves a leaf's first rows only, where every row after them holds one
     value (an unfilled replay buffer); see `CheckpointMeta.trimmed`. With `drop_trimmed` the rows after them
     are left out whatever they hold (`run.checkpoint_replay: false`) and restored as zeros.
 
-    Raises OSError when the disk refuses (full, read-only); earlier checkpoints are untouched then.
+    Raises OSError when the disk refuses (full, over quota, read-only), also where Orbax reports it as another
+    error; earlier checkpoints are untouched then.
     """
     leaves = [leaf if isinstance(leaf, jax.Array) else jax.numpy.asarray(leaf) for leaf in jax.tree.leaves(state)]
     rows, trimmed = stored_extent(leaves, stored_rows or [], drop_trimmed)
@@ -107,10 +112,13 @@ def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
         barrier(f"rlfit-checkpoint-{meta.iteration}-folder")
-        _orbax().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(stored)})
+        with quiet_orbax_echoes():  # a refused write leaves as the OSError behind it, without Orbax's echoes
+            _orbax().save((tmp / STATE_DIR).absolute(), {"leaves": _as_mapping(stored)})
         if writer:
             for name, data in (extra_files or {}).items():
                 write_synced(tmp / name, data)
+            if write_more is not None:
+                write_more(tmp)
             write_synced(tmp / META_FILE, json.dumps(asdict(meta), indent=1, default=str))
             swap_into_place(tmp, final)  # replaces the same iteration saved before (after a back-off)
     except BaseException:

@@ -14,18 +14,16 @@ import jax
 
 from rlfit.checkpoint import list_steps, prune, save_checkpoint
 from rlfit.distributed import from_writer, host_copy
-from rlfit.errors import UserError
 from rlfit.rundir import RunDir
 from rlfit.run_metrics import METRICS_COPY, metrics_copy
 from rlfit.versions import package_versions
+from rlfit.write_failures import EXIT_WRITE_FAILED, WriteFailed
 
-EXIT_SAVE_FAILED = 4
+EXIT_SAVE_FAILED = EXIT_WRITE_FAILED
 
 
-class SaveFailed(UserError):
-    """A checkpoint could not be written and the run stopped (exit code 4)."""
-
-    exit_code = EXIT_SAVE_FAILED
+class SaveFailed(WriteFailed):
+    """A checkpoint (or another file of the run) could not be written and the run stopped (exit code 4)."""
 
 
 class Checkpointer:
@@ -79,19 +77,18 @@ class Checkpointer:
             if self.writer:
                 self.sync_metrics()
                 extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
-            path = save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop,
-                                   writer=self.writer)
+            save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop, writer=self.writer,
+                            write_more=lambda folder: self._save_policy(acting, folder / "policy"))
             if not self.writer:
                 self.last_saved = progress.iteration
                 return
-            self._save_policy(acting, path / "policy")
             self._save_policy(acting, self.run_dir.policy)
         except OSError as error:
             message = (f"cannot write checkpoint for iteration {progress.iteration} in {self.run_dir.checkpoints}: "
                        f"{error.strerror or error}; earlier checkpoints are intact")
             if not self.run_config.continue_on_save_error:
-                raise SaveFailed(message + "; free space or fix permissions, then `rlfit resume "
-                                 f"{self.run_dir.path}`") from None
+                raise SaveFailed(message, f"free space or fix permissions, then `rlfit resume {self.run_dir.path}`"
+                                 ) from None
             self.warn(f"rlfit: warning: {message}; continuing (run.continue_on_save_error)")
             return
         self.last_saved = progress.iteration

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,8 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
         config = config.replace(run={"num_timesteps": max(1, meta.env_steps + (request.iterations - meta.iteration)
                                                           * trainer.plan.env_steps_per_iteration)})
     plan = make_plan(config, trainer.plan.sizes, trainer.plan.reasons, done)
-    if plan.num_iterations <= meta.iteration:
+    finished = plan.num_iterations < meta.iteration or summary_written(directory, meta.iteration)
+    if plan.num_iterations <= meta.iteration and finished:
         raise UserError(f"{directory.path} is already at iteration {meta.iteration} ({meta.env_steps:,} env steps); "
                         f"give a larger total (`rlfit resume {directory.path} --iterations N` with N > {meta.iteration}, "
                         f"or --timesteps N with N > {meta.env_steps})")
@@ -128,6 +130,15 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     if is_writer():  # from here on the run directory changes (process 0's alone over several processes)
         rewind_run_dir(directory, meta.iteration, config, plan.to_dict())
     return execute(trainer, directory, state, Progress.from_record(meta.progress), quiet=quiet, live=live)
+
+
+def summary_written(directory: RunDir, iteration: int) -> bool:
+    """True when summary.json records a session that ended at `iteration`; a run that saved its last checkpoint
+    but could not write its summary (a full disk) is not finished: resuming it writes the summary."""
+    try:
+        return json.loads(directory.summary.read_text()).get("iterations") == iteration
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def rewind_run_dir(directory: RunDir, iteration: int, config: Config, plan: dict[str, Any]) -> None:

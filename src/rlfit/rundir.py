@@ -25,6 +25,7 @@ from rlfit.config import Config
 from rlfit.envs.loading import env_label
 from rlfit.errors import UserError
 from rlfit.run_lock import LOCK_FILE, RunLock, check_not_in_use
+from rlfit.write_failures import WriteFailed, refusal
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,8 @@ def looks_resumable(path: Path) -> bool:
 def create_run_dir(path: Path, config: Config) -> tuple[RunDir, RunLock]:
     """Creates and locks the directory, writes `config.yaml` (call only once all input has been validated).
 
-    Raises UserError (exit 2, one line naming the path and the cause) when it cannot be created or written,
-    or when another process holds it.
+    Raises UserError (one line naming the path and the cause: exit 2, or 4 when the disk refuses the write) when
+    it cannot be created or written, or when another process holds it.
     """
     check_new_run_dir(path)
     with user_path_errors(path, "choose another --run-dir"):
@@ -117,12 +118,16 @@ def lock_run_dir(path: Path, command: str) -> RunLock:
 
 @contextmanager
 def user_path_errors(path: Path, fix: str) -> Iterator[None]:
-    """Turns an OSError (read-only, not a directory, permission denied, disk full) into one line, exit 2."""
+    """Turns an OSError into one line: exit 4 when the disk refuses the write (full, over quota, read-only),
+    exit 2 for a path that cannot be used (not a directory, permission denied)."""
     try:
         yield
     except OSError as error:
         where = error.filename or path
-        raise UserError(f"cannot write {where}: {error.strerror or error}; {fix}") from None
+        what = f"cannot write {where}: {error.strerror or error}"
+        if refusal(error) is not None:
+            raise WriteFailed(what, f"free space or {fix}") from None
+        raise UserError(f"{what}; {fix}") from None
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -204,7 +204,8 @@ def test_unwritable_run_directories_exit_2_in_one_line(cli):
     assert blocker.read_text() == "not a directory"
 
 
-def test_read_only_file_system_is_one_line(tmp_path, monkeypatch, capsys):
+def test_read_only_file_system_is_one_line_and_exit_4(tmp_path, monkeypatch, capsys):
+    """A disk that refuses the write is exit code 4 (a failed write), not 2 (bad input), like a full one."""
     import errno
 
     from rlfit.cli import main
@@ -218,6 +219,6 @@ def test_read_only_file_system_is_one_line(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(Path, "mkdir", read_only)
     code = main(["train", "tests.toy_env:make", "--preset", "smoke", "--run-dir", str(tmp_path / "run")])
-    assert code == 2
+    assert code == 4
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and f"cannot write {tmp_path / 'run'}: Read-only file system" in error

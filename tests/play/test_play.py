@@ -169,3 +169,71 @@ def test_play_and_export_a_sac_run(tmp_path, capfd):
     played = run_cli("play", str(run), "--seconds", "0.6", "--out", str(out), cwd=tmp_path)
     assert played.returncode == 0, played.stderr
     assert frames_change(iio.imread(out, index=None))
+
+
+def test_an_out_folder_that_takes_no_files_is_one_line_before_anything_renders(capsys, cartpole_run, monkeypatch):
+    def renders(*args):
+        raise AssertionError("play rendered before checking --out")
+
+    monkeypatch.setattr("rlfit.play.gl.choose_backend", renders)
+    err = one_line_error(capsys, "play", str(cartpole_run), "--out", "/proc/x.gif")
+    assert "cannot write in the folder of --out, /proc" in err and "choose another --out" in err
+    assert not Path("/proc/x.gif").exists()
+
+
+def test_an_out_folder_on_a_read_only_disk_is_exit_4_before_anything_renders(capsys, cartpole_run, tmp_path,
+                                                                             monkeypatch):
+    import errno
+    import os
+
+    import rlfit.play.video as video
+    from rlfit.cli import main
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path / ".rlfit-play-x"))
+
+    monkeypatch.setattr(video.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr("rlfit.play.gl.choose_backend", lambda: pytest.fail("play rendered before checking --out"))
+    code = main(["play", str(cartpole_run), "--out", str(tmp_path / "x.gif")])
+    err = capsys.readouterr().err
+    assert code == 4 and err.count("\n") == 1, err
+    assert f"cannot write in the folder of --out, {tmp_path}: Read-only file system" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_video_the_disk_refuses_is_exit_4_and_leaves_nothing(capfd, cartpole_run, tmp_path, monkeypatch):
+    reason = headless_gl_reason()
+    if reason:
+        pytest.skip(reason)
+    import rlfit.play.video as video
+    from tests.full_disk import disk_full
+
+    def full(path, data):
+        raise disk_full(path)
+
+    monkeypatch.setattr(video, "write_synced", full)
+    out = tmp_path / "cartpole.gif"
+    result = cli_in_process(capfd, "play", str(cartpole_run), "--seconds", "0.2", "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 4
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"rlfit: error: cannot write {out}: No space left on device; free space or choose another --out, "
+                     "then run `rlfit play` again"], result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_write_video_on_a_real_full_disk_is_one_os_error_and_leaves_nothing(capfd, suffix):
+    import errno
+    import gc
+
+    from rlfit.play.video import write_video
+    from tests.full_disk import small_tmpfs
+
+    frames = list(np.random.default_rng(0).integers(0, 256, (20, 240, 320, 3), dtype=np.uint8))
+    with small_tmpfs("24k") as disk:
+        with pytest.raises(OSError) as caught:
+            write_video(disk / f"video{suffix}", frames, 25.0)
+        gc.collect()  # an encoder left behind would try the write again here
+        assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(disk / f"video{suffix}")
+        assert list(disk.iterdir()) == []
+    assert capfd.readouterr().err == ""  # not ffmpeg's lines, nor an error ignored in a destructor

@@ -1,7 +1,8 @@
 """The `rlfit` command line. Each subcommand lives in its own module with `register(subparsers)`.
 
-Exit codes: 0 done; 2 bad input (one line on stderr); 3 training became non-finite; 4 a checkpoint could
-not be written; 5 out of device memory with no back-off left; 130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint.
+Exit codes: 0 done; 2 bad input (one line on stderr); 3 training became non-finite; 4 a file could not be
+written (disk full, over quota, read-only; one line on stderr); 5 out of device memory with no back-off left;
+130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from rlfit.errors import UserError
 from rlfit.runner import NonFiniteError
 from rlfit.signals import StopRequested
+from rlfit.write_failures import EXIT_WRITE_FAILED, describe, refusal
 
 COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "doctor", "plan", "info",
             "convert-weights")
@@ -55,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `rlfit keys | head`: the reader has gone; stop quietly, as `cat` does
         return broken_pipe_exit()
+    except Exception as error:  # noqa: BLE001 - a refused write anywhere is one line; anything else is a bug
+        refused = refusal(error)
+        if refused is None:
+            raise
+        print(f"rlfit: error: {describe(refused)}; free space (or make it writable), then run the command again",
+              file=sys.stderr)
+        return EXIT_WRITE_FAILED
 
 
 def broken_pipe_exit() -> int:

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
     from rlfit.study.manifest import parse_seeds_per_program
     from rlfit.study.report import check_report_paths, write_report
+    from rlfit.write_failures import stop_on_refusal
 
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     per_program = args.seeds_per_program
@@ -52,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         experiment = experiment.with_seeds_per_program(count)
     zip_path = experiment.path / f"{experiment.manifest.name}.zip"
     check_report_paths(experiment, zip_path)  # before hours of training
-    run_experiment(experiment, say=say, ray=args.ray)
-    report = write_report(experiment, zip_path=zip_path)
+    with stop_on_refusal(f"free space, then `rlfit experiment resume {experiment.path}`"):
+        run_experiment(experiment, say=say, ray=args.ray)
+        report = write_report(experiment, zip_path=zip_path)
     say(f"report: {report}\nzip: {zip_path}")
     failed = failed_trials(experiment)
     if failed:

@@ -21,12 +21,14 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
     from rlfit.study.experiment import open_experiment
     from rlfit.study.report import write_report
+    from rlfit.write_failures import stop_on_refusal
 
     if args.with_checkpoints and not args.zip:
         raise UserError("--with-checkpoints only applies with --zip")
     experiment = open_experiment(args.experiment)
     zip_path = experiment.path / f"{experiment.manifest.name}.zip" if args.zip else None
-    report = write_report(experiment, zip_path=zip_path, with_checkpoints=args.with_checkpoints)
+    with stop_on_refusal("free space, then run `rlfit report` again (the trials are intact)"):
+        report = write_report(experiment, zip_path=zip_path, with_checkpoints=args.with_checkpoints)
     if not args.quiet:
         print(f"report: {report}" + (f"\nzip: {zip_path}" if zip_path else ""))
     return 0

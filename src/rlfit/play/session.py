@@ -93,9 +93,11 @@ def play(options: PlayOptions, say: Callable[[str], None] = print) -> PlayResult
     frames, returns, steps = result
     if out is not None:
         from rlfit.play.video import frame_stride, write_video
+        from rlfit.write_failures import stop_on_refusal
 
         fps = 1.0 / (control_dt * frame_stride(control_dt))
-        write_video(out, frames, fps)
+        with stop_on_refusal("free space or choose another --out, then run `rlfit play` again"):
+            write_video(out, frames, fps)
     else:
         fps = 1.0 / control_dt
     summary = PlayResult(out, backend.label if backend else None, len(frames), steps, steps * control_dt,

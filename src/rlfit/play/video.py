@@ -6,6 +6,7 @@ floating base, else the model's first camera, else MuJoCo's default free camera.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import warnings
@@ -15,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from rlfit.atomic_files import write_synced
 from rlfit.errors import UserError
+from rlfit.write_failures import WriteFailed, refusal
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 MAX_FPS = 30.0
@@ -84,11 +87,13 @@ def frame_stride(control_dt: float) -> int:
 
 
 def check_video_path(path: Path) -> None:
-    """A UserError unless `path` ends in .mp4 or .gif and its folder exists."""
+    """A UserError unless `path` ends in .mp4 or .gif and its folder exists and takes a new file (WriteFailed,
+    exit code 4, when the disk refuses it: full, over quota, read-only)."""
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise UserError(f"--out must end in {' or '.join(VIDEO_SUFFIXES)}, got '{path.name}'")
     if not path.parent.is_dir():
         raise UserError(f"the folder of --out, {path.parent}, does not exist; create it first")
+    check_folder_takes_files(path.parent)
     if path.suffix.lower() == ".mp4":
         try:
             import imageio_ffmpeg  # noqa: F401
@@ -101,10 +106,25 @@ def check_video_path(path: Path) -> None:
         raise UserError("writing videos needs imageio: pip install 'rlfit[video]'") from None
 
 
-def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
-    """Writes `frames` ([H, W, 3] uint8 each) to `path` (.mp4 with ffmpeg, .gif with Pillow), atomically."""
-    import imageio.v3 as iio
+def check_folder_takes_files(folder: Path) -> None:
+    """Creates and removes an empty file in `folder`: a folder that exists but cannot hold the video (/proc, no
+    permission) is a UserError before anything renders, and a disk that refuses writes is WriteFailed."""
+    try:
+        handle, name = tempfile.mkstemp(prefix=".rlfit-play-", dir=folder)
+    except OSError as error:
+        what = f"cannot write in the folder of --out, {folder}: {error.strerror or error}"
+        if refusal(error) is not None:
+            raise WriteFailed(what, "free space or choose another --out") from None
+        raise UserError(f"{what}; choose another --out") from None
+    os.close(handle)
+    os.unlink(name)
 
+
+def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
+    """Writes `frames` ([H, W, 3] uint8 each) to `path` (.mp4 with ffmpeg, .gif with Pillow), atomically.
+
+    Raises OSError naming `path` when the disk refuses the video (full, over quota, read-only); nothing is left
+    behind then, and a video already at `path` is kept."""
     suffix = path.suffix.lower()
     handle, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
     os.close(handle)
@@ -112,12 +132,52 @@ def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
     tmp.chmod(0o644)  # mkstemp makes it private; a video is as readable as the run directory
     try:
         if suffix == ".gif":
-            iio.imwrite(tmp, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
+            _write_gif(tmp, frames, fps)
         else:
-            with warnings.catch_warnings():  # ffmpeg is started by fork + exec at once: JAX's warning does not apply
-                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-                iio.imwrite(tmp, np.stack(frames), plugin="FFMPEG", fps=fps, codec="libx264", quality=7,
-                            macro_block_size=8)
+            _write_mp4(tmp, frames, fps)
         tmp.replace(path)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_gif(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
+    """Encodes the GIF in memory, then writes it: a refused write is one OSError, with no encoder object left
+    behind to try the write again when it is collected."""
+    import imageio.v3 as iio
+
+    write_synced(path, iio.imwrite("<bytes>", np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0))
+
+
+def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
+    """ffmpeg writes the MP4 (quietly); imageio does not report ffmpeg failing, so the file is read back, and an
+    unreadable one is the disk's refusal when a small write there is refused too."""
+    import imageio.v3 as iio
+
+    with warnings.catch_warnings():  # ffmpeg is started by fork + exec at once: JAX's warning does not apply
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        iio.imwrite(path, np.stack(frames), plugin="FFMPEG", fps=fps, codec="libx264", quality=7,
+                    macro_block_size=8, ffmpeg_log_level="quiet")
+        if _readable_video(path):
+            return
+    probe = path.with_name(f"{path.name}.probe")
+    try:
+        write_synced(probe, bytes(PROBE_BYTES))
+    finally:
+        probe.unlink(missing_ok=True)
+    raise OSError(errno.EIO, "ffmpeg could not write a complete video")
+
+
+PROBE_BYTES = 1 << 20
+"""What `_write_mp4` writes beside a video ffmpeg could not finish, to learn whether the disk refuses writes."""
+
+
+def _readable_video(path: Path) -> bool:
+    """True when ffmpeg reads at least one frame back from `path`."""
+    import imageio_ffmpeg
+
+    try:
+        return imageio_ffmpeg.count_frames_and_secs(str(path))[0] > 0
+    except Exception:  # noqa: BLE001 - any failure to read it back means the video is incomplete
+        return False

@@ -39,5 +39,12 @@ class Sinks:
                 sink.rewind(iteration)
 
     def close(self) -> None:
+        """Closes every sink, then raises the first error one of them raised (a full disk, say)."""
+        failures = []
         for sink in self.sinks:
-            sink.close()
+            try:
+                sink.close()
+            except Exception as error:  # noqa: BLE001 - the others are closed too, then it is raised
+                failures.append(error)
+        if failures:
+            raise failures[0]

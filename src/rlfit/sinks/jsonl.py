@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlfit.atomic_files import write_atomic
+from rlfit.write_failures import naming
 
 
 class JsonlSink:
@@ -31,13 +32,15 @@ class JsonlSink:
 
     def write(self, kind: str, row: dict[str, Any]) -> None:
         line = (json.dumps({"kind": kind, **row}) + "\n").encode()
-        written = os.write(self._descriptor, line)
-        while written < len(line):  # only on a nearly full disk; the next write raises ENOSPC then
-            written += os.write(self._descriptor, line[written:])
+        with naming(self.path):
+            written = os.write(self._descriptor, line)
+            while written < len(line):  # only on a nearly full disk; the next write raises ENOSPC then
+                written += os.write(self._descriptor, line[written:])
 
     def sync(self) -> None:
         """Forces the rows written so far to disk (called at every checkpoint)."""
-        os.fsync(self._descriptor)
+        with naming(self.path):
+            os.fsync(self._descriptor)
 
     def close(self) -> None:
         if self._descriptor is not None:

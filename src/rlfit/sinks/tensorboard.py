@@ -20,6 +20,7 @@ from typing import Any
 
 from rlfit.atomic_files import swap_into_place
 from rlfit.sinks.jsonl import read_rows
+from rlfit.write_failures import naming
 
 SKIP = {"iteration", "env_steps", "wall_s", "time", "kind"}
 
@@ -64,12 +65,18 @@ def rebuild(directory: Path, rows: list[dict[str, Any]]) -> None:
     """Replaces `directory` with event files holding exactly `rows` (metrics.jsonl rows with their 'kind')."""
     staging = directory.with_name(f".{directory.name}.rebuild")
     shutil.rmtree(staging, ignore_errors=True)
-    writer = EventFile(staging, "rebuilt")
-    for row in rows:
-        _add_row(writer, row.get("kind", "train"), row)
-    writer.sync()
-    writer.close()
-    swap_into_place(staging, directory)
+    try:
+        writer = EventFile(staging, "rebuilt")
+        try:
+            for row in rows:
+                _add_row(writer, row.get("kind", "train"), row)
+            writer.sync()
+        finally:
+            writer.close()
+        swap_into_place(staging, directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed write (a full disk) leaves the old tb/ alone
+        raise
 
 
 class EventFile:
@@ -80,7 +87,8 @@ class EventFile:
 
         directory.mkdir(parents=True, exist_ok=True)
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{label}"
-        self.file = open(directory / name, "ab")
+        self.path = directory / name
+        self.file = open(self.path, "ab")
         self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
         self.flush()
 
@@ -93,22 +101,27 @@ class EventFile:
 
     def flush(self) -> None:
         """Hands the buffered events to the OS (they survive the process being killed)."""
-        self.file.flush()
+        with naming(self.path):
+            self.file.flush()
 
     def sync(self) -> None:
         """Forces the events to disk (they survive the machine losing power)."""
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        with naming(self.path):
+            self.file.flush()
+            os.fsync(self.file.fileno())
 
     def close(self) -> None:
-        self.file.close()
+        with naming(self.path):
+            self.file.close()
 
     def _write(self, event) -> None:
         from tensorboardX.record_writer import masked_crc32c
 
         data = event.SerializeToString()
         header = struct.pack("Q", len(data))
-        self.file.write(header + struct.pack("I", masked_crc32c(header)) + data + struct.pack("I", masked_crc32c(data)))
+        with naming(self.path):
+            self.file.write(header + struct.pack("I", masked_crc32c(header)) + data
+                            + struct.pack("I", masked_crc32c(data)))
 
 
 def _add_row(writer: EventFile, kind: str, row: dict[str, Any]) -> None:

@@ -25,11 +25,12 @@ import yaml
 
 from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError, did_you_mean
-from rlfit.rundir import write_json
+from rlfit.rundir import user_path_errors, write_json
 from rlfit.sinks.console import format_duration
 from rlfit.study.manifest import (GPU_TEST_STAGE, Manifest, Trial, override_strings, parse_manifest,
                                   read_manifest)
 from rlfit.trainer import reusing_programs
+from rlfit.write_failures import WriteFailed
 
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST_FILE = "manifest.yaml"
@@ -184,15 +185,17 @@ def start_experiment(manifest_path: str | Path, stage: str | None = None, comman
     while path.exists():
         suffix += 1
         path = path.with_name(f"{path.name.rsplit('~', 1)[0]}~{suffix}")
-    try:
+    with user_path_errors(path, "choose another --dir"):
         path.mkdir(parents=True)
-    except OSError as error:
-        raise UserError(f"cannot create {path}: {error.strerror or error}; choose another --dir") from None
-    write_atomic(path / MANIFEST_FILE, yaml.safe_dump(dict(raw), sort_keys=False))
-    write_json(path / EXPERIMENT_FILE, {
-        "name": manifest.name, "stage": manifest.stage, "set": list(command_line),
-        "manifest_source": str(Path(manifest_path).resolve()), "created": datetime.now().astimezone().isoformat(),
-        "trials": [trial.path for trial in manifest.trials()]})
+        try:
+            write_atomic(path / MANIFEST_FILE, yaml.safe_dump(dict(raw), sort_keys=False))
+            write_json(path / EXPERIMENT_FILE, {
+                "name": manifest.name, "stage": manifest.stage, "set": list(command_line),
+                "manifest_source": str(Path(manifest_path).resolve()),
+                "created": datetime.now().astimezone().isoformat(), "trials": [trial.path for trial in manifest.trials()]})
+        except OSError:
+            shutil.rmtree(path, ignore_errors=True)  # half an experiment directory could not be resumed
+            raise
     return Experiment(path, manifest)
 
 
@@ -381,6 +384,8 @@ def train_trial(experiment: Experiment, trial: Trial, status: str) -> None:
 
         if isinstance(error, OutOfMemory):
             raise
+        if isinstance(error, WriteFailed):  # keeps its exit code (4)
+            raise WriteFailed(f"trial {trial.path}: {error.what}", error.fix) from None
         raise UserError(f"trial {trial.path}: {error}") from None
 
 

@@ -23,6 +23,7 @@ import yaml
 from rlfit.atomic_files import write_atomic
 from rlfit.errors import UserError
 from rlfit.rundir import write_json
+from rlfit.write_failures import naming
 from rlfit.study.experiment import (SUITES_FILE, Experiment, failed_trials, measure_names, read_json,
                                     trial_status)
 from rlfit.study.manifest import Trial
@@ -307,10 +308,14 @@ def write_zip(experiment: Experiment, zip_path: Path, with_checkpoints: bool) ->
         if with_checkpoints and (run_dir / "checkpoints").is_dir():
             files += [p for p in sorted((run_dir / "checkpoints").rglob("*")) if p.is_file()]
     staging = zip_staging(zip_path)
-    with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            archive.write(path, Path(root.name) / path.relative_to(root))
-    os.replace(staging, zip_path)
+    try:
+        with naming(zip_path, staging), zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, Path(root.name) / path.relative_to(root))
+        os.replace(staging, zip_path)
+    except BaseException:
+        staging.unlink(missing_ok=True)  # a failed write (a full disk) leaves the previous zip and no partial one
+        raise
     return zip_path
 
 
