@@ -39,7 +39,7 @@ from typing import Any
 
 from brax_compare import (COMPILE_LINE, brax_spec, ensure_brax_venv, log_compiles_env, new_work_dir,
                           ppo_shared_settings, run_brax, xla_compiles)
-from common import RLFIT, finish_record, fresh_cache_env, load_1min, print_table, run_timed, start_record
+from common import RESULTS, RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed, start_record
 
 QUICK_OVERRIDES = ("ppo.num_envs=16", "ppo.batch_size=16", "ppo.num_minibatches=2", "ppo.unroll_length=10",
                    "run.num_eval_envs=4")
@@ -75,7 +75,7 @@ def overrides_for(args: argparse.Namespace, algo: str) -> list[str]:
 
 def record_name(args: argparse.Namespace) -> str:
     size = "" if args.num_envs is None else f"_n{args.num_envs}"
-    return f"first_step_{args.env}_{args.preset}{size}" + ("_quick" if args.quick else "")
+    return f"first_step_{args.env}_{args.preset}{size}" + ("_check" if args.quick else "")
 
 
 def main() -> None:
@@ -100,7 +100,7 @@ def main() -> None:
     record["verdict"] = verdict(record)
     record["notes"] = NOTES
     print_report(record)
-    finish_record(record, args.out)
+    finish_record(record, args.out or (TMP if args.quick else RESULTS) / f"{record['benchmark']}.json")
 
 
 def run_child(spec: dict[str, Any], cache: Path, stem: Path) -> dict[str, Any]:
