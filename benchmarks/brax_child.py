@@ -6,9 +6,9 @@ benchmarks/.venv-brax.
 SPEC.json holds `env`, `seed` and either `ppo` (keyword arguments of `ppo.train`, plus `policy_hidden` and
 `value_hidden`) or `sac` (keyword arguments of `sac.train`, plus `policy_hidden`, `q_hidden` and
 `q_layer_norm`). OUT.json gets every progress callback with its time since the train call, Brax's own
-`training/sps`, the eval reward, the process CPU time so far, and the times of imports, environment loading
-and the call.
-Imports only Brax, Playground and the standard library (this venv has no rlfit).
+`training/sps`, the eval reward, the process CPU time so far and the seconds since the process started (psutil's
+create time, when psutil imports), and the times of imports, environment loading and the call.
+Imports only Brax, Playground, the standard library and psutil when present (this venv has no rlfit).
 """
 
 from __future__ import annotations
@@ -18,6 +18,20 @@ import sys
 import time
 
 STARTED = time.perf_counter()
+
+
+def _process_created() -> float | None:
+    """The Unix time this process started (psutil's, as rlfit's `time_to_first_step_s` uses), or None."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:  # noqa: BLE001 - psutil is optional here
+        return None
+
+
+PROCESS_CREATED = _process_created()
+STARTED_UNIX = time.time() - (time.perf_counter() - STARTED)
 
 import functools  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -37,7 +51,8 @@ def progress_recorder(t0: list[float], callbacks: list[dict]) -> Callable[[int, 
 
     def record(step: int, metrics: dict) -> None:
         now = time.perf_counter() - t0[0]
-        row = {"t_s": now, "cpu_s": time.process_time(), "step": int(step),
+        row = {"t_s": now, "cpu_s": time.process_time(), "step": int(step), "since_process_start_s":
+               None if PROCESS_CREATED is None else time.time() - PROCESS_CREATED,
                "eval_reward": _float(metrics.get("eval/episode_reward")),
                "brax_training_sps": _float(metrics.get("training/sps")),
                "brax_training_walltime": _float(metrics.get("training/walltime")),
@@ -96,9 +111,11 @@ def train(spec: dict) -> dict:
                                    network_factory=factory, progress_fn=progress, seed=spec["seed"], **kwargs)
     call_s = time.perf_counter() - t0[0]
     return {
+        "script_start_since_process_start_s": None if PROCESS_CREATED is None else STARTED_UNIX - PROCESS_CREATED,
         "import_s": IMPORTED - STARTED,
         "env_load_s": env_loaded - env_started,
         "train_call_s": call_s,
+        "train_call_start_since_script_start_s": t0[0] - STARTED,
         "callbacks": callbacks,
         "final_eval_reward": _float(final_metrics.get("eval/episode_reward")),
         "jax_version": jax.__version__,

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +105,12 @@ def ensure_brax_venv() -> dict[str, Any]:
     return {"created": True, "install_s": round(time.perf_counter() - started, 1)}
 
 
-def ppo_shared_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The PPO settings both trainers get, read from rlfit's resolved config for the preset."""
+def ppo_shared_settings(args: argparse.Namespace, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The PPO settings both trainers get, read from rlfit's resolved config for the preset (with `overrides`,
+    `section.key=value` strings as for `--set`)."""
     from rlfit.config import resolve
 
-    config = resolve(args.env, args.preset, overrides=[f"run.seed={args.seed}"])
+    config = resolve(args.env, args.preset, overrides=[f"run.seed={args.seed}", *overrides])
     eval_every = args.eval_every or config.run.eval_every
     if args.iterations % eval_every:
         raise SystemExit(f"--iterations ({args.iterations}) must be a multiple of eval_every ({eval_every})")
