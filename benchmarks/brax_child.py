@@ -56,7 +56,9 @@ def progress_recorder(t0: list[float], callbacks: list[dict]) -> Callable[[int, 
                "eval_reward": _float(metrics.get("eval/episode_reward")),
                "brax_training_sps": _float(metrics.get("training/sps")),
                "brax_training_walltime": _float(metrics.get("training/walltime")),
-               "eval_walltime": _float(metrics.get("eval/walltime"))}
+               "eval_walltime": _float(metrics.get("eval/walltime")),
+               **{key: _float(value) for key, value in metrics.items()
+                  if key.startswith("training/") and key.endswith("loss")}}
         callbacks.append(row)
         print(f"t={now:7.1f}s step={row['step']:>10,} eval={row['eval_reward']} "
               f"brax sps={row['brax_training_sps']}", flush=True)
