@@ -42,7 +42,9 @@ def rlfit(env: dict[str, str], *args: str) -> tuple[str, float]:
 
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path, algo):
-    env = dict(cli_environment(), RLFIT_CACHE_DIR=str(tmp_path / "cache"))
+    # Every program is written to the cache, however fast it compiles (rlfit's threshold of 0.5 s would leave out
+    # the checksums' program on a quiet machine, and make the test depend on the machine's speed).
+    env = dict(cli_environment(), RLFIT_CACHE_DIR=str(tmp_path / "cache"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     run_dir = tmp_path / "run"
     rlfit(env, "train", "CartpoleBalance", "--algo", algo, "--preset", "smoke", "--set", "run.num_timesteps=1",
           "--set", "run.eval_every=1", "--set", "run.save_interval=1", "--run-dir", str(run_dir), "--quiet")

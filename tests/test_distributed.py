@@ -114,10 +114,10 @@ from rlfit.trainer import Trainer
 real_compile = Trainer.compile
 
 
-def compile_or_run_out(self, state=None):
+def compile_or_run_out(self, state=None, say=None):
     if self.plan.sizes.num_envs > 8:
         raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={self.plan.sizes.num_envs}")
-    return real_compile(self, state)
+    return real_compile(self, state, say)
 
 
 Trainer.compile = compile_or_run_out

@@ -75,7 +75,8 @@ def configure_jax(precision: str = "fp32") -> Path | None:
         _no_cache(directory, problem)
         return None
     jax.config.update("jax_compilation_cache_dir", str(directory))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's own setting, when given, wins
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     _quiet_cache_failures(directory)
     return directory
