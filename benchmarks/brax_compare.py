@@ -108,7 +108,7 @@ def ensure_brax_venv() -> dict[str, Any]:
 def ppo_shared_settings(args: argparse.Namespace, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The PPO settings both trainers get, read from rlfit's resolved config for the preset (with `overrides`,
     `section.key=value` strings as for `--set`)."""
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
 
     config = resolve(args.env, args.preset, overrides=[f"run.seed={args.seed}", *overrides])
     eval_every = args.eval_every or config.run.eval_every
@@ -147,7 +147,7 @@ def sac_shared_settings(args: argparse.Namespace) -> dict[str, Any]:
 
     Brax's `sac.train` fixes what rlfit's config leaves open (see `brax_sac_mismatches`); the config must match.
     """
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
 
     config = resolve(args.env, args.preset, overrides=["algo=sac"])
     s, repeat = config.sac, config.env.action_repeat

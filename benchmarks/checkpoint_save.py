@@ -5,8 +5,8 @@
 
 Each case builds the starting state of `rlfit train CartpoleBalance --algo A --preset P` (its replay buffer at
 full capacity, all of it saved: the worst case, a buffer that has filled), then saves it `--reps` times
-(`rlfit.checkpoint.save_checkpoint`, Orbax writing the shards, meta.json, the rename into place) and loads it as
-many times (`load_checkpoint`, checksums verified). `checksum_s` times `rlfit.fingerprint.fingerprints` alone on
+(`rlfit.checkpoints.format.save_checkpoint`, Orbax writing the shards, meta.json, the rename into place) and loads it as
+many times (`load_checkpoint`, checksums verified). `checksum_s` times `rlfit.checkpoints.fingerprint.fingerprints` alone on
 the same arrays (one pass over them where they live), which both a save and a load include. The first save of a
 state's structure also compiles the checksum program: `first_save_s` shows it. Writes
 results/checkpoint_save.json.
@@ -33,11 +33,11 @@ def measure(algo: str, preset: str, reps: int) -> dict:
     import jax
     import numpy as np
 
-    from rlfit.checkpoint import load_checkpoint, save_checkpoint
-    from rlfit.config import resolve
-    from rlfit.fingerprint import fingerprints
+    from rlfit.checkpoints.format import load_checkpoint, save_checkpoint
+    from rlfit.config.schema import resolve
+    from rlfit.checkpoints.fingerprint import fingerprints
     from rlfit.planning import plan_for
-    from rlfit.trainer import Trainer
+    from rlfit.run.build import Trainer
 
     config = resolve("CartpoleBalance", preset, overrides=[f"algo={algo}"])
     config, plan = plan_for(config)

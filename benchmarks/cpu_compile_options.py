@@ -2,7 +2,7 @@
 
 "XLA default": XLA's own convolutions (`conv_impl='native'`) compiled with XLA's default options.
 "rlfit": the convolutions rlfit's encoders use on a CPU (`conv_impl='taps'`, rlfit.networks.conv2d: a gradient
-XLA runs fast inside loops) compiled with `rlfit.jax_setup.CPU_COMPILER_OPTIONS` (XLA's YNNPACK fusions off).
+XLA runs fast inside loops) compiled with `rlfit.hardware.jax_setup.CPU_COMPILER_OPTIONS` (XLA's YNNPACK fusions off).
 
 Each case is one function compiled ahead of time both ways and timed as the median of `--reps` calls after a
 warm-up call, on the same inputs; "in a scan" runs the function 3 times in one `lax.scan` (as a training
@@ -40,12 +40,12 @@ from rlfit.algos.sac.config import PRESETS, SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.replay import Batch
 from rlfit.algos.sac.update import init_opt_states, make_gradient_update, make_optimizers
-from rlfit.config import resolve
+from rlfit.config.schema import resolve
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.jax_setup import CPU_COMPILER_OPTIONS
+from rlfit.hardware.jax_setup import CPU_COMPILER_OPTIONS
 from rlfit.networks.encoders import EncoderSpec, make_encoder
-from rlfit.plan import make_plan
-from rlfit.trainer import Trainer
+from rlfit.planning.plan import make_plan
+from rlfit.run.build import Trainer
 
 FRAMES, SIZE, CHANNELS = 3, 64, 3
 SCAN_STEPS = 3

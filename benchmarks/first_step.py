@@ -82,7 +82,7 @@ def main() -> None:
     args = parse_args()
     if args.child:
         return child(*args.child)
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
 
     algo = resolve(args.env, args.preset).algo
     record = start_record(record_name(args))
@@ -269,13 +269,13 @@ def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) 
     import mujoco_playground  # noqa: F401 - Playground's import, counted here as in brax_child.py
 
     from rlfit.api import execute
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.envs import load_env
-    from rlfit.jax_setup import configure_jax
+    from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning import plan_for
-    from rlfit.rundir import check_new_run_dir, create_run_dir, write_json
+    from rlfit.rundir.layout import check_new_run_dir, create_run_dir, write_json
     from rlfit.sinks.wandb import check_wandb_available
-    from rlfit.trainer import Trainer
+    from rlfit.run.build import Trainer
     done("import", "config")
     config = resolve(spec["env"], spec["preset"], overrides=spec["overrides"])
     done("config", "plan")

@@ -86,9 +86,9 @@ def measure(config, sizes, env) -> dict[str, Any]:
     """Compiles and runs one iteration at `sizes`; XLA's analysis and the measured peak, in bytes."""
     import jax
 
-    from rlfit.plan import make_plan
+    from rlfit.planning.plan import make_plan
     from rlfit.planning.memory import point_from_analysis
-    from rlfit.trainer import Trainer
+    from rlfit.run.build import Trainer
 
     trainer = Trainer.build(config, make_plan(config, sizes), env=env)
     started = time.perf_counter()
@@ -144,9 +144,9 @@ def child_main(name: str, num_envs: int) -> None:
     import jax
 
     from rlfit.algos.ppo.candidates import scale_sizes
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.envs import load_env
-    from rlfit.plan import config_sizes
+    from rlfit.planning.plan import config_sizes
 
     config = resolve(name, "smoke", overrides=list(OVERRIDES))
     env = load_env(config.env, jax.default_backend())
@@ -158,9 +158,9 @@ def child_main(name: str, num_envs: int) -> None:
 def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
     import jax
 
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.envs import load_env
-    from rlfit.plan import config_sizes
+    from rlfit.planning.plan import config_sizes
     from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN
     from rlfit.algos.ppo.candidates import scale_sizes
     from rlfit.planning.memory import fit_memory_model
@@ -206,7 +206,7 @@ def main() -> None:
 
     import jax
 
-    from rlfit.jax_setup import configure_jax
+    from rlfit.hardware.jax_setup import configure_jax
 
     configure_jax("fp32")
     if args.child:

@@ -1,4 +1,4 @@
-"""Data-parallel scaling (`run.devices`, `rlfit.mesh`): env steps/s of one run split over 1, 2, 4 devices, the
+"""Data-parallel scaling (`run.devices`, `rlfit.parallel.mesh`): env steps/s of one run split over 1, 2, 4 devices, the
 global sizes unchanged, and each device's share of the step's memory (XLA's analysis of the compiled program).
 
     .venv/bin/python benchmarks/scaling.py                         # CartpoleBalance quick on 1, 2, 4 forced CPU devices
@@ -29,11 +29,11 @@ def child(args: argparse.Namespace) -> None:
     """One device count: build, compile, time `--iterations` iterations; print one JSON line."""
     import jax
 
-    from rlfit.config import resolve
-    from rlfit.jax_setup import configure_jax
+    from rlfit.config.schema import resolve
+    from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning import plan_for
-    from rlfit.runner import eval_key
-    from rlfit.trainer import Trainer
+    from rlfit.run.loop import eval_key
+    from rlfit.run.build import Trainer
 
     configure_jax("fp32")
     config = resolve(args.env, args.preset, overrides=[*args.set, f"run.devices={args.devices}"])

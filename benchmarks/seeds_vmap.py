@@ -19,12 +19,12 @@ import jax
 import numpy as np
 
 from common import finish_record, print_table, start_record
-from rlfit.config import resolve
-from rlfit.jax_setup import configure_jax
-from rlfit.plan import config_sizes, make_plan
-from rlfit.runner import eval_key
+from rlfit.config.schema import resolve
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.planning.plan import config_sizes, make_plan
+from rlfit.run.loop import eval_key
 from rlfit.study.seed_group import SeedGroup
-from rlfit.trainer import Trainer
+from rlfit.run.build import Trainer
 
 
 def sequential(trainer: Trainer, seeds: list[int], iterations: int) -> tuple[float, list[float]]:

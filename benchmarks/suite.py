@@ -64,7 +64,7 @@ def parse_args() -> argparse.Namespace:
 
 def shared_settings(env: str, preset: str, quick: bool) -> dict[str, Any]:
     """brax_compare's shared PPO settings for `env`, over the preset's steps rounded up to whole eval periods."""
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
 
     config = resolve(env, preset)
     p = config.ppo

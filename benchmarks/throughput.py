@@ -31,11 +31,11 @@ import jax
 import jax.numpy as jnp
 
 from common import TMP, finish_record, print_table, start_record
-from rlfit.config import resolve
-from rlfit.jax_setup import configure_jax
-from rlfit.plan import config_sizes, make_plan
+from rlfit.config.schema import resolve
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.algos.ppo.rollout import collect
-from rlfit.trainer import Trainer
+from rlfit.run.build import Trainer
 from rlfit.versions import package_versions
 
 

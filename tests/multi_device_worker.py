@@ -1,6 +1,6 @@
 """Runs in its own interpreter with XLA_FLAGS=--xla_force_host_platform_device_count=4 (a test cannot change the
 device count of the test process): trains the toy environment on 1, 2 and 4 CPU devices and writes what
-tests/test_mesh.py checks into OUT (parameters as .npz, summaries and shardings as JSON).
+tests/parallel/test_mesh.py checks into OUT (parameters as .npz, summaries and shardings as JSON).
 
     python tests/multi_device_worker.py OUT
 """
@@ -15,8 +15,8 @@ import jax
 import numpy as np
 
 import rlfit
-from rlfit.jax_setup import configure_jax
-from rlfit.resume import resume
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.run.resume import resume
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
 
 PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0", "run.save_interval=2"]
@@ -24,7 +24,7 @@ PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0", "run
 SAC = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("ppo.")] + [
     "algo=sac", "sac.num_envs=16", "sac.batch_size=32", "sac.min_replay_size=64", "sac.max_replay_size=65536",
     "run.num_timesteps=3000", "run.eval_every=0"]
-"""16 environments; a replay buffer of 65536 transitions, most of SAC's state (tests/test_mesh.py checks its split)."""
+"""16 environments; a replay buffer of 65536 transitions, most of SAC's state (tests/parallel/test_mesh.py checks its split)."""
 SAC_PIXELS = ["algo=sac", "env.observation=pixels", "env.image_size=16", "env.frames=2", "network.encoder=simple2dcnn",
               "run.num_eval_envs=4"]
 """CartpoleBalance seen by the JAX camera (16x16, 2 frames), SAC's smoke sizes: 8 environments, 512 transitions."""
@@ -51,9 +51,9 @@ def step_bytes(overrides: list[str]) -> dict[int, dict[str, int]]:
     """XLA's per-device memory analysis of the compiled step on 1 and 2 devices (compiled, not run). It is
     compiled for the placed initial state, as `rlfit.train` compiles it, so the runs of the same overrides below
     load this very program from the compile cache instead of compiling it again."""
-    from rlfit.config import resolve
-    from rlfit.plan import make_plan
-    from rlfit.trainer import Trainer
+    from rlfit.config.schema import resolve
+    from rlfit.planning.plan import make_plan
+    from rlfit.run.build import Trainer
 
     sizes = {}
     for devices in (1, 2):

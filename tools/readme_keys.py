@@ -1,10 +1,10 @@
-"""Writes README.md's key table from the config dataclasses' own docstrings (`rlfit.config_docs`), between the
+"""Writes README.md's key table from the config dataclasses' own docstrings (`rlfit.config.docs`), between the
 markers below, so that the table and `rlfit keys` cannot drift apart.
 
     python tools/readme_keys.py            # rewrite the table in README.md
     python tools/readme_keys.py --check    # exit 1 (and say so) when README.md's table is out of date
 
-tests/test_config_docs.py runs the check; run this script after changing a config field or its docstring.
+tests/config/test_docs.py runs the check; run this script after changing a config field or its docstring.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def with_table(text: str, table: str) -> str:
 
 
 def main(argv: list[str] | None = None, readme: Path = README) -> int:
-    from rlfit.config_docs import markdown_table
+    from rlfit.config.docs import markdown_table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check that README.md's table is up to date")

@@ -11,8 +11,8 @@ def train(*args, **kwargs):
 
 
 def load_policy(*args, **kwargs):
-    """See `rlfit.policy_io.load_policy`."""
-    from rlfit.policy_io import load_policy as _load_policy
+    """See `rlfit.deploy.policy_file.load_policy`."""
+    from rlfit.deploy.policy_file import load_policy as _load_policy
 
     return _load_policy(*args, **kwargs)
 

@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlfit.config import DEFAULT_ENV, Config, resolve
-from rlfit.jax_setup import configure_jax
-from rlfit.plan import Plan
-from rlfit.rundir import RunDir, check_new_run_dir, create_run_dir, default_run_path, write_json
-from rlfit.checkpointer import Checkpointer, SaveFailed
-from rlfit.runner import Progress, Runner, RunResult
-from rlfit.signals import StopFlag
+from rlfit.config.schema import DEFAULT_ENV, Config, resolve
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.planning.plan import Plan
+from rlfit.rundir.layout import RunDir, check_new_run_dir, create_run_dir, default_run_path, write_json
+from rlfit.checkpoints.schedule import Checkpointer, SaveFailed
+from rlfit.run.loop import Progress, Runner, RunResult
+from rlfit.run.signals import StopFlag
 from rlfit.hardware.utilization import UtilizationSampler
 from rlfit.sinks import Sinks
 from rlfit.sinks.console import ConsoleSink
 from rlfit.sinks.jsonl import JsonlSink
 from rlfit.sinks.tensorboard import TensorBoardSink
 from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
-from rlfit.trainer import Trainer
-from rlfit.write_failures import stop_on_refusal
+from rlfit.run.build import Trainer
+from rlfit.rundir.write_failures import stop_on_refusal
 
 
 def train(
@@ -56,7 +56,7 @@ def train(
 def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
                  live: bool | None = None) -> RunResult:
     """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
-    from rlfit.distributed import is_writer
+    from rlfit.parallel.distributed import is_writer
 
     check_wandb_available(config)
     configure_jax(plan.precision)
@@ -79,7 +79,7 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
     The caller holds the directory's lock. A file of the run that cannot be written stops the run in one line
     (exit code 4), the checkpoints written before it intact.
     """
-    from rlfit.distributed import is_writer
+    from rlfit.parallel.distributed import is_writer
 
     plan = trainer.plan
     start = progress.iteration if progress else 0

@@ -15,7 +15,7 @@ import zipfile
 import pytest
 import yaml
 
-from rlfit.hardware.checks import CheckResult
+from rlfit.run.checks import CheckResult
 from rlfit.study.manifest import parse_manifest
 from tests.cli.test_train_cli import assert_one_line_error, files_under
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_in_process

@@ -242,7 +242,7 @@ def test_empty_config_file_is_refused(capsys, user_dir, tmp_path):
 
 
 def test_keys_lists_every_activation(capsys):
-    from rlfit.constraints import ACTIVATIONS
+    from rlfit.config.rules import ACTIVATIONS
 
     code, out, _ = cli(capsys, "keys")
     assert code == 0

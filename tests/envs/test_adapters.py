@@ -14,7 +14,7 @@ import pytest
 gymnax = pytest.importorskip("gymnax")
 xminigrid = pytest.importorskip("xminigrid")
 
-from rlfit.config import EnvConfig  # noqa: E402
+from rlfit.config.schema import EnvConfig  # noqa: E402
 from rlfit.envs.adapters import load_gymnax, load_xminigrid  # noqa: E402
 from rlfit.envs.loading import family_names, load_env  # noqa: E402
 from rlfit.envs.vec_env import VecEnv  # noqa: E402

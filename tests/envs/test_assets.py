@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlfit.config import EnvConfig
+from rlfit.config.schema import EnvConfig
 from rlfit.envs import assets
 from rlfit.envs.assets import ENV_VARIABLE, MenagerieChoice, check_menagerie, choose_menagerie, prepare_assets
 from rlfit.errors import UserError

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlfit.config import resolve
+from rlfit.config.schema import resolve
 from rlfit.envs import load_env
 from rlfit.envs.camera import render
 from rlfit.envs.pixels import PIXELS_KEY, PixelObservation, frame_stack_keys, wrap_pixels

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlfit.config import resolve
+from rlfit.config.schema import resolve
 from rlfit.hardware import probe
 from rlfit.planning.memory import MemoryModel
 from rlfit.planning.planner import encoder_candidates, memory_plan

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from rlfit.algos.ppo.candidates import scale_sizes
-from rlfit.config import resolve
+from rlfit.config.schema import resolve
 from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
 from rlfit.hardware import probe
-from rlfit.jax_setup import configure_jax
-from rlfit.plan import config_sizes
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.planning.plan import config_sizes
 from rlfit.planning import plan_for
 from rlfit.planning.memory import analyze_iteration, fit_memory_model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlfit.config import resolve
+from rlfit.config.schema import resolve
 from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
 from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from rlfit.config import Config
+from rlfit.config.schema import Config
 from rlfit.errors import UserError
-from rlfit.rundir import RunDir
+from rlfit.rundir.layout import RunDir
 from rlfit.sinks import wandb as wandb_sink
 from rlfit.sinks.wandb import WandbSink, check_wandb_available, choose_mode, decide_mode, open_wandb_sink
 from tests.sinks.fake_services import (KEY, UNRESOLVABLE_URL, FakeWandb, Portal404, black_hole, http_service,
@@ -125,7 +125,7 @@ def expected_history(rows: list[dict]) -> dict[int, dict[str, float]]:
 
 @needs_wandb
 def test_offline_run_logs_every_row_at_its_env_steps_and_resume_continues_the_same_run(wandb_env, tmp_path):
-    from rlfit.resume import resume
+    from rlfit.run.resume import resume
 
     train(tmp_path, "run.wandb=offline")
     run_dir = tmp_path / "run"
@@ -326,8 +326,8 @@ def test_an_online_start_that_hangs_gets_only_what_is_left_of_the_bound(wandb_en
 EXIT_SCRIPT = """
 import sys, time
 from pathlib import Path
-from rlfit.config import Config
-from rlfit.rundir import RunDir
+from rlfit.config.schema import Config
+from rlfit.rundir.layout import RunDir
 from rlfit.sinks.wandb import open_wandb_sink
 
 sink = open_wandb_sink(Config().replace(run={"wandb": "auto", "wandb_timeout_s": 1}), RunDir(Path(sys.argv[1])))

@@ -53,7 +53,7 @@ def assert_resume_finishes(capfd, experiment, cwd) -> None:
 
 
 def test_experiment_on_a_real_full_disk_stops_in_one_line_and_resumes_once_there_is_room(tmp_path, capfd):
-    from tests.checkpoint.conftest import rlfit
+    from tests.checkpoints.conftest import rlfit
 
     manifest = tmp_path / "disk.yaml"
     manifest.write_text(yaml.safe_dump(MANIFEST))
@@ -69,7 +69,7 @@ def test_experiment_on_a_real_full_disk_stops_in_one_line_and_resumes_once_there
 
 
 def test_a_trials_checkpoint_refused_inside_orbax_stops_the_experiment(tmp_path, capfd, monkeypatch):
-    import rlfit.checkpoint as checkpoint
+    import rlfit.checkpoints.format as checkpoint
 
     real = checkpoint._orbax
     calls = []

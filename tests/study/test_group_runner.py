@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from rlfit.checkpoint import list_steps
+from rlfit.checkpoints.format import list_steps
 from rlfit.sinks.jsonl import read_rows
 from tests.conftest import TOY_ENV, cli_in_process
 from tests.study.test_experiment import SHORT

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from rlfit.config import parse_override
+from rlfit.config.schema import parse_override
 from rlfit.errors import UserError
 from rlfit.study.experiment import check_ratios, measure_names
 from rlfit.study.manifest import Trial, override_strings, parse_manifest

@@ -7,11 +7,11 @@ import jax
 import numpy as np
 import pytest
 
-from rlfit.config import resolve
-from rlfit.plan import config_sizes, make_plan
-from rlfit.runner import eval_key
+from rlfit.config.schema import resolve
+from rlfit.planning.plan import config_sizes, make_plan
+from rlfit.run.loop import eval_key
 from rlfit.study.seed_group import SeedGroup, lane, stack
-from rlfit.trainer import Trainer
+from rlfit.run.build import Trainer
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
 
 ITERATIONS = 3

@@ -10,7 +10,7 @@ Gaussian over A continuous dimensions, logits_size 2 * A, or a categorical over 
 K) by rollout, evaluation (its mode), the policy file, play and export.
 
 Adding an algorithm: a folder `rlfit/algos/<name>/` with `config.py` (SECTION, PRESETS, published, check)
-and `algorithm.py` (ALGORITHM), plus one line in `rlfit.algos.registry.ALGORITHMS`.
+and `algorithm.py` (ALGORITHM), plus one line in `rlfit.config.algorithms.ALGORITHMS`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Learner(NamedTuple):
     unfilled replay buffer); None: every leaf whole."""
     env_axes: Callable[[Any], Any] | None = None
     """state (or its shapes) -> the same tree with, per leaf, the axis that indexes environments (split over the
-    run's devices) or `rlfit.mesh.REPLICATED`; None: axis 0 of `env_state`'s leaves, the rest replicated."""
+    run's devices) or `rlfit.parallel.mesh.REPLICATED`; None: axis 0 of `env_state`'s leaves, the rest replicated."""
     policy_rate: Callable[[Any, Any], jax.Array] | None = None
     """(policy params, normalized observation [..]) -> [...] the policy's description length of each observation
     in bits (an information bottleneck's rate), averaged over evaluation states and logged; None: not defined."""
@@ -67,7 +67,7 @@ class Learner(NamedTuple):
     """state restored from a checkpoint that left out what `stored_rows` trims (`run.checkpoint_replay: false`;
     those rows come back as zeros) -> the state with that experience emptied and collected again as at the start."""
     ynn_fusions: bool = True
-    """Whether XLA's CPU backend may compile `step` with its YNNPACK fusions (`rlfit.jax_setup.CPU_COMPILER_OPTIONS`);
+    """Whether XLA's CPU backend may compile `step` with its YNNPACK fusions (`rlfit.hardware.jax_setup.CPU_COMPILER_OPTIONS`);
     False where the step ran faster without them. Programs with convolutions always compile without them."""
 
 
@@ -92,7 +92,7 @@ class MemoryRules(NamedTuple):
 
 class Algorithm(NamedTuple):
     """What an algorithm declares once; `build` makes its Learner. (Its config section, presets, rules and
-    Playground's published settings live in its pure-Python `config` module: see `rlfit.algos.registry`.)"""
+    Playground's published settings live in its pure-Python `config` module: see `rlfit.config.algorithms`.)"""
 
     name: str
     """'ppo', 'sac': the value of the config's `algo` and the name of its config section."""

@@ -12,9 +12,9 @@ import importlib
 import sys
 
 from rlfit.errors import UserError
-from rlfit.runner import NonFiniteError
-from rlfit.signals import StopRequested
-from rlfit.write_failures import EXIT_WRITE_FAILED, describe, refusal
+from rlfit.run.loop import NonFiniteError
+from rlfit.run.signals import StopRequested
+from rlfit.rundir.write_failures import EXIT_WRITE_FAILED, describe, refusal
 
 COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "doctor", "plan", "info",
             "convert-weights")

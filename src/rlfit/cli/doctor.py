@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlfit.hardware.checks import CheckResult, run_checks
+    from rlfit.run.checks import CheckResult, run_checks
     from rlfit.hardware.probe import jax_devices, probe_device
 
     device = probe_device()

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
     from rlfit.study.manifest import parse_seeds_per_program
     from rlfit.study.report import check_report_paths, write_report
-    from rlfit.write_failures import stop_on_refusal
+    from rlfit.rundir.write_failures import stop_on_refusal
 
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     per_program = args.seeds_per_program

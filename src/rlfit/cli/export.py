@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlfit.export import FORMATS
+from rlfit.deploy.export import FORMATS
 
 
 def register(subparsers) -> None:
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlfit.export.onnx import export_onnx
+    from rlfit.deploy.export.onnx import export_onnx
 
     result = export_onnx(args.run_dir, args.out, args.checkpoint)
     dim, actions = ", ".join(str(d) for d in result.input_shape), result.action_size

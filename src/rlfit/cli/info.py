@@ -36,7 +36,7 @@ def list_envs(args: argparse.Namespace) -> int:
 
 def list_keys(args: argparse.Namespace) -> int:
     """Every config key, its default and its meaning, from the config dataclasses' own docstrings."""
-    from rlfit.config_docs import markdown_table, plain_table
+    from rlfit.config.docs import markdown_table, plain_table
 
     print(markdown_table() if args.markdown else plain_table(), end="")
     return 0

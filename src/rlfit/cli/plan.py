@@ -7,7 +7,7 @@ import json
 import sys
 
 from rlfit.cli.train import add_config_arguments, flag_overrides
-from rlfit.config import DEFAULT_ENV
+from rlfit.config.schema import DEFAULT_ENV
 
 
 def register(subparsers) -> None:
@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--target describes the --device-memory device; pass --device-memory SIZE too")
     sizes = [parse_size(size) for size in args.device_memory] if args.device_memory is not None else [None]
 
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.hardware.probe import probe_device
-    from rlfit.jax_setup import configure_jax
+    from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.planner import check_precision, memory_plan
 
     config = resolve(args.env, args.preset, args.config, flag_overrides(args))

@@ -24,9 +24,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlfit.constraints import check_seed
-    from rlfit.play.commands import parse_command
-    from rlfit.play.session import PlayOptions, play
+    from rlfit.config.rules import check_seed
+    from rlfit.deploy.play.commands import parse_command
+    from rlfit.deploy.play.session import PlayOptions, play
 
     check_seed(args.seed, "--seed")
     command = parse_command(args.command) if args.command is not None else None

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
     from rlfit.study.experiment import open_experiment
     from rlfit.study.report import write_report
-    from rlfit.write_failures import stop_on_refusal
+    from rlfit.rundir.write_failures import stop_on_refusal
 
     if args.with_checkpoints and not args.zip:
         raise UserError("--with-checkpoints only applies with --zip")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rlfit.cli.train import add_distributed_arguments, join_if_distributed
-from rlfit.config import parse_override
+from rlfit.config.schema import parse_override
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 def overrides_by_section(items: list[str]) -> dict[str, dict]:
     from rlfit.errors import UserError
-    from rlfit.resume import RESUMABLE_CHANGES
+    from rlfit.run.resume import RESUMABLE_CHANGES
 
     sections: dict[str, dict] = {}
     for item in items:
@@ -39,7 +39,7 @@ def overrides_by_section(items: list[str]) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlfit.resume import resume
+    from rlfit.run.resume import resume
 
     join_if_distributed(args)
     resume(args.run_dir, timesteps=args.timesteps, iterations=args.iterations,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rlfit.algos.registry import ALGORITHMS
-from rlfit.config import DEFAULT_ENV, preset_names
+from rlfit.config.algorithms import ALGORITHMS
+from rlfit.config.schema import DEFAULT_ENV, preset_names
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 
 
 def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags that join this process to a run over several processes or machines (`rlfit.distributed`)."""
+    """Flags that join this process to a run over several processes or machines (`rlfit.parallel.distributed`)."""
     group = parser.add_argument_group("several machines (jax.distributed)")
     group.add_argument("--distributed", action="store_true",
                        help="this process is one of several training one run (under SLURM or Open MPI JAX finds "
@@ -59,15 +59,15 @@ def join_if_distributed(args: argparse.Namespace) -> None:
 
             raise UserError("--coordinator, --num-processes and --process-id need --distributed")
         return
-    from rlfit.distributed import initialize
+    from rlfit.parallel.distributed import initialize
 
     initialize(*given)
 
 
 def chosen_algo(args: argparse.Namespace) -> str:
     """--algo, else the last `--set algo=...`, else the config file's `algo`, else the default."""
-    from rlfit.algos.registry import DEFAULT_ALGORITHM
-    from rlfit.config import parse_override, read_yaml
+    from rlfit.config.algorithms import DEFAULT_ALGORITHM
+    from rlfit.config.schema import parse_override, read_yaml
 
     if getattr(args, "algo", None):
         return args.algo
@@ -117,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
 
 def resume_as_train(args: argparse.Namespace) -> int:
     """`rlfit train ENV ... --resume RUN_DIR`: resume, insisting that ENV and the settings match the run's."""
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.errors import UserError
-    from rlfit.resume import resume
+    from rlfit.run.resume import resume
 
     if num_envs_auto(args) or args.device_memory or args.run_dir:
         raise UserError("--resume continues a run with its own sizes and directory; "

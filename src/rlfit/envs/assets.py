@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from rlfit.config import EnvConfig
+from rlfit.config.schema import EnvConfig
 from rlfit.errors import UserError
 
 ENV_VARIABLE = "RLFIT_MENAGERIE_PATH"

@@ -18,7 +18,7 @@ from typing import Any
 
 import jax
 
-from rlfit.config import EnvConfig
+from rlfit.config.schema import EnvConfig
 from rlfit.errors import UserError, did_you_mean
 
 REQUIRED_ATTRIBUTES = ("reset", "step", "observation_size")

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlfit.config import EnvConfig
+from rlfit.config.schema import EnvConfig
 from rlfit.envs.camera import CHANNELS, CameraSpec, check_drawable, make_camera, render
 from rlfit.errors import UserError
 

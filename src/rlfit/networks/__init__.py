@@ -14,7 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rlfit.config import NetworkConfig
+from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import CONTINUOUS, ActionSpace
 
 MIN_STD = 1e-3
@@ -64,7 +64,7 @@ class Agent(NamedTuple):
     """key -> fresh parameters."""
     action_space: ActionSpace
     latent_size: int = 0
-    """Z of the policy's information bottleneck (`rlfit.networks.bottleneck`); 0 without one."""
+    """Z of the policy's information bottleneck (`rlfit.algos.ppo.bottleneck`); 0 without one."""
     policy_sample: Callable[[Any, Any, jax.Array], tuple[jax.Array, jax.Array]] | None = None
     """With a bottleneck: (policy params, obs [..], noise [..., Z]) -> (logits [..., logits_size], rate [...]
     in nats); `policy_logits` is the same network with z = mean."""
@@ -152,7 +152,7 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: Networ
 def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: NetworkConfig, dtype: Any,
                       value_net: MLP) -> Agent:
     """The agent whose policy acts through a variational information bottleneck (vector observations)."""
-    from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
+    from rlfit.algos.ppo.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
 
     policy_net = BottleneckPolicy(tuple(config.policy_hidden), config.bottleneck, action_space.logits_size,
                                   config.activation, dtype)

@@ -41,7 +41,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     """{'a.b.c': array} -> nested dict of arrays (the inverse of `flatten`)."""
-    from rlfit.policy_io import unflatten_params
+    from rlfit.deploy.policy_file import unflatten_params
 
     return unflatten_params(flat, separator=".")
 

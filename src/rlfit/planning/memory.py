@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlfit.config import Config
+from rlfit.config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -95,15 +95,15 @@ def fit_coefficients(points: Sequence[MemoryPoint]) -> tuple[float, float, float
 def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
     """The training step for `sizes` on one device, compiled ahead of time on abstract inputs (state donated).
     (A run split over several devices is planned per device: `rlfit.planning.planner`.)"""
-    from rlfit.plan import make_plan
-    from rlfit.trainer import Trainer
+    from rlfit.planning.plan import make_plan
+    from rlfit.run.build import Trainer
 
     return Trainer.build(config, make_plan(config, sizes, devices=1), env=env).compile_iteration()
 
 
 def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
     """XLA's memory analysis of the step at `sizes` on the default backend (compiles; allocates nothing)."""
-    from rlfit.algos.registry import algorithm
+    from rlfit.config.algorithms import algorithm
 
     analysis = compile_iteration(config, sizes, env).memory_analysis()
     if analysis is None:
@@ -118,7 +118,7 @@ def fit_memory_model(config: Config, env: Any = None) -> MemoryModel:
     """
     import jax
 
-    from rlfit.algos.registry import algorithm
+    from rlfit.config.algorithms import algorithm
     from rlfit.envs import load_env
 
     env = env if env is not None else load_env(config.env, jax.default_backend())

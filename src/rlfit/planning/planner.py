@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rlfit.config import Config
+from rlfit.config.schema import Config
 from rlfit.errors import UserError
-from rlfit.plan import Plan, config_sizes, make_plan
+from rlfit.planning.plan import Plan, config_sizes, make_plan
 from rlfit.hardware.probe import DeviceInfo, usable_cores
 from rlfit.planning.budget import Budget, cpu_max_num_envs, local_budget, margin_for, stated_budget
 from rlfit.planning.memory import MemoryModel, fit_memory_model
@@ -96,12 +96,12 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     """The candidates, their predictions and the choice for a fitted model and a budget (compiles nothing).
 
     `cpu_cores` (default: this process's) sets the cap on environments when the target is a CPU. Over `devices`
-    (`rlfit.mesh`) the sizes stay totals and are judged per device: one device runs num_envs / devices
+    (`rlfit.parallel.mesh`) the sizes stay totals and are judged per device: one device runs num_envs / devices
     environments and stores 1 / devices of the transitions beside a whole copy of the parameters (the model's
     intercept), against one device's budget (a CPU's devices share one budget); a total that does not split
     evenly does not fit.
     """
-    from rlfit.algos.registry import algorithm
+    from rlfit.config.algorithms import algorithm
 
     rules = algorithm(config.algo).memory
     margin, margin_reason = margin_for(model.backend, budget.target_backend)
@@ -192,7 +192,7 @@ def planned_device_count(requested: str, stated: bool) -> int:
     device (`--device-memory`: planning for another machine)."""
     import jax
 
-    from rlfit.mesh import device_count, parse_devices
+    from rlfit.parallel.mesh import device_count, parse_devices
 
     if stated and parse_devices(requested) is not None:
         return parse_devices(requested)
@@ -241,7 +241,7 @@ def plan_for(config: Config, device_memory: int | str | None = None,
     encoder_choice = encoder_candidates(config, device.jax_backend if device.jax_uses_it else "cpu") != (None,)
     if not auto_num_envs and device_memory is None and not encoder_choice:
         return config, make_plan(config)
-    from rlfit.jax_setup import configure_jax
+    from rlfit.hardware.jax_setup import configure_jax
 
     configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
     planned = memory_plan(config, device_memory, None, device=device)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlfit.atomic_files import write_atomic
-from rlfit.write_failures import naming
+from rlfit.rundir.atomic import write_atomic
+from rlfit.rundir.write_failures import naming
 
 
 class JsonlSink:

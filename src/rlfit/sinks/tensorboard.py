@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rlfit.atomic_files import swap_into_place
+from rlfit.rundir.atomic import swap_into_place
 from rlfit.sinks.jsonl import read_rows
-from rlfit.write_failures import naming
+from rlfit.rundir.write_failures import naming
 
 SKIP = {"iteration", "env_steps", "wall_s", "time", "kind"}
 

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rlfit.atomic_files import write_atomic
-from rlfit.config import Config, RunConfig
+from rlfit.rundir.atomic import write_atomic
+from rlfit.config.schema import Config, RunConfig
 from rlfit.errors import UserError
-from rlfit.rundir import RunDir
+from rlfit.rundir.layout import RunDir
 from rlfit.sinks.tensorboard import scalars
 from rlfit.sinks.wandb_check import NO_KEY, api_key, base_url, check_service, has_identity_token, short
 

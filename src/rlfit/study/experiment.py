@@ -23,14 +23,14 @@ from typing import Any
 
 import yaml
 
-from rlfit.atomic_files import write_atomic
+from rlfit.rundir.atomic import write_atomic
 from rlfit.errors import UserError, did_you_mean
-from rlfit.rundir import user_path_errors, write_json
+from rlfit.rundir.layout import user_path_errors, write_json
 from rlfit.sinks.console import format_duration
 from rlfit.study.manifest import (GPU_TEST_STAGE, Manifest, Trial, override_strings, parse_manifest,
                                   read_manifest)
-from rlfit.trainer import reusing_programs
-from rlfit.write_failures import WriteFailed
+from rlfit.run.build import reusing_programs
+from rlfit.rundir.write_failures import WriteFailed
 
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST_FILE = "manifest.yaml"
@@ -89,7 +89,7 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
     ratios, so a problem is one line naming the manifest entry before anything runs. The seed enters a config only
     through `run.seed`'s own rule, which `parse_manifest` checked for every seed, so one seed's config stands for
     all (no environment is built and nothing compiles)."""
-    from rlfit.config import all_keys
+    from rlfit.config.schema import all_keys
 
     for variant in manifest.variants:
         config = variant_config(manifest, variant.name, where)
@@ -114,7 +114,7 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
 
 def variant_config(manifest: Manifest, variant: str, where: str) -> Any:
     """The resolved config of `variant`'s first seed; UserError naming the stage and variant."""
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.envs.overrides import check_env_config
 
     def check(overrides: Sequence[str]) -> Any:
@@ -239,7 +239,7 @@ def trial_status(run_dir: Path) -> str:
     """'done' (its last session finished, by itself or a stopping rule), 'failed' (its training diverged or ran
     out of memory: FAILED_FILE), 'partial' (resumable: it has its config or a checkpoint), or 'new' (absent, or
     killed while its directory was being created)."""
-    from rlfit.rundir import RunDir
+    from rlfit.rundir.layout import RunDir
 
     summary = read_json(run_dir / "summary.json")
     if summary is not None and summary.get("stopped_by", "") in FINISHED:
@@ -339,7 +339,7 @@ def complete_trial(experiment: Experiment, trial: Trial) -> None:
     trial whose training becomes non-finite or runs out of memory is recorded in FAILED_FILE and the
     experiment goes on (a study expects some seeds to diverge; the report lists them)."""
     from rlfit.planning.backoff import OutOfMemory
-    from rlfit.runner import NonFiniteError
+    from rlfit.run.loop import NonFiniteError
 
     run_dir = experiment.trial_dir(trial)
     status = trial_status(run_dir)
@@ -367,7 +367,7 @@ def format_reward(value: Any) -> str:
 def train_trial(experiment: Experiment, trial: Trial, status: str) -> None:
     """Trains a new trial, or resumes a started one in its own run directory."""
     from rlfit.api import train
-    from rlfit.resume import resume
+    from rlfit.run.resume import resume
 
     run_dir = experiment.trial_dir(trial)
     manifest = experiment.manifest
@@ -396,8 +396,8 @@ def suites_done(experiment: Experiment, trial: Trial) -> bool:
 
 def evaluate_suites(experiment: Experiment, trial: Trial) -> None:
     """Evaluates the trial's final policy on each suite not yet in its suites.json (written after each)."""
-    from rlfit.resume import read_saved_config
-    from rlfit.rundir import RunDir
+    from rlfit.run.resume import read_saved_config
+    from rlfit.rundir.layout import RunDir
     from rlfit.study.suites import evaluate_suite
 
     run_dir = experiment.trial_dir(trial)
@@ -418,7 +418,7 @@ def device_checks(say: Callable[[str], None], experiment_dir: Path) -> None:
     """`rlfit doctor --full`'s checks, recorded in EXP_DIR/DEVICE_CHECKS_FILE; UserError when one fails (the
     gpu-test stage runs them first). Once they passed in this experiment on this device (`device_identity`:
     the same accelerator, driver and JAX), a resume does not run them again."""
-    from rlfit.hardware.checks import run_checks
+    from rlfit.run.checks import run_checks
     from rlfit.hardware.probe import probe_device
 
     device = probe_device()

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlfit.rundir import write_json
+from rlfit.rundir.layout import write_json
 from rlfit.study.experiment import FAILED_FILE, Experiment, ProgressLine
 from rlfit.study.manifest import Trial
 
@@ -19,15 +19,15 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     """Trains new trials of one variant in seed groups of the planned size (`rlfit.planning.seed_groups`), each
     group one compiled program; a group whose compiled program does not fit is halved. Trials it leaves (a
     group of one, a group that ran out of memory, resumable from their checkpoints) train alone afterwards."""
-    from rlfit.config import resolve
-    from rlfit.distributed import process_count
+    from rlfit.config.schema import resolve
+    from rlfit.parallel.distributed import process_count
     from rlfit.hardware.probe import probe_device
-    from rlfit.jax_setup import configure_jax
+    from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning import plan_for
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
     from rlfit.study.seed_group import SeedGroup
-    from rlfit.trainer import Trainer
+    from rlfit.run.build import Trainer
 
     manifest = experiment.manifest
     config = resolve(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trials[0]))

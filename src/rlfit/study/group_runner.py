@@ -27,14 +27,14 @@ from typing import Any
 import jax
 
 from rlfit.api import open_sinks
-from rlfit.checkpointer import Checkpointer
-from rlfit.config import Config
+from rlfit.checkpoints.schedule import Checkpointer
+from rlfit.config.schema import Config
 from rlfit.errors import UserError
-from rlfit.rundir import RunDir, create_run_dir, write_json
-from rlfit.runner import Progress, first_non_finite, record_eval, run_summary, train_row
-from rlfit.signals import StopFlag
+from rlfit.rundir.layout import RunDir, create_run_dir, write_json
+from rlfit.run.loop import Progress, first_non_finite, record_eval, run_summary, train_row
+from rlfit.run.signals import StopFlag
 from rlfit.sinks import Sinks
-from rlfit.stopping import StopRules
+from rlfit.run.stopping import StopRules
 from rlfit.study.seed_group import SeedGroup, lane
 
 
@@ -120,12 +120,12 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
     goes back to the others' and computes the same again), to the plan's end: bit-identical to the group never
     stopped. None, with nothing written, when they cannot continue together (no common checkpoint, replay left
     out, other sizes): the caller resumes each alone."""
-    from rlfit.checkpoint import dropped_leaves
-    from rlfit.jax_setup import configure_jax
-    from rlfit.plan import make_plan
+    from rlfit.checkpoints.format import dropped_leaves
+    from rlfit.hardware.jax_setup import configure_jax
+    from rlfit.planning.plan import make_plan
     from rlfit.planning.planner import check_device_precision
-    from rlfit.resume import checked_config, read_newest_meta, restore_newest, rewind_run_dir
-    from rlfit.rundir import lock_run_dir
+    from rlfit.run.resume import checked_config, read_newest_meta, restore_newest, rewind_run_dir
+    from rlfit.rundir.layout import lock_run_dir
     from rlfit.study.seed_group import stack
 
     with contextlib.ExitStack() as stack_of_locks:

@@ -160,7 +160,7 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
                    where: str = "the manifest") -> Manifest:
     """Validates `raw` and applies `stage` (the manifest's only stage, or 'full', when None) and the
     command line's `key=value` overrides; UserError naming the first problem."""
-    from rlfit.config import parse_override
+    from rlfit.config.schema import parse_override
 
     _check_keys(raw, TOP_KEYS, where)
     name = _text(raw.get("name"), f"{where}: name")
@@ -306,7 +306,7 @@ def _suites(raw: Any, episodes: Any, where: str) -> tuple[Suite, ...]:
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
     """A count (0..count-1) or a list of distinct seeds, each a valid `run.seed` (below 2^32); `where` names the
     manifest entry ('study.yaml: seeds')."""
-    from rlfit.constraints import SEED_LIMIT
+    from rlfit.config.rules import SEED_LIMIT
 
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         if value > SEED_LIMIT:
@@ -351,7 +351,7 @@ def _overrides(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, list):  # ["key=value", ...] as on the command line
-        from rlfit.config import parse_override
+        from rlfit.config.schema import parse_override
 
         return dict(parse_override(_text(item, where)) for item in value)
     return {str(k): v for k, v in _mapping(value, where).items()}

@@ -17,7 +17,7 @@ import scipy.stats
 from matplotlib.figure import Figure
 from rliable import library as rly
 
-from rlfit.atomic_files import write_atomic
+from rlfit.rundir.atomic import write_atomic
 from rlfit.study.stats import Correlation, Estimate, seeded_global_rng
 
 _COLOURS = [f"C{i}" for i in range(10)]

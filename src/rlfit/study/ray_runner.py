@@ -61,7 +61,7 @@ def train_trials(experiment_path: str, trial_paths: list[str], seeds_per_program
     """In a Ray worker: trains and evaluates the given trials of the experiment as `rlfit experiment` does here
     (seed groups, then one after another); returns their paths."""
     from rlfit.study.experiment import ProgressLine, open_experiment, train_pending
-    from rlfit.trainer import reusing_programs
+    from rlfit.run.build import reusing_programs
 
     experiment = open_experiment(experiment_path).with_seeds_per_program(seeds_per_program)
     trials = {t.path: t for t in experiment.manifest.trials()}

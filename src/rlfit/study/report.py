@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlfit.atomic_files import write_atomic
+from rlfit.rundir.atomic import write_atomic
 from rlfit.errors import UserError
-from rlfit.rundir import write_json
-from rlfit.write_failures import naming
+from rlfit.rundir.layout import write_json
+from rlfit.rundir.write_failures import naming
 from rlfit.study.experiment import (SUITES_FILE, Experiment, failed_trials, measure_names, read_json,
                                     trial_status)
 from rlfit.study.manifest import Trial
@@ -48,7 +48,7 @@ class TrialResult:
 
 def collect(experiment: Experiment) -> list[TrialResult]:
     """The finished trials' numbers (unfinished ones are left out of the report and counted in it)."""
-    from rlfit.resume import flat_keys
+    from rlfit.run.resume import flat_keys
     from rlfit.sinks.jsonl import read_rows
 
     results = []

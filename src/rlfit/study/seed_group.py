@@ -26,9 +26,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rlfit.evaluate import EvalMetrics, make_evaluator
-from rlfit.jax_setup import compile_ahead
-from rlfit.runner import eval_key
+from rlfit.run.evaluate import EvalMetrics, make_evaluator
+from rlfit.hardware.jax_setup import compile_ahead
+from rlfit.run.loop import eval_key
 
 
 def stack(trees: Sequence[Any]) -> Any:

@@ -32,7 +32,7 @@ def evaluate_suite(run_dir: Path, config: Any, suite: Suite, index: int) -> dict
     of the same variant (they take the policy's arrays as an argument)."""
     import jax
 
-    from rlfit.policy_io import policy_apply, read_policy_files
+    from rlfit.deploy.policy_file import policy_apply, read_policy_files
 
     files = read_policy_files(run_dir)
     apply, arrays = policy_apply(files, files.description["precision"])
@@ -61,7 +61,7 @@ def _compile_evaluator(config: Any, suite: Suite, apply: Any) -> Any:
 
     from rlfit.envs import VecEnv, load_env
     from rlfit.envs.vec_env import episode_steps
-    from rlfit.evaluate import make_action_evaluator
+    from rlfit.run.evaluate import make_action_evaluator
 
     env = load_env(config.env, jax.default_backend())
     episode_length = episode_steps(config.env, env)

@@ -12,7 +12,7 @@ ODD = BatchSizes(num_envs=1000, batch_size=500, num_minibatches=24, unroll_lengt
 
 
 def assert_valid(sizes: BatchSizes) -> None:
-    """Raises (UserError) when `sizes` break a rule in rlfit.constraints."""
+    """Raises (UserError) when `sizes` break a rule in rlfit.config.rules."""
     assert min(sizes) > 0
     check_batch_divisibility(sizes.num_envs, sizes.batch_size, sizes.num_minibatches)
 

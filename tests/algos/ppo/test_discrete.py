@@ -72,7 +72,7 @@ def test_onnx_export_of_a_discrete_policy_gives_the_index_and_the_logits(discret
     import onnxruntime
 
     import rlfit
-    from rlfit.export.onnx import export_onnx
+    from rlfit.deploy.export.onnx import export_onnx
 
     result = export_onnx(discrete_run.run_dir.path, tmp_path / "policy.onnx")
     assert result.discrete and result.action_size == 3 and result.max_abs_diff == 0.0
@@ -128,7 +128,7 @@ def test_a_gridworld_policy_trained_on_8x8_evaluates_unchanged_on_16x16(gridworl
     """The egocentric view has the same size on any grid: the saved 8x8 policy runs on 16x16 as the study's
     suites run it (rlfit.study.suites), without reshaping anything."""
     import rlfit
-    from rlfit.config import resolve
+    from rlfit.config.schema import resolve
     from rlfit.envs.gridworld import load
     from rlfit.study.manifest import Suite
     from rlfit.study.suites import evaluate_suite
@@ -164,7 +164,7 @@ def random_policy_return(name: str, episode_length: int, episodes: int = 256) ->
     """Mean return of uniformly random actions, episodes run by rlfit's batched environment."""
     import jax
 
-    from rlfit.config import EnvConfig
+    from rlfit.config.schema import EnvConfig
     from rlfit.envs import VecEnv, load_env
 
     env = VecEnv(load_env(EnvConfig(name=name)), episodes, episode_length)

@@ -6,10 +6,10 @@ import jax
 import numpy as np
 import pytest
 
-from rlfit.config import resolve
-from rlfit.loss_scale import INITIAL_SCALE, MAX_SCALE, init_loss_scale
-from rlfit.plan import make_plan
-from rlfit.trainer import Trainer
+from rlfit.config.schema import resolve
+from rlfit.algos.common.loss_scale import INITIAL_SCALE, MAX_SCALE, init_loss_scale
+from rlfit.planning.plan import make_plan
+from rlfit.run.build import Trainer
 
 from tests.algos.ppo.test_iteration import SIZES, avals
 

@@ -6,9 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from rlfit.config import resolve
-from rlfit.plan import make_plan
-from rlfit.trainer import Trainer
+from rlfit.config.schema import resolve
+from rlfit.planning.plan import make_plan
+from rlfit.run.build import Trainer
 
 SIZES = ["ppo.num_envs=8", "ppo.batch_size=4", "ppo.num_minibatches=4", "ppo.unroll_length=5",
          "ppo.num_updates_per_batch=2", "env.episode_length=20", "network.policy_hidden=[16]",

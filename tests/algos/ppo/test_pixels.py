@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from rlfit.config import NetworkConfig
+from rlfit.config.schema import NetworkConfig
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import make_agent
 from rlfit.networks.encoders import EncoderSpec

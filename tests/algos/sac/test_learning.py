@@ -12,7 +12,7 @@ from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.step import init_sac_state, make_prefill, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.vec_env import VecEnv
-from rlfit.evaluate import make_evaluator
+from rlfit.run.evaluate import make_evaluator
 from tests.toy_env import make as make_toy
 
 EPISODE_LENGTH = 50

@@ -142,7 +142,7 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path, ca
     normalization; load_policy and the ONNX export agree with the training networks; `rlfit play` shows the
     agent's frames beside the scene. Train, resume and export run in this process (the CLI's main); play, which
     sets up OpenGL for its process, runs as a subprocess."""
-    from tests.checkpoint.conftest import ToyCli, rlfit
+    from tests.checkpoints.conftest import ToyCli, rlfit
 
     normalized = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C, mean=(0.5, 0.4, 0.3),
                              std=(0.2, 0.25, 0.3))
@@ -160,7 +160,7 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path, ca
     assert cli.summary(half)["params_digest"] == cli.summary(full)["params_digest"]
     assert [r["replay_size"] for r in cli.train_rows(half)] == [r["replay_size"] for r in cli.train_rows(full)]
 
-    from rlfit.policy_io import load_policy, read_policy_files
+    from rlfit.deploy.policy_file import load_policy, read_policy_files
 
     files = read_policy_files(full)
     network = files.description["network"]
@@ -202,7 +202,7 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path, ca
 
 def test_an_encoder_without_an_onnx_export_is_refused_in_one_line():
     from rlfit.errors import UserError
-    from rlfit.export.onnx_encoders import encoder_nodes
+    from rlfit.deploy.export.onnx_encoders import encoder_nodes
 
     spec = {**EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C).to_dict(),
             "name": "resnet9"}  # a policy file from a later rlfit with an encoder this one cannot export
@@ -214,7 +214,7 @@ def test_an_encoder_without_an_onnx_export_is_refused_in_one_line():
 def test_a_pickle_or_a_missing_file_as_pretrained_weights_is_refused_before_anything_is_written(tmp_path, capfd):
     import pickle
 
-    from tests.checkpoint.conftest import ToyCli
+    from tests.checkpoints.conftest import ToyCli
 
     cli = ToyCli(tmp_path, "sac", capfd=capfd)
     pickled = tmp_path / "weights.pt"

@@ -9,7 +9,7 @@ import pytest
 from rlfit.algos.sac.planning import largest_fitting_rows, stored_transitions
 from rlfit.algos.sac.sizes import SACSizes
 from rlfit.cli import main
-from rlfit.config import resolve
+from rlfit.config.schema import resolve
 from rlfit.hardware.probe import cpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings
 from rlfit.planning.budget import SAME_BACKEND_MARGIN, stated_budget

@@ -9,7 +9,7 @@ from rlfit.algos.ppo.candidates import smaller_sizes as halved
 from rlfit.algos.ppo.planning import MEMORY_RULES
 from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
-from rlfit.loss_scale import loss_scale_row
+from rlfit.algos.common.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import make_agent
 from rlfit.networks.pixels import encoder_for, encoder_optimizer

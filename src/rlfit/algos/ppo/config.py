@@ -1,6 +1,6 @@
 """PPO's config section (`ppo`), its presets and MuJoCo Playground's published settings as a layer.
 
-Pure Python (no JAX): `rlfit.config` reads it to build and check a config.
+Pure Python (no JAX): `rlfit.config.schema` reads it to build and check a config.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 def published(env_name: str) -> dict[str, dict[str, Any]]:
     """Playground's published Brax PPO settings for `env_name` in rlfit's keys ({} if none)."""
-    from rlfit.playground_config import published_config
+    from rlfit.config.playground import published_config
 
     found = published_config(env_name, "brax_ppo_config")
     if not found:
@@ -113,7 +113,7 @@ SECTION = PPOConfig
 def check(config: Any) -> None:
     """PPO's rules: positive sizes, ranges, and the batch rule (with the nearest valid values)."""
     from rlfit.algos.ppo.sizes import check_batch_divisibility
-    from rlfit.constraints import check_ranges
+    from rlfit.config.rules import check_ranges
 
     check_ranges(config,
                  positive_ints=("ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches", "ppo.unroll_length",

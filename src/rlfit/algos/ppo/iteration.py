@@ -15,12 +15,12 @@ import optax
 
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.vec_env import EnvState, VecEnv
-from rlfit.mesh import split_envs
+from rlfit.parallel.mesh import split_envs
 from rlfit.networks import Agent, AgentParams
-from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
+from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.algos.ppo.gae import compute_gae
-from rlfit.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
+from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
 from rlfit.algos.ppo.losses import LossBatch, LossTerms, ppo_loss
 from rlfit.algos.ppo.rollout import collect
 
@@ -115,7 +115,7 @@ def make_train_iteration(
 
     A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
     before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
-    (`rlfit.loss_scale`).
+    (`rlfit.algos.common.loss_scale`).
     """
     num_sequences = sizes.batch_size * sizes.num_minibatches
     num_unrolls = num_sequences // sizes.num_envs

@@ -23,7 +23,7 @@ class LossBatch(NamedTuple):
     returns: jax.Array
     """Value targets (advantages + old values)."""
     latent_noise: jax.Array | None = None
-    """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.networks.bottleneck`); None without."""
+    """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.algos.ppo.bottleneck`); None without."""
 
 
 class LossTerms(NamedTuple):

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from rlfit.envs.vec_env import EnvState, VecEnv
 from rlfit.networks import Agent
-from rlfit.normalizer import RunningStats, normalize
+from rlfit.algos.common.normalizer import RunningStats, normalize
 
 
 class Transition(NamedTuple):

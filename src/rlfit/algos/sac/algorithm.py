@@ -22,8 +22,8 @@ from rlfit.algos.sac.step import SACMetrics, empty_replay, init_sac_state, make_
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.errors import UserError
-from rlfit.mesh import REPLICATED, default_env_axes
-from rlfit.loss_scale import loss_scale_row
+from rlfit.parallel.mesh import REPLICATED, default_env_axes
+from rlfit.algos.common.loss_scale import loss_scale_row
 from rlfit.networks.pixels import encoder_for
 
 

@@ -1,7 +1,7 @@
 """SAC hyperparameters; names and defaults follow Brax's `sac.train`, except `num_envs` (Brax: 1) and
 `max_replay_size` (Brax: None, meaning num_timesteps).
 
-Pure Python (no JAX): `rlfit.config` reads it to build and check a config.
+Pure Python (no JAX): `rlfit.config.schema` reads it to build and check a config.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlfit.errors import UserError
-from rlfit.constraints import ACTIVATIONS
+from rlfit.config.rules import ACTIVATIONS
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def check_sac_config(config: SACConfig) -> None:
 def published(env_name: str) -> dict[str, dict[str, Any]]:
     """MuJoCo Playground's DM Control SAC settings for `env_name`, in rlfit's keys, without the keys Brax's
     `sac.train` does not take (`num_resets_per_eval`) ({} where Playground publishes none)."""
-    from rlfit.playground_config import published_config
+    from rlfit.config.playground import published_config
 
     found = published_config(env_name, "brax_sac_config")
     if not found:

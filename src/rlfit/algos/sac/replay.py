@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlfit.mesh import take_by_env
+from rlfit.parallel.mesh import take_by_env
 
 
 class StepBatch(NamedTuple):
@@ -213,7 +213,7 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
     safe_slot = jnp.maximum(slot, 0)
 
     def at(buffer, rows):
-        """buffer[rows, env] (`rlfit.mesh.take_by_env`: where the environments are split over devices too)."""
+        """buffer[rows, env] (`rlfit.parallel.mesh.take_by_env`: where the environments are split over devices too)."""
         return take_by_env(buffer, rows, env)
 
     def stack_at(buffer, rows_, frames):

@@ -26,9 +26,9 @@ from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, 
                                     make_gradient_update)
 from rlfit.envs.pixels import frame_stack_keys
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
-from rlfit.normalizer import RunningStats, init_stats, normalize, update_stats
-from rlfit.mesh import split_envs
-from rlfit.loss_scale import LossScale, all_finite, init_loss_scale, select
+from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize, update_stats
+from rlfit.parallel.mesh import split_envs
+from rlfit.algos.common.loss_scale import LossScale, all_finite, init_loss_scale, select
 
 
 class SACState(NamedTuple):
@@ -46,7 +46,7 @@ class SACState(NamedTuple):
     grad_steps: jax.Array
     """[] int32 gradient updates applied."""
     loss_scale: LossScale | None = None
-    """The dynamic loss scale with fp16 compute (`rlfit.loss_scale`); None otherwise."""
+    """The dynamic loss scale with fp16 compute (`rlfit.algos.common.loss_scale`); None otherwise."""
 
 
 class SACMetrics(NamedTuple):

@@ -18,7 +18,7 @@ from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
 from rlfit.algos.sac.networks import SACNetworks, SACParams, share_encoder, without_encoder
 from rlfit.algos.sac.replay import Batch
-from rlfit.loss_scale import LossScale, adjust, gradients_with, select
+from rlfit.algos.common.loss_scale import LossScale, adjust, gradients_with, select
 from rlfit.networks.pixels import encoder_optimizer
 
 

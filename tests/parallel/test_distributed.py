@@ -1,0 +1,144 @@
+"""One run trained by two processes through `jax.distributed` on this machine's CPU (gloo collectives), as on
+two hosts: process 0 alone writes, the checkpoint resumes in one process, a SIGTERM to either stops both.
+
+The runs over two processes are real processes; the one-process runs (the reference run and the resume in one
+process) are the CLI's main in the test's process (`tests.conftest.cli_in_process`: the code path of
+`python -m rlfit` without an interpreter start), whose JAX is one process with one CPU device."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment, cli_in_process
+
+RUN = [*TOY_TRAIN_OVERRIDES, "run.eval_every=2", "run.save_interval=2"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def start_processes(run_dir, overrides, cwd, command: tuple[str, ...] = (),
+                    interpreter: tuple[str, ...] = ("-m", "rlfit")) -> list[subprocess.Popen]:
+    """Two processes of `rlfit train` (or `command`, e.g. `resume RUN_DIR`) joined through jax.distributed;
+    `interpreter` is what `python` runs with the command's arguments (the CLI, or a script that calls it)."""
+    port = free_port()
+    sets = [arg for o in overrides for arg in ("--set", o)]
+    command = command or ("train", TOY_ENV, "--preset", "smoke", *sets, "--run-dir", str(run_dir))
+    return [subprocess.Popen([sys.executable, *interpreter, *command, "--quiet", "--distributed", "--coordinator",
+                              f"localhost:{port}", "--num-processes", "2", "--process-id", str(index)],
+                             cwd=cwd, env=cli_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+            for index in (0, 1)]
+
+
+def finish(processes, timeout: float = 600) -> list[tuple[int, str]]:
+    out = []
+    for process in processes:
+        try:
+            _, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for p in processes:
+                p.kill()
+            raise
+        out.append((process.returncode, stderr))
+    return out
+
+
+def train_iterations(run_dir) -> list[int]:
+    return [row["iteration"] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+            if "sps" in row]
+
+
+def test_two_processes_train_one_run_written_once_that_resumes_on_two_processes_or_one(tmp_path, capfd):
+    run_dir = tmp_path / "run"
+    results = finish(start_processes(run_dir, [*RUN, "run.num_timesteps=12800"], tmp_path))
+    assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["devices"]["processes"] == 2 and summary["devices"]["devices"] == 2
+    assert summary["iterations"] == 5
+    assert train_iterations(run_dir) == [1, 2, 3, 4, 5]  # one set of metrics, not one per process
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["00000002", "00000004", "00000005"]
+    # each process wrote its own shards of the arrays (Orbax's OCDBT keeps one folder per process)
+    state_files = {p.name for p in (run_dir / "checkpoints" / "00000005" / "state").iterdir()}
+    assert {"ocdbt.process_0", "ocdbt.process_1"} <= state_files, state_files
+    # one device per process and the same global sizes: the run learns what one process on one device learns
+    single = tmp_path / "single"
+    done = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", *[a for o in RUN for a in ("--set", o)],
+                          "--set", "run.num_timesteps=12800", "--run-dir", str(single), "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    reference = json.loads((single / "summary.json").read_text())
+    assert summary["final_eval_reward"] == pytest.approx(reference["final_eval_reward"], rel=1e-4)
+    results = finish(start_processes(run_dir, [], tmp_path, ("resume", str(run_dir), "--iterations", "7")))
+    assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["iterations"] == 7 and summary["devices"]["processes"] == 2
+    resumed = cli_in_process(capfd, "resume", str(run_dir), "--iterations", "9", "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["iterations"] == 9 and summary["devices"]["processes"] == 1
+    assert train_iterations(run_dir) == list(range(1, 10))
+
+
+def test_sigterm_to_either_process_stops_both_after_the_same_iteration_with_a_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    processes = start_processes(run_dir, [*RUN, "run.num_timesteps=50000000"], tmp_path)
+    deadline = time.monotonic() + 300
+    while not ((run_dir / "metrics.jsonl").exists() and train_iterations(run_dir)):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes), "training never started"
+        time.sleep(0.2)
+    processes[1].send_signal(signal.SIGTERM)  # the process that does not write
+    (code0, err0), (code1, err1) = finish(processes, timeout=300)
+    assert code1 == 128 + signal.SIGTERM, err1[-2000:]
+    assert code0 == 0, err0[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_by"] == "a stop on another process"
+    newest = max(int(p.name) for p in (run_dir / "checkpoints").iterdir())
+    assert newest == summary["iterations"] == train_iterations(run_dir)[-1] < 19531
+
+
+OUT_OF_MEMORY_ABOVE_8_ENVS = """
+import sys
+import jax
+from rlfit.run.build import Trainer
+
+real_compile = Trainer.compile
+
+
+def compile_or_run_out(self, state=None, say=None):
+    if self.plan.sizes.num_envs > 8:
+        raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={self.plan.sizes.num_envs}")
+    return real_compile(self, state, say)
+
+
+Trainer.compile = compile_or_run_out
+from rlfit.cli import main
+
+raise SystemExit(main())
+"""
+
+
+def test_two_processes_out_of_memory_together_back_off_together_from_the_checkpoint_and_finish(tmp_path):
+    """Both processes hit RESOURCE_EXHAUSTED compiling at more than 8 environments (injected, as a program too
+    large for every device would): they agree, back off twice (32 -> 16 -> 8) reading the starting checkpoint
+    each time, and finish; process 0 alone records the back-offs."""
+    run_dir = tmp_path / "run"
+    overrides = [o for o in RUN if not o.startswith("run.num_timesteps")] + ["run.num_timesteps=5120"]
+    results = finish(start_processes(run_dir, overrides, tmp_path, interpreter=("-c", OUT_OF_MEMORY_ABOVE_8_ENVS)))
+    assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [(e["from"]["num_envs"], e["to"]["num_envs"]) for e in summary["events"]] == [(32, 16), (16, 8)]
+    assert summary["sizes"]["num_envs"] == 8 and summary["devices"]["processes"] == 2
+    assert json.loads((run_dir / "plan.json").read_text())["sizes"]["num_envs"] == 8
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["to"]["num_envs"] for r in rows if r["kind"] == "event"] == [16, 8]  # written once
+    assert train_iterations(run_dir) == list(range(1, summary["iterations"] + 1))

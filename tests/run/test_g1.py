@@ -1,0 +1,84 @@
+"""The G1 humanoid end to end on CPU with the offline Menagerie copy: smoke training, play, ONNX export.
+
+One training run (the `smoke` preset, driven through the CLI with RLFIT_MENAGERIE_PATH) is shared by the tests.
+G1 compiles for minutes on a 2-core CPU, hence `slow`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlfit
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED_MENAGERIE = (REPO_ROOT / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
+G1 = "G1JoystickFlatTerrain"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (SHARED_MENAGERIE / "unitree_g1" / "assets").is_dir(),
+                       reason=f"the offline Menagerie copy is absent ({SHARED_MENAGERIE}); see its README"),
+]
+
+
+def rlfit_cli(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RLFIT_MENAGERIE_PATH": str(SHARED_MENAGERIE)}
+    return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def g1_run(tmp_path_factory) -> Path:
+    """`rlfit train G1JoystickFlatTerrain --preset smoke` with the offline assets; the run directory."""
+    workdir = tmp_path_factory.mktemp("g1")
+    run_dir = workdir / "run"
+    result = rlfit_cli("train", G1, "--preset", "smoke", "--run-dir", str(run_dir), "--quiet", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def test_smoke_training_completes_and_saves_the_policy(g1_run):
+    import json
+
+    summary = json.loads((g1_run / "summary.json").read_text())
+    assert summary["env"] == G1 and summary["env_steps"] == 64
+    policy = rlfit.load_policy(g1_run)
+    assert policy.observation_shapes == {"state": (103,), "privileged_state": (216,)}
+    assert policy.action_size == 29 and policy.obs_key == "state"
+    action = np.asarray(policy(np.zeros((2, 103), np.float32)))
+    assert action.shape == (2, 29) and np.all(np.isfinite(action)) and np.all(np.abs(action) <= 1.0)
+
+
+def test_play_in_native_mujoco_writes_a_video_whose_frames_change(g1_run, tmp_path):
+    from tests.deploy.play.support import headless_gl_reason
+
+    reason = headless_gl_reason()
+    if reason:
+        pytest.skip(reason)
+    import imageio.v3 as iio
+
+    out = tmp_path / "g1.mp4"
+    result = rlfit_cli("play", str(g1_run), "--seconds", "1", "--command", "0.5,0,0", "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "native MuJoCo" in result.stdout
+    frames = iio.imread(out, index=None)
+    assert frames.shape[0] == 25  # 1 s at ctrl_dt 0.02, every 2nd control step: 25 fps
+    assert np.abs(frames[-1].astype(int) - frames[0]).mean() > 1.0
+
+
+def test_onnx_export_matches_load_policy(g1_run, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
+    out = tmp_path / "g1.onnx"
+    result = rlfit_cli("export", str(g1_run), "--format", "onnx", "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert [(i.name, i.shape) for i in session.get_inputs()] == [("state", ["batch", 103])]
+    obs = np.random.default_rng(0).normal(size=(256, 103)).astype(np.float32)
+    (actions,) = session.run(["action"], {"state": obs})
+    assert np.max(np.abs(actions - np.asarray(rlfit.load_policy(g1_run)(obs)))) <= 1e-4
