@@ -1,6 +1,6 @@
 """rlfit: train robot control policies with PPO on MuJoCo Playground in JAX, sized to the hardware it finds."""
 
-__version__ = "0.1.0"
+from rlfit.versions import __version__
 
 
 def train(*args, **kwargs):

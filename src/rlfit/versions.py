@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
+__version__ = "0.1.0"
+
 PACKAGES = ("rlfit", "jax", "jaxlib", "mujoco", "mujoco-mjx", "playground", "optax", "flax", "orbax-checkpoint")
 
 

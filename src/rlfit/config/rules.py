@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
+from rlfit.config.algorithms import config_module
 from rlfit.errors import UserError
 from rlfit.parallel.mesh import parse_devices
-from rlfit.run.stopping import parse_duration, parse_reward
+from rlfit.config.values import finite_float, parse_duration, parse_reward
 
 if TYPE_CHECKING:
     from rlfit.config.schema import Config
@@ -33,8 +35,6 @@ _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation"
 
 def check_config(config: Config) -> None:
     """Raises UserError for the first rule `config` breaks: the generic ones, then the algorithm's."""
-    from rlfit.config.algorithms import config_module
-
     check_seed(config.run.seed, "run.seed")
     check_finite(config)
     check_ranges(config, positive_ints=_POSITIVE_INTS, non_negative=_NON_NEGATIVE, choices=_CHOICES)
@@ -60,12 +60,7 @@ def check_config(config: Config) -> None:
 def check_finite(config: Config) -> None:
     """Rule: every float of every section is finite (a config built in code skips `to_type`, which refuses
     non-finite input from files, presets and --set)."""
-    import dataclasses
-
-    from rlfit.config.schema import section_types
-    from rlfit.config.values import finite_float
-
-    for section in section_types():
+    for section in ("env", *config.algos, "network", "run"):  # the order of `rlfit.config.schema.section_types`
         values = getattr(config, section)
         for field in dataclasses.fields(values):
             value = getattr(values, field.name)
@@ -106,7 +101,7 @@ def check_pixels(config: Config) -> None:
     if network.pretrained:
         from pathlib import Path
 
-        from rlfit.networks.pretrained import check_safetensors
+        from rlfit.config.weights_file import check_safetensors
 
         path = Path(network.pretrained).expanduser()
         if not path.is_file():

@@ -27,8 +27,10 @@ import numpy as np
 
 from rlfit.rundir.atomic import aside_path, swap_into_place, write_synced
 from rlfit.errors import UserError
+from rlfit.versions import __version__
 
 from rlfit.envs.action_space import CONTINUOUS, ActionSpace
+from rlfit.networks.param_paths import flatten_params, unflatten_params
 
 if TYPE_CHECKING:
     from rlfit.algos.contract import PolicySpec
@@ -94,8 +96,6 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
 def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_space: ActionSpace, env_name: str,
              precision: str, algorithm: str) -> dict[str, Any]:
     """The JSON description of a policy (everything but the arrays)."""
-    from rlfit import __version__
-
     shapes = observation_shapes_of(obs_example)
     input_shape = shapes[obs_key if obs_key is not None else ARRAY_OBS_NAME]
     return {
@@ -138,26 +138,6 @@ def observation_shapes_of(obs_example: Any) -> dict[str, tuple[int, ...]]:
     if isinstance(obs_example, Mapping):
         return {str(name): tuple(int(d) for d in np.shape(value)) for name, value in obs_example.items()}
     return {ARRAY_OBS_NAME: tuple(int(d) for d in np.shape(obs_example))}
-
-
-def flatten_params(params: Any) -> dict[str, np.ndarray]:
-    """Nested dict of arrays -> {'a/b/c': float32 array}."""
-    if isinstance(params, Mapping):
-        return {f"{key}/{sub}" if sub else str(key): value
-                for key, child in params.items() for sub, value in flatten_params(child).items()}
-    return {"": np.asarray(params, np.float32)}
-
-
-def unflatten_params(flat: Mapping[str, np.ndarray], separator: str = "/") -> dict[str, Any]:
-    """{'a/b/c': array} -> nested dict (names split at `separator`)."""
-    nested: dict[str, Any] = {}
-    for path, value in flat.items():
-        *parents, leaf = path.split(separator)
-        node = nested
-        for name in parents:
-            node = node.setdefault(name, {})
-        node[leaf] = value
-    return nested
 
 
 def _entry(tree: Any, key: str | None) -> Any:
