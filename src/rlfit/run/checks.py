@@ -89,7 +89,7 @@ def check_network(device: DeviceInfo) -> CheckResult:
     import jax.numpy as jnp
 
     from rlfit.config.schema import NetworkConfig
-    from rlfit.networks import make_agent
+    from rlfit.algos.ppo.agent import make_agent
 
     batch = 4096 if device.jax_uses_it and device.is_accelerator else 1024
     agent = make_agent(jnp.zeros(64), 8, NetworkConfig())
@@ -139,7 +139,7 @@ def check_allocation(device: DeviceInfo) -> CheckResult:
 
 def check_training(device: DeviceInfo) -> CheckResult:
     """Two training iterations of the default environment (preset smoke) into a temporary run directory."""
-    from rlfit.api import train
+    from rlfit.run.session import train
     from rlfit.config.schema import DEFAULT_ENV
 
     with tempfile.TemporaryDirectory(prefix="rlfit-doctor-") as directory:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rlfit.envs.action_space import CONTINUOUS, DISCRETE, ActionSpace
-from rlfit.networks import Agent, AgentParams, Categorical, TanhGaussian
+from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.networks import Categorical, TanhGaussian
 from rlfit.algos.ppo.losses import LossBatch, ppo_loss
 
 MIN_STD = 1e-3  # Brax's NormalTanhDistribution: std = softplus(raw_scale) + 0.001

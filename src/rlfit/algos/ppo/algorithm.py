@@ -11,7 +11,7 @@ from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_o
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.algos.common.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.networks import make_agent
+from rlfit.algos.ppo.agent import make_agent
 from rlfit.networks.pixels import encoder_for, encoder_optimizer
 
 

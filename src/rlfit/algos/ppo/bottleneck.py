@@ -23,6 +23,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlfit.networks import ACTIVATIONS, MLP
+
 MIN_SIGMA = 1e-4
 BITS_PER_NAT = 1.0 / math.log(2.0)
 
@@ -38,8 +40,6 @@ class BottleneckPolicy(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, noise: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-        from rlfit.networks import ACTIVATIONS, MLP
-
         h = obs.astype(self.dtype)
         if self.hidden:
             h = ACTIVATIONS[self.activation](MLP(self.hidden, self.activation, self.dtype, name="trunk")(h))
