@@ -177,12 +177,12 @@ def test_summary_refused_at_the_end_is_written_by_resume(cli, monkeypatch):
 
 
 def test_plan_refused_at_the_start_leaves_a_run_that_starts_again(cli, monkeypatch):
-    import rlfit.api as api
+    import rlfit.run.session as session
 
     def refuse_plan(path, data):
         raise disk_full(path)
 
-    monkeypatch.setattr(api, "write_json", refuse_plan)
+    monkeypatch.setattr(session, "write_json", refuse_plan)
     run = cli.tmp_path / "run"
     result = cli.run("train", *cli.toy, *TEN_ITERATIONS, "--run-dir", str(run), "--quiet")
     assert result.returncode == 4
