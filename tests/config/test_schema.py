@@ -281,7 +281,7 @@ def test_a_config_without_algo_is_ppo(tmp_path):
 
 
 def test_resume_names_a_changed_algorithm():
-    from rlfit.run.resume import differences
+    from rlfit.run.restore import differences
 
     ppo, sac = resolve(TOY, "smoke"), resolve(TOY, "smoke", overrides=["algo=sac"])
     assert differences(ppo, sac)[0] == ("algo", "ppo", "sac")

@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 def overrides_by_section(items: list[str]) -> dict[str, dict]:
     from rlfit.errors import UserError
-    from rlfit.run.resume import RESUMABLE_CHANGES
+    from rlfit.run.restore import RESUMABLE_CHANGES
 
     sections: dict[str, dict] = {}
     for item in items:

@@ -391,7 +391,7 @@ class Runner:
         start_state, start_progress = start
         if start_state is None:
             from rlfit.checkpoints.format import dropped_leaves
-            from rlfit.run.resume import restore_newest
+            from rlfit.run.restore import restore_newest
 
             trainer, state, meta = restore_newest(self.run_dir, self.trainer.config)
             if dropped_leaves(meta):

@@ -48,7 +48,7 @@ class TrialResult:
 
 def collect(experiment: Experiment) -> list[TrialResult]:
     """The finished trials' numbers (unfinished ones are left out of the report and counted in it)."""
-    from rlfit.run.resume import flat_keys
+    from rlfit.run.restore import flat_keys
     from rlfit.sinks.jsonl import read_rows
 
     results = []
