@@ -26,11 +26,12 @@ from typing import Any
 
 import jax
 
-from rlfit.api import open_sinks
+from rlfit.run.session import open_sinks
 from rlfit.checkpoints.schedule import Checkpointer
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
-from rlfit.rundir.layout import RunDir, create_run_dir, write_json
+from rlfit.rundir.layout import RunDir, write_json
+from rlfit.run.new_run import create_run_dir
 from rlfit.run.loop import Progress, first_non_finite, record_eval, run_summary, train_row
 from rlfit.run.signals import StopFlag
 from rlfit.sinks import Sinks
@@ -124,7 +125,7 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.plan import make_plan
     from rlfit.planning.planner import check_device_precision
-    from rlfit.run.resume import checked_config, read_newest_meta, restore_newest, rewind_run_dir
+    from rlfit.run.restore import checked_config, read_newest_meta, restore_newest, rewind_run_dir
     from rlfit.rundir.layout import lock_run_dir
     from rlfit.study.seed_group import stack
 

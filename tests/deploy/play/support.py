@@ -31,8 +31,9 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     from rlfit.config.schema import resolve
     from rlfit.planning.plan import make_plan
     from rlfit.deploy.policy_file import save_policy
-    from rlfit.rundir.layout import create_run_dir
-    from rlfit.run.build import Trainer, observation_example
+    from rlfit.run.new_run import create_run_dir
+    from rlfit.envs.vec_env import observation_example
+    from rlfit.run.build import Trainer
 
     config = resolve(env_name, preset, None, overrides)
     plan = make_plan(config)
