@@ -36,7 +36,7 @@ def measure(algo: str, preset: str, reps: int) -> dict:
     from rlfit.checkpoints.format import load_checkpoint, save_checkpoint
     from rlfit.config.schema import resolve
     from rlfit.checkpoints.fingerprint import fingerprints
-    from rlfit.planning import plan_for
+    from rlfit.run.sizing import plan_for
     from rlfit.run.build import Trainer
 
     config = resolve("CartpoleBalance", preset, overrides=[f"algo={algo}"])

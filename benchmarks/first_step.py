@@ -268,12 +268,13 @@ def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) 
     import jax  # noqa: F401
     import mujoco_playground  # noqa: F401 - Playground's import, counted here as in brax_child.py
 
-    from rlfit.api import execute
+    from rlfit.run.session import execute
     from rlfit.config.schema import resolve
     from rlfit.envs import load_env
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning import plan_for
-    from rlfit.rundir.layout import check_new_run_dir, create_run_dir, write_json
+    from rlfit.run.sizing import plan_for
+    from rlfit.rundir.layout import write_json
+    from rlfit.run.new_run import check_new_run_dir, create_run_dir
     from rlfit.sinks.wandb import check_wandb_available
     from rlfit.run.build import Trainer
     done("import", "config")

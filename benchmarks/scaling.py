@@ -31,7 +31,7 @@ def child(args: argparse.Namespace) -> None:
 
     from rlfit.config.schema import resolve
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning import plan_for
+    from rlfit.run.sizing import plan_for
     from rlfit.run.loop import eval_key
     from rlfit.run.build import Trainer
 

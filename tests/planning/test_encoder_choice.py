@@ -8,7 +8,8 @@ import pytest
 from rlfit.config.schema import resolve
 from rlfit.hardware import probe
 from rlfit.planning.memory import MemoryModel
-from rlfit.planning.planner import encoder_candidates, memory_plan
+from rlfit.planning.planner import encoder_candidates
+from rlfit.run.sizing import memory_plan
 
 GIB = 2**30
 PIXELS = ["env.observation=pixels", "env.image_size=16", "env.frames=3"]

@@ -12,8 +12,8 @@ from rlfit.errors import UserError
 from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes
-from rlfit.planning import plan_for
-from rlfit.planning.memory import analyze_iteration, fit_memory_model
+from rlfit.run.sizing import plan_for
+from rlfit.run.sizing import analyze_iteration, fit_memory_model
 
 TOY = "tests.toy_env:make"
 pytestmark = pytest.mark.slow

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.config.schema import resolve
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.planner import check_precision, memory_plan
+    from rlfit.planning.planner import check_precision
+    from rlfit.run.sizing import memory_plan
 
     config = resolve(args.env, args.preset, args.config, flag_overrides(args))
     configure_jax(config.run.precision)

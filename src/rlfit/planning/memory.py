@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from rlfit.config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -92,36 +91,3 @@ def fit_coefficients(points: Sequence[MemoryPoint]) -> tuple[float, float, float
     return float(solution[0]), float(solution[1]), float(solution[2]) if stores else 0.0
 
 
-def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
-    """The training step for `sizes` on one device, compiled ahead of time on abstract inputs (state donated).
-    (A run split over several devices is planned per device: `rlfit.planning.planner`.)"""
-    from rlfit.planning.plan import make_plan
-    from rlfit.run.build import Trainer
-
-    return Trainer.build(config, make_plan(config, sizes, devices=1), env=env).compile_iteration()
-
-
-def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
-    """XLA's memory analysis of the step at `sizes` on the default backend (compiles; allocates nothing)."""
-    from rlfit.config.algorithms import algorithm
-
-    analysis = compile_iteration(config, sizes, env).memory_analysis()
-    if analysis is None:
-        raise RuntimeError("this JAX backend gives no compile-time memory analysis")
-    return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
-
-
-def fit_memory_model(config: Config, env: Any = None) -> MemoryModel:
-    """Compiles the step at the algorithm's measured sizes and fits the model through the results.
-
-    `env` is the loaded environment (loaded once here when None). Takes one compile per point.
-    """
-    import jax
-
-    from rlfit.config.algorithms import algorithm
-    from rlfit.envs import load_env
-
-    env = env if env is not None else load_env(config.env, jax.default_backend())
-    measured = algorithm(config.algo).memory.measured_sizes(config)
-    points = tuple(analyze_iteration(config, sizes, env) for sizes in measured)
-    return MemoryModel(*fit_coefficients(points), points, jax.default_backend())

@@ -1,6 +1,6 @@
 """An experiment's seed groups (`rlfit.study.group_runner`): a variant's new trials trained in groups of the
 planned size, one compiled program each, and stopped or killed groups continued together. Whatever a group
-leaves (a group of one, one that ran out of memory, lanes that cannot continue together) `train_pending`
+leaves (a group of one, one that ran out of memory, lanes that cannot continue together) `rlfit.study.schedule.train_pending`
 trains alone afterwards.
 """
 
@@ -23,7 +23,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.parallel.distributed import process_count
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning import plan_for
+    from rlfit.run.sizing import plan_for
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
     from rlfit.study.seed_group import SeedGroup

@@ -1,0 +1,131 @@
+"""Sizing a run to its device: the algorithm's step compiled at a few sizes, XLA's memory analysis of each, the
+memory model fitted through them (`rlfit.planning.memory`), and the planner's choice (`rlfit.planning.planner`).
+
+This is the part of planning that builds and compiles the learner (`rlfit.run.build`); the planner itself only
+reasons about numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from rlfit.config.algorithms import algorithm
+from rlfit.config.schema import Config
+from rlfit.envs import load_env
+from rlfit.errors import UserError
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.hardware.probe import DeviceInfo, probe_device
+from rlfit.planning.budget import local_budget, stated_budget
+from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients, point_from_analysis
+from rlfit.planning.plan import Plan, make_plan
+from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
+                                    memory_plan_from_model, planned_device_count)
+from rlfit.planning.units import format_bytes, parse_size
+from rlfit.run.build import Trainer
+
+
+def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
+    """The training step for `sizes` on one device, compiled ahead of time on abstract inputs (state donated).
+    (A run split over several devices is planned per device: `rlfit.planning.planner`.)"""
+    return Trainer.build(config, make_plan(config, sizes, devices=1), env=env).compile_iteration()
+
+
+def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
+    """XLA's memory analysis of the step at `sizes` on the default backend (compiles; allocates nothing)."""
+    analysis = compile_iteration(config, sizes, env).memory_analysis()
+    if analysis is None:
+        raise RuntimeError("this JAX backend gives no compile-time memory analysis")
+    return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
+
+
+def fit_memory_model(config: Config, env: Any = None) -> MemoryModel:
+    """Compiles the step at the algorithm's measured sizes and fits the model through the results.
+
+    `env` is the loaded environment (loaded once here when None). Takes one compile per point.
+    """
+    env = env if env is not None else load_env(config.env, jax.default_backend())
+    measured = algorithm(config.algo).memory.measured_sizes(config)
+    points = tuple(analyze_iteration(config, sizes, env) for sizes in measured)
+    return MemoryModel(*fit_coefficients(points), points, jax.default_backend())
+
+
+def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
+                env: Any = None, device: DeviceInfo | None = None,
+                models: dict[str, MemoryModel] | None = None, devices: int | None = None) -> MemoryPlan:
+    """Probes the device (unless given), fits the memory model (compiles, unless `models` holds it) and plans.
+
+    `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
+    is the backend that device computes on (default: this process's). `models` caches fitted models by the
+    planned config's `network.encoder` across calls (one fit serves every device size). With pixel
+    observations and `network.encoder=auto` on an accelerator, R3D-18 is planned first and kept where some
+    configuration of it fits; else the CPU's encoder for the frames (`encoder_candidates`). `devices` (default:
+    `run.devices` on this process; a stated `device_memory` may name more devices than this machine has) is how
+    many devices of that size the run is split over.
+    """
+    device = device or probe_device()
+    local = device if device.jax_uses_it else cpu_device(device)
+    if device_memory is None:
+        budget = local_budget(local)
+    else:
+        budget = stated_budget(parse_size(device_memory), target_backend or local.jax_backend, local)
+    if devices is None:
+        devices = planned_device_count(config.run.devices, stated=device_memory is not None)
+    models = {} if models is None else models
+    candidates = encoder_candidates(config, budget.target_backend)
+    tried: list[MemoryPlan] = []
+    for encoder in candidates:
+        planned_config = config if encoder is None else config.replace(network={"encoder": encoder})
+        key = planned_config.network.encoder
+        if key not in models:
+            models[key] = fit_memory_model(planned_config, env)
+        tried.append(dataclasses.replace(memory_plan_from_model(planned_config, models[key], budget,
+                                                                devices=devices),
+                                         config=planned_config))
+        if tried[-1].chosen is not None:
+            break
+    planned = tried[-1]
+    if candidates == (None,):
+        return planned
+    first = tried[0]
+    if planned is first:
+        reason = (f"network.encoder=auto on {budget.target_backend}: {first.config.network.encoder} fits "
+                  f"(predicted {format_bytes(first.chosen.predicted_bytes)})" if first.chosen else
+                  f"network.encoder=auto on {budget.target_backend}: nothing fits, not even the smallest encoder")
+    else:
+        smallest = min(c.predicted_bytes for c in first.candidates)
+        reason = (f"network.encoder=auto on {budget.target_backend}: {first.config.network.encoder} does not fit the "
+                  f"budget of {format_bytes(budget.budget_bytes)} in any configuration (its smallest is predicted "
+                  f"at {format_bytes(smallest)}); planned {planned.config.network.encoder} instead")
+    return dataclasses.replace(planned, reasons=(reason,) + planned.reasons)
+
+
+def plan_for(config: Config, device_memory: int | str | None = None,
+             auto_num_envs: bool = False) -> tuple[Config, Plan]:
+    """(the config to run, its Plan) on this process's device.
+
+    Without `auto_num_envs` the config's sizes run as given (with `device_memory`, their predicted bytes are
+    recorded too). With it, the largest valid configuration predicted to fit the budget (this device's, or
+    `device_memory` bytes, e.g. '12GiB') runs. The config returned differs from the one given only where the
+    planner resolved `network.encoder=auto` for pixels on an accelerator (`memory_plan`). Raises UserError for
+    bf16 on a device without it, a bad size, or when nothing fits.
+    """
+    device = check_device_precision(config.run.precision)
+    encoder_choice = encoder_candidates(config, device.jax_backend if device.jax_uses_it else "cpu") != (None,)
+    if not auto_num_envs and device_memory is None and not encoder_choice:
+        return config, make_plan(config)
+
+    configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
+    planned = memory_plan(config, device_memory, None, device=device)
+    config = planned.config
+    extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
+             "memory_model": planned.model.to_dict()}
+    if not auto_num_envs:
+        return config, dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
+                                           predicted_bytes=planned.requested.predicted_bytes, extra=extra)
+    if planned.chosen is None:
+        raise UserError(planned.nothing_fits)
+    reasons = ("num_envs auto: sizes chosen by the memory planner",) + planned.reasons
+    return config, dataclasses.replace(make_plan(config, planned.chosen.sizes, reasons),
+                                       predicted_bytes=planned.chosen.predicted_bytes, extra=extra)
