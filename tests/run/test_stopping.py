@@ -8,7 +8,8 @@ import json
 import pytest
 
 from rlfit.errors import UserError
-from rlfit.run.stopping import TIME_BUDGET_SAFETY, StopRules, parse_duration, parse_reward
+from rlfit.config.values import parse_duration, parse_reward
+from rlfit.run.stopping import TIME_BUDGET_SAFETY, StopRules
 
 
 @pytest.mark.parametrize("text, seconds", [("20m", 1200), ("11h30m", 41400), ("90s", 90), ("1.5h", 5400),

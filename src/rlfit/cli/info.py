@@ -18,7 +18,8 @@ def list_envs(args: argparse.Namespace) -> int:
     """Playground's names, then each family's `<prefix>:<name>` (a family whose package is missing: a note)."""
     import sys
 
-    from rlfit.envs.loading import FAMILIES, family_names, playground_names
+    from rlfit.envs.loading import FAMILIES, family_names
+    from rlfit.envs.names import playground_names
     from rlfit.errors import UserError
 
     for name in playground_names():

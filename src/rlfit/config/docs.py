@@ -16,6 +16,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from rlfit.config.schema import Config, section_types
+from rlfit.config.values import plain
+
 
 class KeyDoc(NamedTuple):
     """One config key: `section.key` (or `algo`), rlfit's own default and the docstring on one line."""
@@ -39,9 +42,6 @@ def attribute_docs(cls: type) -> dict[str, str]:
 def key_docs() -> list[KeyDoc]:
     """`algo`, then every key of every section (env, each algorithm's, network, run) in the dataclasses' order,
     with rlfit's own default (Playground's published settings and presets come on top) and meaning."""
-    from rlfit.config.schema import Config, section_types
-    from rlfit.config.values import plain
-
     rows = [KeyDoc("algo", Config().algo, attribute_docs(Config).get("algo", ""))]
     for section, cls in section_types().items():
         docs, defaults = attribute_docs(cls), plain(dataclasses.asdict(cls()))
@@ -70,3 +70,8 @@ def plain_table() -> str:
     width = max(len(row.key) for row in rows) + 2
     default_width = max(len(default_text(row.default)) for row in rows) + 2
     return "".join(f"{row.key:{width}s}{default_text(row.default):{default_width}s}{row.meaning}\n" for row in rows)
+
+
+def field_docs() -> dict[str, str]:
+    """'section.key' -> its description on one line (the config dataclasses' attribute docstrings)."""
+    return {row.key: row.meaning for row in key_docs() if row.key != "algo"}

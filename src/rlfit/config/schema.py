@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from rlfit.config.rules import check_config
 from rlfit.config.values import FrozenDict, plain, to_type
 from rlfit.errors import UserError, did_you_mean
 from rlfit.config.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, config_module
@@ -317,17 +318,8 @@ def all_keys() -> list[str]:
     return [f"{s}.{f.name}" for s, cls in section_types().items() for f in dataclasses.fields(cls)]
 
 
-def field_docs() -> dict[str, str]:
-    """'section.key' -> its description on one line (the attribute docstrings above; see rlfit.config.docs)."""
-    from rlfit.config.docs import key_docs
-
-    return {row.key: row.meaning for row in key_docs() if row.key != "algo"}
-
-
 def validate(config: Config) -> None:
     """Checks every value and every rule the trainer needs; raises a UserError naming the fix."""
-    from rlfit.config.rules import check_config
-
     check_config(config)
 
 

@@ -8,6 +8,7 @@ reach training as NaN.
 from __future__ import annotations
 
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -121,4 +122,36 @@ def plain(value: Any) -> Any:
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    return value
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([hms])")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str, name: str = "duration") -> float | None:
+    """Seconds in '11h30m', '20m', '90s', '1.5h' (None for an empty string); UserError for anything else."""
+    text = text.strip().lower()
+    if not text:
+        return None
+    parts = _DURATION.findall(text)
+    if not parts or _DURATION.sub("", text).strip():
+        raise UserError(f"{name} must be a duration such as 20m, 11h30m or 90s, got '{text}'")
+    seconds = sum(float(value) * _UNIT_SECONDS[unit] for value, unit in parts)
+    if seconds <= 0:
+        raise UserError(f"{name} must be longer than 0, got '{text}'")
+    return seconds
+
+
+def parse_reward(text: str, name: str = "reward") -> float | None:
+    """The number in `text` (None for an empty string); UserError when it is not a finite number."""
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise UserError(f"{name} must be a number (or empty for none), got '{text}'")
     return value

@@ -19,7 +19,8 @@ from typing import Any
 import jax
 
 from rlfit.config.schema import EnvConfig
-from rlfit.errors import UserError, did_you_mean
+from rlfit.errors import UserError
+from rlfit.envs.names import check_playground_name
 
 REQUIRED_ATTRIBUTES = ("reset", "step", "observation_size")
 ACTION_ATTRIBUTES = ("action_size", "num_actions")
@@ -41,13 +42,6 @@ def choose_impl(requested: str, backend: str | None = None) -> str:
     except ImportError:
         return "jax"
     return "warp"
-
-
-def playground_names() -> tuple[str, ...]:
-    """Every environment name in Playground's registry."""
-    from mujoco_playground import registry
-
-    return tuple(registry.ALL_ENVS)
 
 
 def load_env(config: EnvConfig, backend: str | None = None) -> Any:
@@ -80,14 +74,6 @@ def _load_playground(config: EnvConfig, impl: str) -> Any:
     except KeyError as error:  # a path check_env_overrides let through (a list index): Playground's first line
         problem = str(error.args[0] if error.args else error).split(". Other fields")[0]
         raise UserError(f"env.overrides: {problem}; see {config.name}'s config") from None
-
-
-def check_playground_name(name: str) -> None:
-    """UserError (with the closest name) when `name` is not in Playground's registry."""
-    names = playground_names()
-    if name not in names:
-        raise UserError(f"unknown environment '{name}'{did_you_mean(name, names)}; "
-                        "`rlfit envs` lists them, or pass module:factory for your own")
 
 
 def _load_factory(config: EnvConfig) -> Any:

@@ -8,6 +8,7 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rlfit.envs.names import check_playground_name
 from rlfit.errors import UserError, did_you_mean
 
 MAX_LISTED = 24
@@ -41,8 +42,6 @@ def override_keys(name: str) -> list[str] | None:
     if ":" in name:
         return factory_keywords(name)
     from mujoco_playground import registry
-
-    from rlfit.envs.loading import check_playground_name
 
     check_playground_name(name)
     return sorted(flattened_keys(registry.get_default_config(name)))
@@ -88,7 +87,5 @@ def check_env_config(name: str, overrides: Mapping[str, Any]) -> None:
     """What loading environment `name` with `overrides` would refuse, found without building it: an unknown
     Playground name, an unknown override key."""
     if ":" not in name:
-        from rlfit.envs.loading import check_playground_name
-
         check_playground_name(name)
     check_env_overrides(name, overrides)

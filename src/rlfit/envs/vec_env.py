@@ -126,3 +126,9 @@ def episode_steps(env_config: Any, env: Any) -> int:
     steps = max(1, env_config.episode_length // env_config.action_repeat)
     limit = getattr(env, "max_episode_steps", None)
     return min(steps, max(1, int(limit) // env_config.action_repeat)) if limit else steps
+
+
+def observation_example(env: Any) -> Any:
+    """One unbatched observation of `env` as zeros (shapes from an abstract reset, nothing run)."""
+    shapes = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), jnp.uint32)).obs
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)

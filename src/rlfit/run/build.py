@@ -21,7 +21,7 @@ from rlfit.algos.contract import Learner
 from rlfit.config.schema import Config
 from rlfit.envs import VecEnv, load_env
 from rlfit.envs.action_space import ActionSpace
-from rlfit.envs.vec_env import episode_steps
+from rlfit.envs.vec_env import episode_steps, observation_example
 from rlfit.networks import select_obs
 from rlfit.run.evaluate import EvalMetrics, make_evaluator
 from rlfit.hardware.compile_log import ProgramCompile, timed_compile
@@ -218,9 +218,3 @@ def program_key(config: Config, plan: Plan) -> str:
     """What the compiled programs depend on: the config without its seed, and the plan's sizes and target."""
     return json.dumps({"config": config.to_dict_without_seed(), "sizes": plan.sizes._asdict(), "backend": plan.backend,
                        "impl": plan.impl, "precision": plan.precision, "devices": plan.devices}, sort_keys=True, default=str)
-
-
-def observation_example(env: Any) -> Any:
-    """One unbatched observation of `env` as zeros (shapes from an abstract reset, nothing run)."""
-    shapes = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), jnp.uint32)).obs
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)

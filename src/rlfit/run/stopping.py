@@ -8,44 +8,10 @@ reached its target. Pure host-side rules on a few numbers; the runner asks them 
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from rlfit.errors import UserError
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([hms])")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def parse_duration(text: str, name: str = "duration") -> float | None:
-    """Seconds in '11h30m', '20m', '90s', '1.5h' (None for an empty string); UserError for anything else."""
-    text = text.strip().lower()
-    if not text:
-        return None
-    parts = _DURATION.findall(text)
-    if not parts or _DURATION.sub("", text).strip():
-        raise UserError(f"{name} must be a duration such as 20m, 11h30m or 90s, got '{text}'")
-    seconds = sum(float(value) * _UNIT_SECONDS[unit] for value, unit in parts)
-    if seconds <= 0:
-        raise UserError(f"{name} must be longer than 0, got '{text}'")
-    return seconds
-
-
-def parse_reward(text: str, name: str = "reward") -> float | None:
-    """The number in `text` (None for an empty string); UserError when it is not a finite number."""
-    text = str(text).strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise UserError(f"{name} must be a number (or empty for none), got '{text}'")
-    return value
-
+from rlfit.config.values import parse_duration, parse_reward
 
 TIME_BUDGET_SAFETY = 1.5
 """The next iteration starts only if 1.5 x (the slowest iteration + evaluation + checkpoint seen) still fits."""

@@ -143,7 +143,7 @@ def load_play_env(config: Any, command: tuple[float, float, float] | None,
     from rlfit.deploy.play.commands import hold_command
     from rlfit.deploy.play.native import native_model
     from rlfit.deploy.policy_file import observation_shapes_of
-    from rlfit.run.build import observation_example
+    from rlfit.envs.vec_env import observation_example
 
     env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
     native_model(env, config.env.name)
