@@ -32,7 +32,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
-    from rlfit.study.experiment import failed_trials, open_experiment, run_experiment, start_experiment
+    from rlfit.study.experiment import failed_trials, open_experiment, start_experiment
+    from rlfit.study.schedule import run_experiment
     from rlfit.study.manifest import parse_seeds_per_program
     from rlfit.study.report import check_report_paths, write_report
     from rlfit.rundir.write_failures import stop_on_refusal

@@ -1,6 +1,7 @@
-"""Running an experiment: every trial (variant x seed) an ordinary run directory, trained one after another,
-then evaluated on the suites; stopped or killed at any point, `resume` finishes what is missing and never
-trains a finished trial again.
+"""An experiment on disk: every trial (variant x seed) an ordinary run directory, trained one after another,
+then evaluated on the suites (by `rlfit.study.schedule`); stopped or killed at any point, `resume` finishes what
+is missing and never trains a finished trial again. This module holds the experiment's data: its manifest,
+directories and records.
 
     EXP_DIR/manifest.yaml        the manifest as given     EXP_DIR/experiment.json   stage, --set, trial list
     EXP_DIR/device_checks.json   (gpu-test stage) the device checks' results and the device they passed on
@@ -14,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,16 +27,14 @@ from rlfit.rundir.atomic import write_atomic
 from rlfit.errors import UserError, did_you_mean
 from rlfit.rundir.layout import user_path_errors, write_json
 from rlfit.sinks.console import format_duration
-from rlfit.study.manifest import (GPU_TEST_STAGE, Manifest, Trial, override_strings, parse_manifest,
+from rlfit.study.manifest import (Manifest, Trial, override_strings, parse_manifest,
                                   read_manifest)
-from rlfit.run.build import reusing_programs
-from rlfit.rundir.write_failures import WriteFailed
 
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST_FILE = "manifest.yaml"
 SUITES_FILE = "suites.json"
 DEVICE_CHECKS_FILE = "device_checks.json"
-"""The gpu-test stage's `rlfit doctor --full` results and the device they ran on (`device_checks`)."""
+"""The gpu-test stage's `rlfit doctor --full` results and the device they ran on (`rlfit.study.schedule.device_checks`)."""
 FAILED_FILE = "failed.json"
 """Written in a trial whose training diverged or ran out of memory: it is reported, not retried."""
 FINISHED = (None, "early_stop", "target_reward")
@@ -278,165 +276,10 @@ class ProgressLine:
         self.say(f"{self.name}: {done}/{self.total} done{now}, {left} left{eta}{note}")
 
 
-def run_experiment(experiment: Experiment, say: Callable[[str], None] = print, ray: str | None = None) -> None:
-    """Trains every trial not yet finished (resuming started ones) and evaluates it on the suites, here or,
-    with `ray` (an address, 'auto' or 'local'), as Ray tasks (`rlfit.study.ray_runner`)."""
-    manifest = experiment.manifest
-    if manifest.stage == GPU_TEST_STAGE:
-        device_checks(say, experiment.path)
-    progress = ProgressLine(experiment, say)
-    trials = manifest.trials()
-    pending = [t for t in trials if not trial_settled(experiment, t)]
-    done = len(trials) - len(pending)
-    progress.show(done, None)
-    if ray is not None:
-        from rlfit.study.ray_runner import run_on_ray
-
-        return run_on_ray(experiment, pending, ray, progress, done, say)
-    with reusing_programs():
-        train_pending(experiment, pending, progress, done)
-
-
-def train_pending(experiment: Experiment, pending: list[Trial], progress: ProgressLine, done: int) -> None:
-    """Trains and evaluates `pending` variant by variant, showing progress: a variant's new trials first in
-    seed groups (one compiled program each, `train_new_in_groups`), then whatever is left one after another
-    (started trials are resumed alone)."""
-    from rlfit.study.experiment_groups import resume_groups, train_new_in_groups
-
-    for variant in experiment.manifest.variants:
-        trials = [t for t in pending if t.variant == variant.name]
-        if experiment.manifest.seeds_per_program != 1:
-            resume_groups(experiment, [t for t in trials if trial_status(experiment.trial_dir(t)) == "partial"],
-                          progress, done)
-        new = [t for t in trials if trial_status(experiment.trial_dir(t)) == "new"]
-        if len(new) > 1:
-            train_new_in_groups(experiment, new, progress, done)
-        for trial in trials:
-            run_dir = experiment.trial_dir(trial)
-            label = f"{trial.variant} seed {trial.seed}"
-            trained = trial_status(run_dir) == "done"  # in a seed group: its share is in the durations
-            progress.show(done, label)
-            started = time.perf_counter()
-            complete_trial(experiment, trial)
-            if not trained:
-                progress.durations.append(time.perf_counter() - started)
-            done += 1
-            failure = read_json(run_dir / FAILED_FILE)
-            summary = read_json(run_dir / "summary.json") or {}
-            outcome = (f"FAILED: {failure.get('error', '')}" if failure is not None
-                       else f"final eval {format_reward(summary.get('final_eval_reward'))}")
-            progress.show(done, None, f" ({label}: {outcome})")
-
-
-def trial_settled(experiment: Experiment, trial: Trial) -> bool:
-    """Nothing left to do: finished with every suite evaluated, or failed."""
-    status = trial_status(experiment.trial_dir(trial))
-    return status == "failed" or (status == "done" and suites_done(experiment, trial))
-
-
-def complete_trial(experiment: Experiment, trial: Trial) -> None:
-    """Trains the trial unless it is finished (resuming it if started), then evaluates the missing suites. A
-    trial whose training becomes non-finite or runs out of memory is recorded in FAILED_FILE and the
-    experiment goes on (a study expects some seeds to diverge; the report lists them)."""
-    from rlfit.planning.backoff import OutOfMemory
-    from rlfit.run.loop import NonFiniteError
-
-    run_dir = experiment.trial_dir(trial)
-    status = trial_status(run_dir)
-    if status == "failed":
-        return
-    if status != "done":
-        try:
-            train_trial(experiment, trial, status)
-        except (NonFiniteError, OutOfMemory) as error:
-            write_json(run_dir / FAILED_FILE, {"error": str(error), "kind": type(error).__name__})
-            return
-    evaluate_suites(experiment, trial)
-
-
 def failed_trials(experiment: Experiment) -> dict[str, str]:
     """trial path -> its error, for every failed trial."""
     return {t.path: (read_json(experiment.trial_dir(t) / FAILED_FILE) or {}).get("error", "unreadable record")
             for t in experiment.manifest.trials() if trial_status(experiment.trial_dir(t)) == "failed"}
-
-
-def format_reward(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
-
-
-def train_trial(experiment: Experiment, trial: Trial, status: str) -> None:
-    """Trains a new trial, or resumes a started one in its own run directory."""
-    from rlfit.api import train
-    from rlfit.run.resume import resume
-
-    run_dir = experiment.trial_dir(trial)
-    manifest = experiment.manifest
-    try:
-        if status == "new":
-            if run_dir.exists():  # killed while creating it: nothing in it can be resumed
-                shutil.rmtree(run_dir)
-            run_dir.parent.mkdir(parents=True, exist_ok=True)
-            train(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trial), run_dir=run_dir)
-        else:
-            resume(run_dir)
-    except UserError as error:
-        from rlfit.planning.backoff import OutOfMemory
-
-        if isinstance(error, OutOfMemory):
-            raise
-        if isinstance(error, WriteFailed):  # keeps its exit code (4)
-            raise WriteFailed(f"trial {trial.path}: {error.what}", error.fix) from None
-        raise UserError(f"trial {trial.path}: {error}") from None
-
-
-def suites_done(experiment: Experiment, trial: Trial) -> bool:
-    results = read_json(experiment.trial_dir(trial) / SUITES_FILE) or {}
-    return all(suite.name in results for suite in experiment.manifest.suites)
-
-
-def evaluate_suites(experiment: Experiment, trial: Trial) -> None:
-    """Evaluates the trial's final policy on each suite not yet in its suites.json (written after each)."""
-    from rlfit.run.resume import read_saved_config
-    from rlfit.rundir.layout import RunDir
-    from rlfit.study.suites import evaluate_suite
-
-    run_dir = experiment.trial_dir(trial)
-    results = read_json(run_dir / SUITES_FILE) or {}
-    config = None
-    for index, suite in enumerate(experiment.manifest.suites):
-        if suite.name in results:
-            continue
-        if config is None:
-            config, problem = read_saved_config(RunDir(run_dir))
-            if config is None:
-                raise UserError(f"trial {trial.path}: config.yaml is {problem}; resume the trial to rebuild it")
-        results[suite.name] = evaluate_suite(run_dir, config, suite, index)
-        write_json(run_dir / SUITES_FILE, results)
-
-
-def device_checks(say: Callable[[str], None], experiment_dir: Path) -> None:
-    """`rlfit doctor --full`'s checks, recorded in EXP_DIR/DEVICE_CHECKS_FILE; UserError when one fails (the
-    gpu-test stage runs them first). Once they passed in this experiment on this device (`device_identity`:
-    the same accelerator, driver and JAX), a resume does not run them again."""
-    from rlfit.run.checks import run_checks
-    from rlfit.hardware.probe import probe_device
-
-    device = probe_device()
-    identity = device_identity(device)
-    record = read_json(experiment_dir / DEVICE_CHECKS_FILE)
-    if isinstance(record, dict) and record.get("passed") is True and record.get("device") == identity:
-        say(f"gpu-test: rlfit doctor --full's checks passed on this device in this experiment ({DEVICE_CHECKS_FILE}); "
-            "not run again")
-        return
-    say("gpu-test: running rlfit doctor --full's checks first")
-    results = run_checks(device, lambda r: say(f"  {'pass' if r.passed else 'FAIL'}  {r.name:<10s} {r.figure}"))
-    failed = [r.name for r in results if not r.passed]
-    write_json(experiment_dir / DEVICE_CHECKS_FILE, {
-        "passed": not failed, "device": identity, "checked": datetime.now().astimezone().isoformat(),
-        "results": [r.to_dict() for r in results]})
-    if failed:
-        raise UserError(f"device checks failed ({', '.join(failed)}); see `rlfit doctor --full` before running "
-                        "the experiment")
 
 
 def device_identity(device: Any) -> dict[str, Any]:

@@ -33,8 +33,11 @@ def connect(address: str) -> Any:
 
 
 def run_on_ray(experiment: Experiment, pending: list[Trial], address: str, progress: ProgressLine,
-               done: int, say: Callable[[str], None]) -> None:
-    """Runs `pending` as one Ray task per variant and waits for all; a failed task stops with its error."""
+               done: int, say: Callable[[str], None], train_trials: Callable[..., list[str]]) -> None:
+    """Runs `pending` as one Ray task per variant and waits for all; a failed task stops with its error.
+
+    `train_trials(experiment_path, trial_paths, seeds_per_program)` is the task (`rlfit.study.schedule`'s).
+    """
     ray = connect(address)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     task = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(train_trials)
@@ -57,14 +60,3 @@ def run_on_ray(experiment: Experiment, pending: list[Trial], address: str, progr
         progress.show(done, None, f" (ray: variant {variant} finished)")
 
 
-def train_trials(experiment_path: str, trial_paths: list[str], seeds_per_program: int | None = None) -> list[str]:
-    """In a Ray worker: trains and evaluates the given trials of the experiment as `rlfit experiment` does here
-    (seed groups, then one after another); returns their paths."""
-    from rlfit.study.experiment import ProgressLine, open_experiment, train_pending
-    from rlfit.run.build import reusing_programs
-
-    experiment = open_experiment(experiment_path).with_seeds_per_program(seeds_per_program)
-    trials = {t.path: t for t in experiment.manifest.trials()}
-    with reusing_programs():
-        train_pending(experiment, [trials[path] for path in trial_paths], ProgressLine(experiment, lambda _: None), 0)
-    return trial_paths
