@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from rlfit.config.algorithms import config_module
 from rlfit.errors import UserError
 from rlfit.parallel.mesh import parse_devices
 from rlfit.config.values import finite_float, parse_duration, parse_reward
 
-if TYPE_CHECKING:
-    from rlfit.config.schema import Config
+
+class ConfigView(Protocol):
+    """What the rules read of a config (`rlfit.config.schema.Config` is one): the algorithm's name and the
+    sections, each a frozen dataclass (`getattr(config, 'ppo')` for an algorithm's)."""
+
+    algo: str
+    env: Any
+    network: Any
+    run: Any
+    algos: Mapping[str, Any]
+
 
 IMPLS = ("auto", "jax", "warp")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -33,7 +43,7 @@ _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation"
             "network.encoder": ENCODERS, "run.wandb": WANDB_MODES}
 
 
-def check_config(config: Config) -> None:
+def check_config(config: ConfigView) -> None:
     """Raises UserError for the first rule `config` breaks: the generic ones, then the algorithm's."""
     check_seed(config.run.seed, "run.seed")
     check_finite(config)
@@ -57,7 +67,7 @@ def check_config(config: Config) -> None:
     config_module(config.algo).check(config)
 
 
-def check_finite(config: Config) -> None:
+def check_finite(config: ConfigView) -> None:
     """Rule: every float of every section is finite (a config built in code skips `to_type`, which refuses
     non-finite input from files, presets and --set)."""
     for section in ("env", *config.algos, "network", "run"):  # the order of `rlfit.config.schema.section_types`
@@ -68,7 +78,7 @@ def check_finite(config: Config) -> None:
                 finite_float(f"{section}.{field.name}", value)
 
 
-def check_ranges(config: Config, positive_ints=(), non_negative=(), positive_floats=(), unit_interval=(),
+def check_ranges(config: ConfigView, positive_ints=(), non_negative=(), positive_floats=(), unit_interval=(),
                  choices=None) -> None:
     """Raises UserError for the first named key ('section.key') outside its range."""
     for name in positive_ints:
@@ -88,7 +98,7 @@ def check_ranges(config: Config, positive_ints=(), non_negative=(), positive_flo
             raise UserError(f"{name} must be one of {', '.join(allowed)}, got '{_get(config, name)}'")
 
 
-def check_pixels(config: Config) -> None:
+def check_pixels(config: ConfigView) -> None:
     """Rules of pixel observations: a sensible frame size and a pretrained file that exists and is safetensors,
     not a pickle (its arrays are checked against the encoder when it is loaded)."""
     env, network = config.env, config.network
@@ -119,6 +129,6 @@ def check_seed(seed: int, name: str) -> None:
         raise UserError(f"{name} must be an integer from 0 to {SEED_LIMIT - 1} (2^32 - 1), got {seed}")
 
 
-def _get(config: Config, dotted: str):
+def _get(config: ConfigView, dotted: str):
     section, key = dotted.split(".")
     return getattr(getattr(config, section), key)
