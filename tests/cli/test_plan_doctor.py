@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlfit.algos.ppo.sizes import check_batch_divisibility
-from rlfit.planning.units import parse_size
+from rlfit.hardware.units import parse_size
 from tests.conftest import cli_in_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ from rlfit.errors import UserError
 from rlfit.hardware.probe import Accelerator, cpu_info, gpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings
 from rlfit.algos.ppo.sizes import BatchSizes
-from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, cpu_max_num_envs, stated_budget
+from rlfit.hardware.cpu_envs import cpu_max_num_envs
+from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, stated_budget
 from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients
 from rlfit.planning.planner import check_precision, memory_plan_from_model
 

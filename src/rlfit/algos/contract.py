@@ -16,6 +16,7 @@ and `algorithm.py` (ALGORITHM), plus one line in `rlfit.config.algorithms.ALGORI
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -71,6 +72,36 @@ class Learner(NamedTuple):
     False where the step ran faster without them. Programs with convolutions always compile without them."""
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration the planner considered."""
+
+    sizes: Any
+    """The algorithm's sizes NamedTuple."""
+    estimate_bytes: int
+    """Fitted device bytes of one iteration."""
+    predicted_bytes: int
+    """`estimate_bytes` times the safety margin; what is compared with the budget."""
+    fits: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.sizes._asdict(), "estimate_bytes": self.estimate_bytes, "predicted_bytes": self.predicted_bytes,
+                "fits": self.fits}
+
+
+class Choice(NamedTuple):
+    """What an algorithm's rules (`MemoryRules.choose`) make of the candidates."""
+
+    candidates: tuple[Candidate, ...]
+    """The candidates worth showing, smallest first."""
+    chosen: Candidate | None
+    reasons: tuple[str, ...]
+    smallest: Candidate
+    """The smallest configuration the rules allow (named when nothing fits)."""
+    fix: str
+    """What to change when nothing fits."""
+
+
 class MemoryRules(NamedTuple):
     """How the memory planner (`rlfit.planning`) models and sizes an algorithm. Pure Python (no JAX).
 
@@ -86,8 +117,8 @@ class MemoryRules(NamedTuple):
     stored_transitions: Callable[[Any], int]
     """sizes -> transitions the training state stores (a replay buffer's capacity; 0 without one)."""
     choose: Callable[[Any, Callable[[Any], Any], int], Any]
-    """(config, judge: sizes -> `rlfit.planning.planner.Candidate`, most environments worth running or None) ->
-    `rlfit.planning.planner.Choice`: the candidates to show, the chosen one (None if nothing fits), why."""
+    """(config, judge: sizes -> `Candidate`, most environments worth running or None) ->
+    `Choice`: the candidates to show, the chosen one (None if nothing fits), why."""
 
 
 class Algorithm(NamedTuple):

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
 def describe_devices(devices: list[dict]) -> list[str]:
     """One line per device JAX computes on (a run uses them all by default: run.devices=auto)."""
-    from rlfit.planning.units import format_bytes
+    from rlfit.hardware.units import format_bytes
 
     lines = [f"jax devices  {len(devices)} (a run splits its environments over all of them; run.devices=N for fewer)"]
     for d in devices:
@@ -60,7 +60,7 @@ def describe_devices(devices: list[dict]) -> list[str]:
 
 def describe(device) -> list[str]:
     """The text report: one 'label  value' line per fact, then the probe notes."""
-    from rlfit.planning.units import format_bytes
+    from rlfit.hardware.units import format_bytes
 
     if device.is_accelerator:
         head = f"{device.name} x{device.count} ({device.platform}, found by {device.source})"

@@ -31,7 +31,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
-    from rlfit.planning.units import parse_size
+    from rlfit.hardware.units import parse_size
 
     if args.target and args.device_memory is None:
         raise UserError("--target describes the --device-memory device; pass --device-memory SIZE too")
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 def comparison(plans, device_sizes: list[int], env_name: str) -> list[str]:
     """One line per device size: the budget it leaves and the configuration chosen for it."""
-    from rlfit.planning.units import format_bytes
+    from rlfit.hardware.units import format_bytes
 
     columns = plans[0].columns
     lines = [f"{env_name}: the planner's choice per device memory", ""]
@@ -93,7 +93,7 @@ def comparison(plans, device_sizes: list[int], env_name: str) -> list[str]:
 
 def table(planned, env_name: str) -> list[str]:
     """The guides' table: sizes, predicted memory, fits; then the choice and the reasons."""
-    from rlfit.planning.units import format_bytes
+    from rlfit.hardware.units import format_bytes
 
     budget, columns = planned.budget, planned.columns
     lines = [f"{env_name} on {budget.device}: budget {format_bytes(budget.budget_bytes)}", ""]

@@ -104,7 +104,7 @@ def num_envs_auto(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.api import train
-    from rlfit.planning.units import parse_size
+    from rlfit.hardware.units import parse_size
 
     join_if_distributed(args)
     if args.resume:

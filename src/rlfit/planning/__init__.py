@@ -6,7 +6,7 @@ on numbers; measuring the compiled step and calling the planner is `rlfit.run.si
 """
 
 from rlfit.planning.backoff import is_out_of_memory
-from rlfit.planning.planner import Candidate, MemoryPlan, check_precision
-from rlfit.planning.units import format_bytes, parse_size
+from rlfit.algos.contract import Candidate
+from rlfit.planning.planner import MemoryPlan, check_precision
 
-__all__ = ["Candidate", "MemoryPlan", "check_precision", "format_bytes", "is_out_of_memory", "parse_size"]
+__all__ = ["Candidate", "MemoryPlan", "check_precision", "is_out_of_memory"]

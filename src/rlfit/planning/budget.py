@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rlfit.errors import UserError
 from rlfit.hardware.probe import DeviceInfo
 from rlfit.hardware.xla_memory import cpu_budget, gpu_budget
-from rlfit.planning.units import format_bytes
+from rlfit.hardware.units import format_bytes
 
 SAME_BACKEND_MARGIN = 1.15
 """Predicted bytes are multiplied by this when the prediction was compiled for the target's backend
@@ -15,20 +15,7 @@ SAME_BACKEND_MARGIN = 1.15
 CROSS_BACKEND_MARGIN = 1.5
 """... and by this when it was compiled for another backend (e.g. a GPU plan made on a CPU: other fusion and
 buffer choices, and MJX's warp implementation on the GPU instead of the jax one)."""
-CPU_ENVS_PER_CORE = 256
-"""On the CPU backend memory rarely limits, and past about this many environments per core a larger batch
-steps no faster (2 cores: 512 envs 244k env-steps/s, 1024 envs 208k, 8192 envs 169k;
-`benchmarks/planner_sweep.py`), so auto stops at `cpu_max_num_envs(cores)`."""
-CPU_CAP_RANGE = (256, 8192)
 TARGETS = ("gpu", "cpu")
-
-
-def cpu_max_num_envs(cores: int) -> int:
-    """The most environments `auto` picks on a CPU with `cores` cores: CPU_ENVS_PER_CORE per core, rounded
-    down to a power of two, within CPU_CAP_RANGE (1 core: 256, 2: 512, 4: 1024, 32 or more: 8192)."""
-    low, high = CPU_CAP_RANGE
-    target = max(low, min(high, CPU_ENVS_PER_CORE * max(cores, 1)))
-    return 1 << (target.bit_length() - 1)
 
 
 @dataclass(frozen=True)

@@ -50,14 +50,14 @@ class Plan:
 
 def config_sizes(config: Config) -> Any:
     """The sizes the config asks for, as its algorithm's sizes NamedTuple."""
-    from rlfit.config.algorithms import algorithm
+    from rlfit.algos.registry import algorithm
 
     return algorithm(config.algo).config_sizes(config)
 
 
 def sizes_from_dict(config: Config, sizes: dict[str, Any]) -> Any:
     """Sizes saved in a plan (plan.json, a checkpoint's record) as the config's algorithm's NamedTuple."""
-    from rlfit.config.algorithms import algorithm
+    from rlfit.algos.registry import algorithm
 
     return algorithm(config.algo).sizes_type(**sizes)
 

@@ -13,45 +13,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
+from rlfit.algos.contract import Candidate
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.planning.plan import config_sizes
 from rlfit.hardware.probe import DeviceInfo, usable_cores
-from rlfit.planning.budget import Budget, cpu_max_num_envs, margin_for
+from rlfit.hardware.cpu_envs import cpu_max_num_envs
+from rlfit.planning.budget import Budget, margin_for
 from rlfit.planning.memory import MemoryModel
-from rlfit.planning.units import format_bytes
-
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration the planner considered."""
-
-    sizes: Any
-    """The algorithm's sizes NamedTuple."""
-    estimate_bytes: int
-    """Fitted device bytes of one iteration."""
-    predicted_bytes: int
-    """`estimate_bytes` times the safety margin; what is compared with the budget."""
-    fits: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.sizes._asdict(), "estimate_bytes": self.estimate_bytes, "predicted_bytes": self.predicted_bytes,
-                "fits": self.fits}
-
-
-class Choice(NamedTuple):
-    """What an algorithm's rules (`MemoryRules.choose`) make of the candidates."""
-
-    candidates: tuple[Candidate, ...]
-    """The candidates worth showing, smallest first."""
-    chosen: Candidate | None
-    reasons: tuple[str, ...]
-    smallest: Candidate
-    """The smallest configuration the rules allow (named when nothing fits)."""
-    fix: str
-    """What to change when nothing fits."""
-
+from rlfit.hardware.units import format_bytes
 
 @dataclass(frozen=True)
 class MemoryPlan:
@@ -101,7 +73,7 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     intercept), against one device's budget (a CPU's devices share one budget); a total that does not split
     evenly does not fit.
     """
-    from rlfit.config.algorithms import algorithm
+    from rlfit.algos.registry import algorithm
 
     rules = algorithm(config.algo).memory
     margin, margin_reason = margin_for(model.backend, budget.target_backend)

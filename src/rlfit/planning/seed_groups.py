@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from rlfit.hardware.probe import DeviceInfo
 from rlfit.planning.budget import SAME_BACKEND_MARGIN
-from rlfit.planning.units import format_bytes
+from rlfit.hardware.units import format_bytes
 
 
 class SeedGroupPlan(NamedTuple):

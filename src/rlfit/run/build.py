@@ -62,7 +62,7 @@ class Trainer:
     @classmethod
     def build(cls, config: Config, plan: Plan, env: Any | None = None) -> Trainer:
         """Loads the environment (unless given) and builds the algorithm's Learner for `plan`'s sizes."""
-        from rlfit.config.algorithms import algorithm
+        from rlfit.algos.registry import algorithm
 
         env = env if env is not None else load_env(config.env, plan.backend)
         episode_length = episode_steps(config.env, env)

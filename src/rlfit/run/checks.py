@@ -115,7 +115,7 @@ def check_allocation(device: DeviceInfo) -> CheckResult:
     """Allocates (and touches) memory up to the planned budget in 256 MiB blocks, then frees it."""
     import jax.numpy as jnp
 
-    from rlfit.planning.units import format_bytes
+    from rlfit.hardware.units import format_bytes
 
     if device.budget_bytes is None:
         return CheckResult("allocation", False, "no budget known for this device")

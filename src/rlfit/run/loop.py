@@ -353,7 +353,7 @@ class Runner:
 
     def _shrink(self, message: str, progress: Progress, where: str) -> None:
         """Rebuilds the trainer at the next smaller sizes (or raises OutOfMemory), recording why everywhere."""
-        from rlfit.config.algorithms import algorithm
+        from rlfit.algos.registry import algorithm
         from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
 
         old = self.trainer
@@ -413,7 +413,7 @@ class Runner:
         self.sinks.write("eval", record_eval(progress, result, self.trainer.config.run.early_stop_min_delta))
 
     def _non_finite_message(self, progress: Progress, row: dict[str, Any]) -> str:
-        from rlfit.config.algorithms import algorithm
+        from rlfit.algos.registry import algorithm
 
         where = "no checkpoint was written yet"
         if self.checkpointer is not None and self.checkpointer.latest_step() is not None:

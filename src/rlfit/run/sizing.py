@@ -11,7 +11,7 @@ from typing import Any
 
 import jax
 
-from rlfit.config.algorithms import algorithm
+from rlfit.algos.registry import algorithm
 from rlfit.config.schema import Config
 from rlfit.envs import load_env
 from rlfit.errors import UserError
@@ -22,7 +22,7 @@ from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients, po
 from rlfit.planning.plan import Plan, make_plan
 from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
                                     memory_plan_from_model, planned_device_count)
-from rlfit.planning.units import format_bytes, parse_size
+from rlfit.hardware.units import format_bytes, parse_size
 from rlfit.run.build import Trainer
 
 

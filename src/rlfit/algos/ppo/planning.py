@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlfit.algos.contract import MemoryRules
+from rlfit.algos.contract import Choice, MemoryRules
 from rlfit.algos.ppo.candidates import candidate_sizes, scale_sizes
 from rlfit.algos.ppo.sizes import config_sizes
+from rlfit.hardware.cpu_envs import CPU_ENVS_PER_CORE
+from rlfit.hardware.units import format_bytes
 
 MEASURE_NUM_ENVS = (256, 2048)
 """The two sizes compiled for the fit (compile-only, so their size costs nothing)."""
@@ -41,10 +43,6 @@ def shown_candidates(candidates: Sequence[Any]) -> tuple[Any, ...]:
 
 def choose(config: Any, judge: Callable[[Any], Any], cap: int | None) -> Any:
     """The largest power-of-two `num_envs` in the config's proportions that fits, at most `cap` (if given)."""
-    from rlfit.planning.planner import Choice
-    from rlfit.planning.budget import CPU_ENVS_PER_CORE
-    from rlfit.planning.units import format_bytes
-
     candidates = tuple(judge(sizes) for sizes in candidate_sizes(config_sizes(config)))
     chosen, most = largest(candidates, cap), largest(candidates)
     if chosen is not None and most is not None and cap is not None and most.sizes.num_envs > cap:

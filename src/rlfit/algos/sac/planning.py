@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rlfit.algos.contract import MemoryRules
+from rlfit.algos.contract import Choice, MemoryRules
 from rlfit.algos.sac.sizes import SACSizes, config_sizes
+from rlfit.hardware.units import format_bytes
 
 
 def measured_sizes(config: Any) -> tuple[SACSizes, ...]:
@@ -46,9 +47,6 @@ def largest_fitting_rows(fits: Callable[[int], bool], low: int, high: int) -> in
 def choose(config: Any, judge: Callable[[SACSizes], Any], cap: int | None) -> Any:
     """The config's buffer if it fits, else the largest whole number of policy steps between min_replay_size
     and max_replay_size that fits; None when even the smallest does not."""
-    from rlfit.planning.planner import Choice
-    from rlfit.planning.units import format_bytes
-
     base = config_sizes(config)
     n = base.num_envs
 

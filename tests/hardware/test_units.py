@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlfit.errors import UserError
-from rlfit.planning.units import format_bytes, parse_size
+from rlfit.hardware.units import format_bytes, parse_size
 
 
 @pytest.mark.parametrize("text, size", [
