@@ -26,6 +26,7 @@ quickstart: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 clean:
