@@ -23,11 +23,11 @@ from rlfit.checkpoints.format import CheckpointMeta, dropped_leaves
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.planning.plan import make_plan
-from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
 from rlfit.run.loop import Progress, RunResult
-from rlfit.sinks.wandb import check_wandb_available
 from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
+from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
+from rlfit.sinks.wandb import check_wandb_available
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,56 @@ from rlfit.sinks.tensorboard import TensorBoardSink
 from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
 
 
+def train(
+    env: str = DEFAULT_ENV,
+    preset: str = "default",
+    config_file: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    *,
+    run_dir: str | Path | None = None,
+    quiet: bool = True,
+    live: bool | None = None,
+    num_envs_auto: bool = False,
+    device_memory: int | str | None = None,
+) -> RunResult:
+    """Trains `env` and returns the final state, counters and summary.
+
+    `overrides` are `section.key=value` strings applied last (like `--set`). The run directory
+    defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
+    `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
+    `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
+    `run.fit_to_device` in the config (set by the `g1` preset) asks for the same.
+
+    >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
+    >>> result.summary["final_eval_reward"], result.state.params
+    """
+    from rlfit.run.sizing import plan_for
+
+    config = resolve(env, preset, config_file, overrides)
+    config, plan = plan_for(config, device_memory=device_memory,
+                            auto_num_envs=num_envs_auto or config.run.fit_to_device)
+    return train_config(config, plan, run_dir, quiet=quiet, live=live)
+
+
+def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
+                 live: bool | None = None) -> RunResult:
+    """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
+    from rlfit.parallel.distributed import is_writer
+
+    check_wandb_available(config)
+    configure_jax(plan.precision)
+    path = Path(run_dir) if run_dir else default_run_path(config.env.name)
+    if not is_writer():  # another process of a distributed run: process 0 writes the run directory
+        return execute(Trainer.build(config, plan), RunDir(path), quiet=True)
+    check_new_run_dir(path)
+    trainer = Trainer.build(config, plan)
+    directory, lock = create_run_dir(path, config)
+    with lock:
+        with stop_on_refusal(f"free space or fix permissions, then `rlfit resume {directory.path}`"):
+            write_json(directory.plan, plan.to_dict())
+        return execute(trainer, directory, quiet=quiet, live=live)
+
+
 def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress | None = None, *,
             quiet: bool = True, live: bool | None = None) -> RunResult:
     """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals.
@@ -78,53 +128,3 @@ def summary_line(result: RunResult) -> str:
     speed = "n/a" if s["sps_mean"] is None else f"{s['sps_mean']:,.0f}"  # None: no step this session
     return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
             f"({speed} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
-
-
-def train(
-    env: str = DEFAULT_ENV,
-    preset: str = "default",
-    config_file: str | Path | None = None,
-    overrides: Sequence[str] = (),
-    *,
-    run_dir: str | Path | None = None,
-    quiet: bool = True,
-    live: bool | None = None,
-    num_envs_auto: bool = False,
-    device_memory: int | str | None = None,
-) -> RunResult:
-    """Trains `env` and returns the final state, counters and summary.
-
-    `overrides` are `section.key=value` strings applied last (like `--set`). The run directory
-    defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
-    `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
-    `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
-    `run.fit_to_device` in the config (set by the `g1` preset) asks for the same.
-
-    >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
-    >>> result.summary["final_eval_reward"], result.state.params
-    """
-    from rlfit.run.sizing import plan_for
-
-    config = resolve(env, preset, config_file, overrides)
-    config, plan = plan_for(config, device_memory=device_memory,
-                            auto_num_envs=num_envs_auto or config.run.fit_to_device)
-    return train_config(config, plan, run_dir, quiet=quiet, live=live)
-
-
-def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
-                 live: bool | None = None) -> RunResult:
-    """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
-    from rlfit.parallel.distributed import is_writer
-
-    check_wandb_available(config)
-    configure_jax(plan.precision)
-    path = Path(run_dir) if run_dir else default_run_path(config.env.name)
-    if not is_writer():  # another process of a distributed run: process 0 writes the run directory
-        return execute(Trainer.build(config, plan), RunDir(path), quiet=True)
-    check_new_run_dir(path)
-    trainer = Trainer.build(config, plan)
-    directory, lock = create_run_dir(path, config)
-    with lock:
-        with stop_on_refusal(f"free space or fix permissions, then `rlfit resume {directory.path}`"):
-            write_json(directory.plan, plan.to_dict())
-        return execute(trainer, directory, quiet=quiet, live=live)
