@@ -1,6 +1,8 @@
-"""Builds what a run needs from a config and a plan: environments, agent, optimizer, compiled functions.
+"""Builds what a run needs from a config and a plan: the environments and the algorithm's Learner
+(`rlfit.algos.contract`), and compiles its training step and evaluation ahead of time.
 
-This is the `plan -> env -> train step` part of the data flow; the host loop lives in `rlfit.runner`.
+It trains nothing: this is the `plan -> env -> train step` part of the data flow; the host loop that runs the
+compiled step lives in `rlfit.runner`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from rlfit.networks.pixels import encoder_for, encoder_optimizer
 
 
 def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
-    """Half the environments with the same experience per environment (`rlfit.planning.candidates`), wherever
+    """Half the environments with the same experience per environment (`rlfit.algos.ppo.candidates`), wherever
     memory ran out."""
     return halved(sizes)
 
