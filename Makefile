@@ -27,7 +27,7 @@ quickstart: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 clean:
