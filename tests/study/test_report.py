@@ -65,14 +65,15 @@ def test_the_report_holds_each_variants_ratio(tmp_path):
     expected = ratio_of_means(np.array([5.0, 8.0, 17.0]), np.array([10.0, 20.0, 30.0]), reps=REPS)
     assert (a["low"], a["high"]) == pytest.approx((expected.low, expected.high))
     assert a["low"] < 0.5 < a["high"]
-    assert b == {"n": 1, "ratio": pytest.approx(0.75), "low": None, "high": None, "note": "too few trials"}
+    assert b == {"n": 1, "ratio": pytest.approx(0.75), "low": None, "high": None,
+                 "note": "one trial: no interval (a spread needs 2 or more trials)"}
     assert results["measures"]["final_description_length_bits"]["values"] == {"a": [3.0, 4.0, 5.0]}
     assert results["measures_not_recorded"] == []
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## Ratios" in text and "mean(numerator) / mean(denominator)" in text
     assert "### `suite/larger-grid` / `suite/in-distribution`" in text
-    assert f"| a | 3 | 0.5 [{expected.low:.4g}, {expected.high:.4g}] |" in text
-    assert "| b | 1 | 0.75 (too few trials) |" in text
+    assert f"| a | 3 | 0.500 [{expected.low:.3f}, {expected.high:.3f}] |" in text
+    assert "| b | 1 | 0.750 (one trial: no interval (a spread needs 2 or more trials)) |" in text
 
 
 def test_a_measure_no_trial_recorded_is_left_out_and_said_so(tmp_path):

@@ -33,7 +33,9 @@ trim_mean and rliable count them."""
 
 
 def check_method(method: str) -> str:
-    """`method` if it is one of INTERVAL_METHODS, else a one-line UserError naming the choices."""
+    """`method` in lower case ('BCa' is 'bca') if it is one of INTERVAL_METHODS, else a one-line UserError naming
+    the choices."""
+    method = str(method).lower()
     if method not in INTERVAL_METHODS:
         raise UserError(f"unknown interval method '{method}'{did_you_mean(str(method), list(INTERVAL_METHODS))}; "
                         f"choose from {', '.join(INTERVAL_METHODS)}")
@@ -42,7 +44,7 @@ def check_method(method: str) -> str:
 
 def method_for(n: int, method: str = "auto") -> str:
     """'t' or 'bca': what `method` gives for n seeds per variant (the smaller group's n for a difference)."""
-    check_method(method)
+    method = check_method(method)
     if method == "auto":
         return "t" if n < BCA_MIN_SEEDS else "bca"
     return method

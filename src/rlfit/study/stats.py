@@ -89,7 +89,7 @@ def interval_estimates(scores: Mapping[str, np.ndarray], reps: int = 2000, confi
     arrays = _score_mapping(scores)
     _check_confidence(confidence)
     _check_reps(reps)
-    check_method(method)
+    method = check_method(method)
     estimates = {}
     for name, values in arrays.items():
         if values.size == 1:
