@@ -87,7 +87,7 @@ def test_the_learning_curves_show_env_steps_and_wall_clock_with_the_iqm_interval
     figure = learning_curves_figure({"v": (steps, rewards)}, "t", "return", 100, 0, {"v": (steps / 1e3, rewards)}, "auto")
     by_steps, by_clock = figure.axes
     assert by_steps.get_xlabel() == "env steps" and by_clock.get_xlabel() == "training wall-clock (s)"
-    assert by_steps.get_ylabel() == "return, IQM over seeds (95% CI)"
+    assert by_steps.get_ylabel() == "return\nIQM over seeds, 95% CI band"
     [band] = by_steps.collections
     low, high = iqm_t_interval(rewards.T)  # Yuen's interval at each step (5 seeds: t-based)
     top = band.get_paths()[0].vertices[:, 1]
@@ -114,6 +114,22 @@ def test_the_scatter_is_coloured_by_variant_and_its_line_is_straight_on_a_log_ax
     line_x, line_y = axes.lines[0].get_data()
     slope = np.diff(line_y) / np.diff(np.log10(line_x))
     assert np.allclose(slope, scipy.stats.linregress(np.log10(x), y).slope)
+
+
+def test_a_power_law_is_a_straight_line_on_log_log_axes_and_a_zero_on_a_log_range_gets_no_line():
+    x = np.array([1e-4, 1e-3, 1e-2, 1e-1])
+    y = 5.0 / x * np.array([1.1, 0.9, 1.05, 0.95])  # 50 to 50000: three decades
+    figure = scatter_figure(x, y, correlation(np.log10(x), np.log10(y), reps=100), "beta", "bits", "t")
+    [axes] = figure.axes
+    assert (axes.get_xscale(), axes.get_yscale()) == ("log", "log")
+    line_x, line_y = axes.lines[0].get_data()
+    slope = np.diff(np.log10(line_y)) / np.diff(np.log10(line_x))
+    assert np.allclose(slope, scipy.stats.linregress(np.log10(x), np.log10(y)).slope)
+    assert "least squares on log10 y against log10 x" in axes.lines[0].get_label()
+    with_zero = scatter_figure(np.array([0.0, 1e-3, 1e-2, 1e-1]), np.array([1.0, 2.0, 3.0, 5.0]),
+                               correlation(np.arange(4.0), np.array([1.0, 2.0, 3.0, 5.0]), reps=100), "beta", "y", "t")
+    [axes] = with_zero.axes
+    assert axes.get_xscale() == "symlog" and len(axes.lines) == 0
 
 
 def test_scatter_fit_with_too_few_points_draws_only_the_points(tmp_path):

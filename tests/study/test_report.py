@@ -139,12 +139,21 @@ def test_a_ratio_of_values_that_can_be_negative_is_refused_in_one_line(tmp_path)
     raw = {**MANIFEST, "ratios": [{"numerator": "final_description_length_bits", "denominator": "suite/in-distribution"}]}
     experiment = finished_experiment(tmp_path, raw, {"a": [-1.0, 4.0, 5.0], "b": [1.0, 2.0, 3.0]})
     report.write_report(experiment)
-    per_variant = json.loads((tmp_path / "report" / "results.json").read_text())["ratios"][0]["per_variant"]
-    assert per_variant["a"]["ratio"] is None and per_variant["a"]["note"].startswith(
-        "refused: the numerator has values <= 0 (smallest -1)")
-    assert per_variant["b"]["ratio"] == pytest.approx(2.0 / 50.0)
+    [ratio] = json.loads((tmp_path / "report" / "results.json").read_text())["ratios"]
+    why = ("`final_description_length_bits` has values <= 0 (smallest -1): not a ratio scale, so no ratio; compare "
+           "differences instead")
+    assert (ratio["refused"], ratio["per_variant"]) == (why, {})  # b's values are positive: refused all the same
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "| a | 3 | n/a (refused: the numerator has values <= 0 (smallest -1); a ratio needs a ratio scale" in text
+    assert f"### `final_description_length_bits` / `suite/in-distribution`\n\nRefused: {why}.\n" in text
+
+
+def test_a_ratio_of_returns_under_different_rewards_is_refused(tmp_path):
+    suites = {"in-distribution": {}, "larger-grid": {"set": {"env.overrides": {"goal_reward": 0.5, "step_cost": 0.02}}}}
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "suites": suites}, {"a": [3.0, 4.0, 5.0], "b": [1.0, 2.0, 3.0]})
+    report.write_report(experiment)
+    [ratio] = json.loads((tmp_path / "report" / "results.json").read_text())["ratios"]
+    assert ratio["refused"] == ("`suite/larger-grid` changes the reward (goal_reward=0.5, step_cost=0.02): its returns "
+                                "are in other units, so no ratio")
 
 
 def test_a_single_seed_shows_no_interval_and_says_why(tmp_path):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-MOST_LIKELY = "the most likely action (the mode of the policy's distribution: tanh of the mean, or the argmax)"
-"""How rlfit's evaluations act (`rlfit.evaluate`): the stochastic policy (sampled actions) is not evaluated."""
+MOST_LIKELY = "most likely action"
+"""How rlfit's evaluations act (`rlfit.evaluate`): the mode of the policy's distribution (tanh of the mean, or the
+argmax); the stochastic policy (sampled actions) is not evaluated."""
+MOST_LIKELY_DEFINITION = "the mode of the policy's distribution: tanh of the Gaussian's mean, or the argmax of the logits"
 RETURN = "return (sum of rewards over an episode)"
 
 

@@ -60,7 +60,7 @@ def learning_curves_figure(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], 
                 low, high = _iqm_band(rewards, method, reps, seed)
                 axes.fill_between(x, low, high, color=colour, alpha=0.2, linewidth=0)
         axes.set_xlabel(xlabel)
-        axes.set_ylabel(f"{ylabel}, IQM over seeds (95% CI)")
+        axes.set_ylabel(f"{ylabel}\nIQM over seeds, 95% CI band")
         axes.grid(alpha=0.3)
         axes.legend(loc="best", fontsize="small")
     figure.suptitle(title)
@@ -166,9 +166,11 @@ def scatter_figure(x: np.ndarray, y: np.ndarray, corr: Correlation, xlabel: str,
                    labels: Sequence[str] | None = None) -> Figure:
     """Points of shape (n,) coloured by `labels` (each trial's variant), the least-squares line and its 95% band.
 
-    On a log x axis (`axis_scale`) the line is fitted to log10(x), so it is straight where it is drawn; on a
-    symlog axis (x spans decades and includes 0) it is fitted to x. The band is the t interval of the fitted mean,
-    b0 + b1 u +- t(0.975, n - 2) s sqrt(1/n + (u - mean u)^2 / Suu); the line needs n >= 3 and u not constant.
+    Each axis is on the scale `axis_scale` gives it, and the line is fitted on those scales (log10 of a log axis),
+    so it is straight where it is drawn. On a symlog axis (a variable spanning decades that includes 0) no straight
+    line exists: only the points are drawn. The band is the t interval of the fitted mean, b0 + b1 u +- t(0.975,
+    n - 2) s sqrt(1/n + (u - mean u)^2 / Suu); the line needs n >= 3 and u not constant. `corr` is the
+    correlation on the same scales (its r is in the legend).
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.ndim != 1 or y.ndim != 1 or x.size != y.size:
@@ -182,34 +184,43 @@ def scatter_figure(x: np.ndarray, y: np.ndarray, corr: Correlation, xlabel: str,
         chosen = np.array([label == name for label in labels])
         axes.scatter(x[chosen], y[chosen], color=_COLOURS[index % len(_COLOURS)], alpha=0.8, zorder=3,
                      label=f"{name} (n={int(chosen.sum())})")
-    scale = axis_scale(x)
-    u = np.log10(x) if scale == "log" else x
-    if x.size >= 3 and np.ptp(u) > 0:
-        fit = scipy.stats.linregress(u, y)
+    x_scale, y_scale = axis_scale(x), axis_scale(y)
+    u, v = on_scale(x, x_scale), on_scale(y, y_scale)
+    if x.size >= 3 and np.ptp(u) > 0 and "symlog" not in (x_scale, y_scale):
+        fit = scipy.stats.linregress(u, v)
         grid = np.linspace(u.min(), u.max(), 200)
         line = fit.intercept + fit.slope * grid
-        residual_sd = math.sqrt(np.sum((y - fit.intercept - fit.slope * u) ** 2) / (x.size - 2))
+        residual_sd = math.sqrt(np.sum((v - fit.intercept - fit.slope * u) ** 2) / (x.size - 2))
         spread = np.sqrt(1.0 / x.size + (grid - u.mean()) ** 2 / np.sum((u - u.mean()) ** 2))
         half_width = scipy.stats.t.ppf(0.975, x.size - 2) * residual_sd * spread
-        drawn = 10.0 ** grid if scale == "log" else grid
-        axes.plot(drawn, line, color="black", label=_fit_label(corr, scale))
-        axes.fill_between(drawn, line - half_width, line + half_width, color="grey", alpha=0.2, linewidth=0,
-                          label="95% CI of fit")
-    if scale == "symlog":
-        axes.set_xscale("symlog", linthresh=float(x[x > 0].min()))
-    else:
-        axes.set_xscale(scale)
-    axes.set_xlabel(xlabel + (" (log scale)" if scale != "linear" else ""))
-    axes.set_ylabel(ylabel)
+        drawn = _off_scale(grid, x_scale)
+        axes.plot(drawn, _off_scale(line, y_scale), color="black", label=_fit_label(corr, x_scale, y_scale))
+        axes.fill_between(drawn, _off_scale(line - half_width, y_scale), _off_scale(line + half_width, y_scale),
+                          color="grey", alpha=0.2, linewidth=0, label="95% CI of fit")
+    for setter, scale, values in ((axes.set_xscale, x_scale, x), (axes.set_yscale, y_scale, y)):
+        setter(scale, **({"linthresh": float(values[values > 0].min())} if scale == "symlog" else {}))
+    axes.set_xlabel(xlabel + (" (log scale)" if x_scale != "linear" else ""))
+    axes.set_ylabel(ylabel + (" (log scale)" if y_scale != "linear" else ""))
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
     return figure
 
 
-def _fit_label(corr: Correlation, scale: str = "linear") -> str:
-    """Legend text: least squares (on log10 x on a log axis), r and its 95% CI where there is one."""
-    what = "least squares on log10 x" if scale == "log" else "least squares"
+def on_scale(values: np.ndarray, scale: str) -> np.ndarray:
+    """log10(values) on a log axis, else the values: what a fit or a correlation on that axis uses."""
+    return np.log10(values) if scale == "log" else np.asarray(values, dtype=float)
+
+
+def _off_scale(values: np.ndarray, scale: str) -> np.ndarray:
+    """The inverse of `on_scale`: fitted values back in the variable's own units."""
+    return 10.0 ** values if scale == "log" else values
+
+
+def _fit_label(corr: Correlation, x_scale: str = "linear", y_scale: str = "linear") -> str:
+    """Legend text: least squares (on log10 of a log axis), r and its 95% CI where there is one."""
+    what = ("least squares on " + ("log10 y" if y_scale == "log" else "y") + " against "
+            + ("log10 x" if x_scale == "log" else "x"))
     if math.isnan(corr.pearson_low):
         return f"{what}, r={corr.pearson_r:.2f}"
     return f"{what}, r={corr.pearson_r:.2f} [{corr.pearson_low:.2f}, {corr.pearson_high:.2f}]"

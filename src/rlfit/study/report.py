@@ -126,14 +126,19 @@ def paired_values(results: list[TrialResult], x: str, y: str) -> np.ndarray:
     return np.array([p for p in pairs if np.isfinite(p).all()], float).reshape(-1, 2)
 
 
-def ratio_entries(results: list[TrialResult], ratios: Sequence[tuple[str, str]],
-                  variants: list[str]) -> list[dict[str, Any]]:
+def ratio_entries(results: list[TrialResult], ratios: Sequence[tuple[str, str]], variants: list[str],
+                  suites: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """Per (numerator, denominator): each variant's ratio of means (`stats.ratio_of_means`) over its trials that
-    have both measures; NaN numbers become None (JSON null), a variant without such trials has n 0."""
+    have both measures; NaN numbers become None (JSON null), a variant without such trials has n 0. A ratio whose
+    measures are not on one ratio scale (`ratio_refusal`) is refused whole: `refused` says why, no variant has one."""
     from rlfit.study.stats import ratio_of_means
 
     entries = []
     for numerator, denominator in ratios:
+        refusal = ratio_refusal(results, numerator, denominator, suites)
+        if refusal:
+            entries.append({"numerator": numerator, "denominator": denominator, "refused": refusal, "per_variant": {}})
+            continue
         per_variant = {}
         for variant in variants:
             pairs = paired_values([r for r in results if r.trial.variant == variant], numerator, denominator)
@@ -144,6 +149,33 @@ def ratio_entries(results: list[TrialResult], ratios: Sequence[tuple[str, str]],
             per_variant[variant] = _json_numbers(estimate._asdict())
         entries.append({"numerator": numerator, "denominator": denominator, "per_variant": per_variant})
     return entries
+
+
+REWARD_WORDS = ("reward", "cost", "penalty", "bonus")
+"""An environment setting whose name holds one of these changes what a return counts (its units)."""
+
+
+def ratio_refusal(results: list[TrialResult], numerator: str, denominator: str, suites: Sequence[Any]) -> str:
+    """Why mean(numerator) / mean(denominator) is not a ratio of one quantity on a ratio scale, or '': a value <= 0
+    in any trial (returns with step costs), or two suites that set the reward differently (returns in other units)."""
+    pairs = paired_values(results, numerator, denominator)
+    for name, column in ((numerator, 0), (denominator, 1)):
+        if pairs.size and pairs[:, column].min() <= 0:
+            return (f"`{name}` has values <= 0 (smallest {pairs[:, column].min():.3g}): not a ratio scale, so no "
+                    "ratio; compare differences instead")
+    rewards = {name: _reward_settings(name, suites) for name in (numerator, denominator)}
+    if rewards[numerator] != rewards[denominator]:
+        changed = next(name for name in (numerator, denominator) if rewards[name])
+        settings = ", ".join(f"{k}={v}" for k, v in rewards[changed].items())
+        return f"`{changed}` changes the reward ({settings}): its returns are in other units, so no ratio"
+    return ""
+
+
+def _reward_settings(measure: str, suites: Sequence[Any]) -> dict[str, Any]:
+    """The reward-defining env.overrides of the suite behind `measure` ({} for anything else)."""
+    suite = next((s for s in suites if measure == f"suite/{s.name}"), None)
+    overrides = dict((suite.overrides.get("env.overrides") or {}) if suite is not None else {})
+    return {k: v for k, v in overrides.items() if any(word in str(k).lower() for word in REWARD_WORDS)}
 
 
 def variant_curves(results: list[TrialResult], variants: list[str],
@@ -272,7 +304,7 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
     numbers["family_size"] = len(adjusted)
     for entry in numbers["measures"].values():
         entry.pop("_estimates")
-    numbers["ratios"] = ratio_entries(results, manifest.ratios, variants)
+    numbers["ratios"] = ratio_entries(results, manifest.ratios, variants, manifest.suites)
     return numbers
 
 
@@ -329,9 +361,10 @@ def measure_entry(experiment: Experiment, results: list[TrialResult], measure: s
 
 
 def correlation_entries(experiment: Experiment, results: list[TrialResult]) -> list[dict[str, Any]]:
-    """Per manifest correlation: Pearson's r (on log10 x where x spans two decades or more) and Spearman's rho,
-    with a scatter coloured by variant."""
+    """Per manifest correlation: Pearson's r (on log10 of a variable that spans two decades or more) and Spearman's
+    rho, with a scatter coloured by variant."""
     from rlfit.study import plots
+    from rlfit.study.measures import axis_label
     from rlfit.study.stats import correlation
 
     entries = []
@@ -340,13 +373,14 @@ def correlation_entries(experiment: Experiment, results: list[TrialResult]) -> l
         labels = [r.trial.variant for r in results if _has_pair(r, x_name, y_name)]
         entry: dict[str, Any] = {"x": x_name, "y": y_name, "n": len(pairs)}
         xs, ys = pairs[:, 0], pairs[:, 1]
-        scale = plots.axis_scale(xs)
-        fit_x = np.log10(xs) if scale == "log" else xs
-        if len(pairs) >= 3 and np.ptp(fit_x) > 0 and np.ptp(ys) > 0:
-            corr = correlation(fit_x, ys, reps=BOOTSTRAP_REPS)
-            entry.update(_json_numbers(corr._asdict()), x_scale=scale)
+        x_scale, y_scale = plots.axis_scale(xs), plots.axis_scale(ys)
+        fit_x, fit_y = plots.on_scale(xs, x_scale), plots.on_scale(ys, y_scale)
+        if len(pairs) >= 3 and np.ptp(fit_x) > 0 and np.ptp(fit_y) > 0:
+            corr = correlation(fit_x, fit_y, reps=BOOTSTRAP_REPS)
+            entry.update(_json_numbers(corr._asdict()), x_scale=x_scale, y_scale=y_scale)
             entry["figure"] = plots.scatter_fit(xs, ys, corr, experiment.report_dir / f"correlation-{index}.png",
-                                                x_name, y_name, f"{y_name} against {x_name}", labels=labels).name
+                                                axis_label(x_name), axis_label(y_name), f"{y_name} against {x_name}",
+                                                labels=labels).name
         else:
             entry["verdict"] = "not computed: needs 3 or more trials and values that vary"
         entries.append(entry)

@@ -9,7 +9,7 @@ from typing import Any
 
 from rlfit.study.corrections import CORRECTION_NAMES
 from rlfit.study.intervals import describe
-from rlfit.study.measures import MOST_LIKELY, info, is_return
+from rlfit.study.measures import MOST_LIKELY, MOST_LIKELY_DEFINITION, info, is_return
 
 SIGNIFICANT = 3
 """Significant digits of the largest number in an interval; the others get the same decimals."""
@@ -101,8 +101,8 @@ def definition_lines(numbers: dict[str, Any]) -> list[str]:
     reference = numbers.get("reference_return")
     if reference:
         lines += ["", f"Normalized return: a return divided by the manifest's reference return, {reference:g}."]
-    lines += ["", f"Evaluations act with {MOST_LIKELY}; the stochastic policy (sampled actions), which training "
-              "measures, is not evaluated unless a suite names it.", ""]
+    lines += ["", f"Policies: \"{MOST_LIKELY}\" is {MOST_LIKELY_DEFINITION}. The stochastic policy (actions "
+              "sampled, as in training) is not evaluated unless a suite's results name it.", ""]
     return lines
 
 
@@ -179,7 +179,8 @@ def correlation_lines(numbers: dict[str, Any]) -> list[str]:
             lines.append(f"- `{c['y']}` against `{c['x']}` ({c['n']} trials): {c['verdict']}")
             continue
         x = f"log10(`{c['x']}`)" if c.get("x_scale") == "log" else f"`{c['x']}`"
-        lines.append(f"- `{c['y']}` against {x} over {c['n']} trials: Pearson's r = "
+        y = f"log10(`{c['y']}`)" if c.get("y_scale") == "log" else f"`{c['y']}`"
+        lines.append(f"- {y} against {x} over {c['n']} trials: Pearson's r = "
                      f"{fmt_interval(c['pearson_r'], c['pearson_low'], c['pearson_high'])} (p = {fmt_p(c['pearson_p'])}, "
                      f"adjusted p = {fmt_p(c.get('pearson_p_adjusted'))}); Spearman's rho = "
                      f"{fmt_interval(c['spearman_rho'], c['spearman_low'], c['spearman_high'])}. {c['verdict']} "
@@ -193,11 +194,15 @@ def ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["## Ratios", "", "A ratio is mean(numerator) / mean(denominator) over the variant's trials that have "
              "both measures, with a 95% paired BCa bootstrap interval (trials resampled with their two values "
-             "together). It is refused where a value is 0 or below: a ratio needs a ratio scale, and a return "
-             "with step costs or rewards in different units is not one.", ""]
+             "together). A ratio is refused where a value of either measure is 0 or below in any trial (not a ratio "
+             "scale: a return with step costs) or where two suites set the reward differently (returns in other "
+             "units).", ""]
     for ratio in ratios:
-        lines += [f"### `{ratio['numerator']}` / `{ratio['denominator']}`", "", "| variant | trials | ratio [95% CI] |",
-                  "| --- | --- | --- |"]
+        title = f"### `{ratio['numerator']}` / `{ratio['denominator']}`"
+        if ratio.get("refused"):
+            lines += [title, "", f"Refused: {ratio['refused']}.", ""]
+            continue
+        lines += [title, "", "| variant | trials | ratio [95% CI] |", "| --- | --- | --- |"]
         lines += [f"| {variant} | {e['n']} | {fmt_ratio(e)} |" for variant, e in ratio["per_variant"].items()]
         lines.append("")
     return lines
