@@ -67,8 +67,8 @@ def info(measure: str, suite_policy: str = "") -> MeasureInfo:
 
 
 def axis_label(measure: str) -> str:
-    """'final_eval_reward (return (sum of rewards over an episode))' for an axis."""
-    return f"{measure} ({info(measure).unit})"
+    """'final_eval_reward' over '(return (sum of rewards over an episode))' on a second line, for an axis."""
+    return f"{measure}\n({info(measure).unit})"
 
 
 def is_return(measure: str) -> bool:
