@@ -207,3 +207,37 @@ def test_a_profile_only_for_a_score(tmp_path):
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| `final_description_length_bits` |" in text and "| bits per observation |" in text
     assert "Unit: return (sum of rewards over an episode)." in text
+
+
+def test_a_recorded_success_rate_and_the_policy_a_suite_names_are_reported_with_units(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    rates = {"a": [0.5, 0.75, 0.625], "b": [0.25, 0.5, 0.375]}
+    for trial in experiment.manifest.trials():
+        path = experiment.trial_dir(trial) / "suites.json"
+        suites = json.loads(path.read_text())
+        suites["in-distribution"].update(success_rate=rates[trial.variant][trial.seed], policy="sampled actions")
+        path.write_text(json.dumps(suites))
+    report.write_report(experiment)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    entry = results["measures"]["suite/in-distribution/success_rate"]
+    assert entry["values"] == rates and entry["unit"] == "fraction of episodes"
+    assert entry["estimates"]["a"]["mean"] == pytest.approx(np.mean(rates["a"]))
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert ("| `suite/in-distribution/success_rate` | fraction of the suite's episodes that reached the goal (suite "
+            "`in-distribution`) | fraction of episodes | sampled actions |") in text
+    assert "| `suite/larger-grid` | mean return of the final policy on suite `larger-grid`" in text
+    assert "suite/larger-grid/success_rate" not in results["measures"]  # not recorded: not invented
+
+
+def test_returns_are_also_shown_divided_by_the_manifests_reference_return(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": [], "reference_return": 100},
+                                     {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    report.write_report(experiment)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    e = results["measures"]["suite/in-distribution"]["estimates"]["a"]
+    text = (tmp_path / "report" / "report.md").read_text()
+    scaled = f"{e['mean'] / 100:.3f} [{e['mean_low'] / 100:.3f}, {e['mean_high'] / 100:.3f}]"
+    assert e["mean"] == pytest.approx(20.0) and f"| {scaled} |" in text
+    assert "Normalized return: a return divided by the manifest's reference return, 100." in text
+    bits = text.split("## final_description_length_bits")[1].split("##")[0]
+    assert "mean / reference" not in bits  # bits are not a return

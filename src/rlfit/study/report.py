@@ -273,6 +273,7 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
                                "trials_failed": failed_trials(experiment), "interval_method": interval,
                                "correction": correction, "alpha": ALPHA, "bootstrap_reps": BOOTSTRAP_REPS,
                                "reference_return": manifest.reference_return,
+                               "suite_policies": {k: v for r in results for k, v in r.policies.items()},
                                "measures": {}, "measures_not_recorded": [], "correlations": [], "ratios": [],
                                "figures": {}}
     draw_curves(experiment, results, variants, numbers)

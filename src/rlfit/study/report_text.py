@@ -95,8 +95,10 @@ def method_lines(numbers: dict[str, Any]) -> list[str]:
 def definition_lines(numbers: dict[str, Any]) -> list[str]:
     """What each measure is, its unit and the policy evaluated."""
     lines = ["## Measures", "", "| measure | definition | unit | policy evaluated |", "| --- | --- | --- | --- |"]
+    policies = numbers.get("suite_policies", {})
     for measure in numbers["measures"]:
-        about = info(measure)
+        suite = measure.removeprefix("suite/").partition("/")[0] if measure.startswith("suite/") else ""
+        about = info(measure, policies.get(suite, ""))
         lines.append(f"| `{measure}` | {about.definition} | {about.unit} | {about.policy or 'none (not an evaluation)'} |")
     reference = numbers.get("reference_return")
     if reference:
