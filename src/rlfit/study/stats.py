@@ -370,11 +370,6 @@ def _score_mapping(scores: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: _scores(name, values) for name, values in scores.items()}
 
 
-def _check_alpha(alpha: float) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-
-
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
