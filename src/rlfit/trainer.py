@@ -184,7 +184,8 @@ class Trainer:
         state = self.abstract_of(state) if state is not None else self.abstract_state()
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
-        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
+        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate,
+                                   self.learner.policy.head)
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,

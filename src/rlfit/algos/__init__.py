@@ -1,1 +1,2 @@
-"""Learning algorithms other than PPO, one folder each (config, networks, losses, step)."""
+"""Learning algorithms, one package each (config, networks, losses, step), behind `rlfit.algos.contract` and
+listed in `rlfit.algos.registry`."""
