@@ -146,3 +146,24 @@ def test_an_unregistered_algorithm_is_one_line():
     finally:
         register_algorithm("detpg", "tests.algos.detpg")
     assert rlfit.config.resolve(TOY, overrides=["algo=detpg"]).detpg.num_envs == 16
+
+
+def test_the_command_line_registers_from_the_environment_variable(tmp_path, capfd, monkeypatch):
+    unregister_algorithm("detpg")
+    try:
+        monkeypatch.setenv("RLFIT_ALGORITHMS", "detpg=tests.algos.detpg")
+        listed = cli_in_process(capfd, "keys", cwd=tmp_path)
+        assert listed.returncode == 0 and "detpg.exploration_std" in listed.stdout
+        unregister_algorithm("detpg")
+        monkeypatch.setenv("RLFIT_ALGORITHMS", "detpg")
+        refused = cli_in_process(capfd, "keys", cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+            "rlfit: error: RLFIT_ALGORITHMS holds 'detpg'; write name=package (e.g. td3=my_pkg.td3)"]
+        monkeypatch.setenv("RLFIT_ALGORITHMS", "detpg=tests.algos.nowhere")
+        missing = cli_in_process(capfd, "train", TOY, "--algo", "detpg", cwd=tmp_path)
+        assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+        assert "registered as tests.algos.nowhere, but tests.algos.nowhere cannot be imported" in missing.stderr
+        assert not list(tmp_path.glob("runs/*"))
+    finally:
+        unregister_algorithm("detpg")
+        register_algorithm("detpg", "tests.algos.detpg")

@@ -7,13 +7,14 @@ Playground's settings as a config layer; `check(config)`) and `algorithm.py` (`A
 
 rlfit's own algorithms are listed below. An algorithm defined elsewhere becomes known by
 `register_algorithm(name, package)` (in a script or notebook, before its config is resolved) or, for the
-command line, by the environment variable `RLFIT_ALGORITHMS=name=package[,name=package...]`.
+command line (`rlfit.cli.main` reads it), by the environment variable `RLFIT_ALGORITHMS=name=package[,...]`.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -63,12 +64,24 @@ def register_from_environment(value: str | None = None) -> None:
 
 def config_module(name: str) -> AlgorithmConfig:
     """The algorithm's `config` module (its section, presets, published settings and rules)."""
-    return cast("AlgorithmConfig", importlib.import_module(f"{ALGORITHMS[name]}.config"))
+    return cast("AlgorithmConfig", _import(name, "config"))
 
 
 def algorithm(name: str) -> Algorithm:
     """The algorithm's contract (imports JAX and the algorithm's code)."""
-    return importlib.import_module(f"{ALGORITHMS[name]}.algorithm").ALGORITHM
+    return _import(name, "algorithm").ALGORITHM
 
 
-register_from_environment()
+def _import(name: str, module: str) -> ModuleType:
+    """`<package>.<module>` of algorithm `name`; a registered package that does not exist is a UserError."""
+    from rlfit.errors import UserError
+
+    package = ALGORITHMS[name]
+    try:
+        return importlib.import_module(f"{package}.{module}")
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if not f"{package}.{module}".startswith(missing):  # a module the algorithm's own code imports: its bug
+            raise
+        raise UserError(f"algorithm '{name}' is registered as {package}, but {missing} cannot be imported; install "
+                        f"it or fix the name (register_algorithm, ${ENVIRONMENT_VARIABLE})") from None
