@@ -167,3 +167,10 @@ def test_the_command_line_registers_from_the_environment_variable(tmp_path, capf
     finally:
         unregister_algorithm("detpg")
         register_algorithm("detpg", "tests.algos.detpg")
+
+
+def test_a_head_that_cannot_act_on_the_environment_is_one_line_before_anything_is_written(tmp_path):
+    with pytest.raises(UserError, match="'deterministic_tanh' acts on continuous actions but the environment has 3 "
+                                        "discrete actions"):
+        rlfit.train("tests.toy_env:make_discrete", "smoke", overrides=["algo=detpg"], run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
