@@ -25,6 +25,7 @@ from rlfit.envs import VecEnv, load_env
 from rlfit.envs.action_space import ActionSpace
 from rlfit.envs.vec_env import episode_steps
 from rlfit.networks import select_obs
+from rlfit.networks.heads import action_head
 from rlfit.evaluate import EvalMetrics, make_evaluator
 from rlfit.compile_log import ProgramCompile, timed_compile
 from rlfit.jax_setup import compile_ahead
@@ -73,6 +74,7 @@ class Trainer:
         obs_example = observation_example(env)
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
         select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
+        action_head(learner.policy.head, train_env.action_space)  # a head that cannot act here: the same
         return cls(config, plan, env, train_env, eval_env, learner, obs_example, DeviceLayout(plan.devices))
 
     @property
@@ -186,7 +188,8 @@ class Trainer:
         state = self.abstract_of(state) if state is not None else self.abstract_state()
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
-        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
+        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate,
+                                   self.learner.policy.head)
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,

@@ -12,6 +12,7 @@ from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import make_agent
+from rlfit.networks.heads import CATEGORICAL, TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for, encoder_optimizer
 
 
@@ -48,7 +49,8 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         deployable=agent.deployable,
         policy=PolicySpec(tuple(network.policy_hidden), network.activation,
                           PIXELS_KEY if encoder is not None else network.policy_obs_key,
-                          encoder.to_dict() if encoder is not None else None),
+                          encoder.to_dict() if encoder is not None else None,
+                          CATEGORICAL if train_env.action_space.discrete else TANH_GAUSSIAN),
         resize=lambda state, key: state._replace(env_state=train_env.reset(key)),
     )
 

@@ -24,6 +24,7 @@ from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.errors import UserError
 from rlfit.mesh import REPLICATED, default_env_axes
 from rlfit.loss_scale import loss_scale_row
+from rlfit.networks.heads import TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for
 
 
@@ -109,7 +110,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         policy_logits=networks.policy_logits,
         policy=PolicySpec(tuple(sac.policy_hidden), sac.activation,
                           PIXELS_KEY if encoder is not None else sac.policy_obs_key,
-                          encoder.to_dict() if encoder is not None else None),
+                          encoder.to_dict() if encoder is not None else None, TANH_GAUSSIAN),
         resize=resize,
         stored_rows=stored_rows,
         refill=refill,
