@@ -146,7 +146,8 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     },
     # FastTD3's base settings (and its published ones for Playground's humanoids).
     "default": {},
-    # FastTD3's G1 flat-terrain run (G1JoystickFlatTerrain; 100,000 policy steps): 1,024 environments, batches of 32,768, 101 atoms, 3-step returns.
+    # FastTD3's G1 flat-terrain run (G1JoystickFlatTerrain; 100,000 policy steps): 1,024 environments, batches
+    # of 32,768, 101 atoms, 3-step returns.
     "g1": {
         "fasttd3": dict(PLAYGROUND_SETTINGS),
         "run": {"num_timesteps": 100_000 * 1024, "eval_every": 50, "num_eval_envs": 128, "save_interval": 50,
