@@ -118,7 +118,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     def init(seed: int) -> Any:
         return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
 
-    parts = replay_learner_parts(train_env, sac, filled)
+    resize, refill, stored_rows, env_axes = replay_learner_parts(train_env, sac, filled)
     return Learner(
         init=init,
         step=make_train_step(train_env, networks, optimizers, sac, steps=plan.sizes.policy_steps_per_iteration),
@@ -128,10 +128,10 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         policy=PolicySpec(tuple(sac.policy_hidden), sac.activation,
                           PIXELS_KEY if encoder is not None else sac.policy_obs_key,
                           encoder.to_dict() if encoder is not None else None),
-        resize=parts.resize,
-        stored_rows=parts.stored_rows,
-        refill=parts.refill,
-        env_axes=parts.env_axes,
+        resize=resize,
+        stored_rows=stored_rows,
+        refill=refill,
+        env_axes=env_axes,
         ynn_fusions=False,  # many small matrix products: faster on a CPU without (benchmarks/cpu_compile_options.py)
     )
 
