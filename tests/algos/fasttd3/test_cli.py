@@ -107,3 +107,16 @@ def test_the_policy_file_acts_like_the_actor():
     widened = MLP((8, 8, 4), "relu").apply(deployable_actor(params), obs)
     np.testing.assert_allclose(TanhGaussian.from_logits(widened).mode(), networks.action(params, obs), atol=1e-6)
     np.testing.assert_allclose(networks.policy_logits(params, obs), widened, atol=1e-6)
+
+
+def test_export_writes_an_onnx_actor_that_acts_like_load_policy(capsys, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
+    run, out = tmp_path / "run", tmp_path / "actor.onnx"
+    code, err = cli(capsys, "train", TOY, "--algo", "fasttd3", "--preset", "smoke", "--run-dir", str(run), "--quiet")
+    assert code == 0, err
+    code, err = cli(capsys, "export", str(run), "--format", "onnx", "--out", str(out))
+    assert code == 0, err
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    obs = np.random.default_rng(1).normal(scale=2.0, size=(64, 2)).astype(np.float32)
+    (actions,) = session.run(["action"], {"obs": obs})
+    np.testing.assert_allclose(actions, np.asarray(rlfit.load_policy(run)(obs)), atol=1e-5)

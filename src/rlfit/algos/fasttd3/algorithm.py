@@ -79,7 +79,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         resize=resize,
         stored_rows=parts.stored_rows,
         refill=parts.refill,
-        env_axes=parts.env_axes,
+        env_axes=lambda state: parts.env_axes(state)._replace(noise_std=0),  # one std per environment
         deployable=deployable_actor,
         ynn_fusions=False,  # many small matrix products, as SAC's
     )
