@@ -23,7 +23,7 @@ for devices in (1, 2):
                          run_dir=f"{sys.argv[1]}/run{devices}", quiet=True)
     leaves = jax.tree.leaves(jax.device_get(result.state.params))
     out[devices] = {"params": [np.asarray(x).ravel().tolist() for x in leaves],
-                    "reward_spec": [str(p) for p in result.state.replay.reward.sharding.spec],
+                    "reward_spec": [str(p) for p in getattr(result.state.replay.reward.sharding, "spec", ())],
                     "reward_shard": list(result.state.replay.reward.addressable_shards[0].data.shape),
                     "noise_shard": list(result.state.noise_std.addressable_shards[0].data.shape),
                     "iterations": result.summary["iterations"]}
@@ -38,7 +38,7 @@ def test_two_devices_split_the_buffer_by_environment_and_learn_what_one_learns(t
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(done.stdout.strip().splitlines()[-1])
     one, two = runs["1"], runs["2"]
-    assert one["iterations"] == two["iterations"] == 10
+    assert one["iterations"] == two["iterations"] == 5  # 640 steps of 16 envs x 8 policy steps
     assert two["reward_spec"] == ["None", "envs"] and two["reward_shard"][1] == 8  # 8 of 16 environments each
     assert two["noise_shard"] == [8]
     largest = max(max(abs(a - b) for a, b in zip(x, y)) for x, y in zip(one["params"], two["params"]))
