@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 ALGORITHMS = {
     "ppo": "rlfit.algos.ppo",
     "sac": "rlfit.algos.sac",
+    "fasttd3": "rlfit.algos.fasttd3",
 }
 DEFAULT_ALGORITHM = "ppo"
 ENVIRONMENT_VARIABLE = "RLFIT_ALGORITHMS"
