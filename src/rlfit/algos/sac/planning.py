@@ -17,12 +17,14 @@ from rlfit.algos.sac.sizes import SACSizes, config_sizes
 
 
 def measured_sizes(config: Any) -> tuple[SACSizes, ...]:
-    """The config's sizes at (num_envs, capacity), (2 num_envs, capacity), (num_envs, 2 capacity): the model's
-    three coefficients (compile-only, so the capacity costs nothing)."""
+    """The config's sizes at (num_envs, 2 capacity), (2 num_envs, 2 capacity), (num_envs, 3 capacity): the
+    model's three coefficients (compile-only, so the capacity costs nothing). Capacity is at least the config's
+    buffer, so no probe is a size the planner can choose (training never compiles a probe's size again)."""
     base = config_sizes(config)
     capacity = max(base.max_replay_size, 4 * base.num_envs)  # 2 policy steps even at 2 num_envs
-    return (base._replace(max_replay_size=capacity), base._replace(num_envs=2 * base.num_envs, max_replay_size=capacity),
-            base._replace(max_replay_size=2 * capacity))
+    return (base._replace(max_replay_size=2 * capacity),
+            base._replace(num_envs=2 * base.num_envs, max_replay_size=2 * capacity),
+            base._replace(max_replay_size=3 * capacity))
 
 
 def stored_transitions(sizes: SACSizes) -> int:
