@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ def run_case(name: str, argv: list[str], work: Path, args: argparse.Namespace) -
     command = [sys.executable, "-m", "rlfit", *argv]
     print(f"{name}:", " ".join(command), flush=True)
     load_before, started = load_1min(), time.perf_counter()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     with log.open("w") as errors, out.open("w") as output:
         try:
             code: int | None = subprocess.run(command, env=case_env(cache, args.src), stdout=output,
@@ -71,9 +73,12 @@ def run_case(name: str, argv: list[str], work: Path, args: argparse.Namespace) -
         except subprocess.TimeoutExpired:
             code = None
     wall = round(time.perf_counter() - started, 1)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = round(after.ru_utime - usage.ru_utime + after.ru_stime - usage.ru_stime, 1)  # 0 for a killed case
     compiles = [(m[1], float(m[2])) for m in COMPILE_LINE.finditer(log.read_text())]
     steps = [round(t, 1) for n, t in compiles if n == STEP]
     return {"argv": command, "log": str(log), "out": str(out), "exit_code": code, "timed_out": code is None, "wall_s": wall,
+            "cpu_s": cpu,
             "loadavg_1min_before": load_before, "loadavg_1min_after": load_1min(), "step_compiles": len(steps),
             "step_compile_s": steps, "evaluation_compiles": sum(n == EVALUATION for n, _ in compiles),
             "xla_compile_s_total": round(sum(t for _, t in compiles), 1)}
@@ -117,9 +122,9 @@ def main() -> None:
         size = auto.get("num_envs") or (record["cases"].get("plan", {}).get("chosen") or {}).get("num_envs")
         if size:
             record["cases"]["plain"] = train_case("plain", args, work, str(size))
-    rows = [[case, r["wall_s"], "over" if r["timed_out"] else r["exit_code"], r["step_compiles"], r["step_compile_s"],
-             r.get("time_to_first_step_s", "")] for case, r in record["cases"].items()]
-    print_table(rows, ["case", "wall s", "exit", "step compiles", "their seconds", "time to first step s"])
+    rows = [[case, r["wall_s"], r["cpu_s"], "over" if r["timed_out"] else r["exit_code"], r["step_compiles"],
+             r["step_compile_s"], r.get("time_to_first_step_s", "")] for case, r in record["cases"].items()]
+    print_table(rows, ["case", "wall s", "cpu s", "exit", "step compiles", "their seconds", "time to first step s"])
     finish_record(record, RESULTS / f"{name}.json")
 
 

@@ -266,8 +266,8 @@ def _fit_reason(model: MemoryModel) -> str:
     stored = (f" + {model.bytes_per_transition:,.0f} B per stored transition" if model.bytes_per_transition
               else "")
     return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env{stored} "
-            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)}: small probes, compiled "
-            "for their analysis only and never a size chosen, so training compiles no size twice)")
+            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)}: probes compiled for "
+            "their analysis only, at sizes never chosen, so training compiles no size twice)")
 
 
 def _cpu_device(device: DeviceInfo) -> DeviceInfo:
