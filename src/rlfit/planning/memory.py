@@ -152,13 +152,17 @@ def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
 
 
 def analyze_probes(config: Config, probes: Sequence[Any], env: Any) -> tuple[MemoryPoint, ...]:
-    """The MemoryPoints of the step at each of `probes`: traced one after another (tracing holds Python's lock),
-    compiled side by side in threads (XLA compiles without it)."""
+    """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
+    lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
+    runs beside the next probe's tracing and the other compiles."""
     from concurrent.futures import ThreadPoolExecutor
 
-    lowered = [lower_iteration(config, sizes, env) for sizes in probes]
-    with ThreadPoolExecutor(max_workers=len(lowered)) as pool:
-        compiled = list(pool.map(lambda item: item[0].compile(compiler_options=item[1]), lowered))
+    with ThreadPoolExecutor(max_workers=len(probes)) as pool:
+        compiling = []
+        for sizes in probes:
+            lowered, options = lower_iteration(config, sizes, env)
+            compiling.append(pool.submit(lowered.compile, compiler_options=options))
+        compiled = [future.result() for future in compiling]
     return tuple(analyze_compiled(config, sizes, c) for sizes, c in zip(probes, compiled, strict=True))
 
 
