@@ -28,14 +28,16 @@ def replay_memory_rules(section: str, fewest_rows: Callable[[Any], int] = lambda
         return section_sizes(getattr(config, section))
 
     def measured(config: Any) -> tuple[SACSizes, ...]:
-        """The config's sizes at (num_envs, capacity), (2 num_envs, capacity), (num_envs, 2 capacity): the
-        model's three coefficients (compile-only, so the capacity costs nothing)."""
+        """The config's sizes at (num_envs, 2 capacity), (2 num_envs, 2 capacity), (num_envs, 3 capacity): the
+        model's three coefficients (compile-only, so the capacity costs nothing). Capacity is at least the
+        config's buffer, so no probe is a size the planner can choose (training never compiles a probe's size
+        again)."""
         base = sizes(config)
         rows = fewest_rows(getattr(config, section))
         capacity = max(base.max_replay_size, 2 * rows * base.num_envs)  # the fewest rows even at 2 num_envs
-        return (base._replace(max_replay_size=capacity),
-                base._replace(num_envs=2 * base.num_envs, max_replay_size=capacity),
-                base._replace(max_replay_size=2 * capacity))
+        return (base._replace(max_replay_size=2 * capacity),
+                base._replace(num_envs=2 * base.num_envs, max_replay_size=2 * capacity),
+                base._replace(max_replay_size=3 * capacity))
 
     def min_policy_steps(config: Any) -> int:
         """Rows the smallest allowed buffer has: min_replay_size in whole policy steps, at least fewest_rows."""
