@@ -146,11 +146,12 @@ def record_eval(progress: Progress, result: Any, min_delta: float) -> dict[str, 
 def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: float, compile_reused: bool,
                 init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
                 stopped_by: str | None, programs: tuple[ProgramCompile, ...] = (),
-                time_to_first_step_s: float | None = None) -> dict[str, Any]:
+                time_to_first_step_s: float | None = None, compile_wait_s: float = 0.0) -> dict[str, Any]:
     """summary.json of a session of `trainer`'s run that ended at `state`/`progress`. `programs`: each compiled
     program's name, seconds and whether the persistent cache supplied it (empty when this process's programs were
     reused); `time_to_first_step_s`: to the end of the session's first training step from the process's start (from
-    the session's start for a later run in the same process, an experiment's next trial)."""
+    the session's start for a later run in the same process, an experiment's next trial); `compile_wait_s`: how
+    long the session waited for programs compiling in the background (`Trainer.compile`) once it needed them."""
     plan = trainer.plan
     peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
     return {
@@ -164,6 +165,7 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         "train_wall_s": train_wall_s,
         "compile_s": compile_s,
         "compile_reused": compile_reused,
+        "compile_wait_s": compile_wait_s,
         "programs": [program.as_dict() for program in programs],
         "time_to_first_step_s": time_to_first_step_s,
         "init_s": init_s,
@@ -216,6 +218,7 @@ class Runner:
         self._slowest_save_s = 0.0
         fresh = state is None
         self._starting_program: ProgramCompile | None = None
+        self._compile_wait_s = 0.0
         # The training step and the evaluation compile in the background while the starting state is built (and
         # saved); a compile that fails is raised where the program is needed, in `_train`.
         self._pending = self._start_compiling(total=3 if fresh else 2)
@@ -252,10 +255,9 @@ class Runner:
         compiled = self._compiled_for(state)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
             self.checkpointer.save(state, progress, force=True)
-        waited = time.perf_counter()
-        compiled.step.result()  # waits for the training step's compile (raises its error, if any)
+        waited = self._wait_for(compiled.step)  # raises the compile's error, if any
         done = "reused this process's compiled programs" if compiled.reused else \
-            f"training step ready (waited {time.perf_counter() - waited:.1f}s for its compile)"
+            f"training step ready (waited {waited:.1f}s for its compile)"
         self._say(f"{done} on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         rules = StopRules.from_config(config.run)
@@ -442,7 +444,16 @@ class Runner:
         metrics = jax.device_get(metrics)  # waits for the iteration to finish
         return state, metrics, time.perf_counter() - started
 
+    def _wait_for(self, program: Any) -> float:
+        """Waits for a program's compile (a future); the seconds waited, also added to `compile_wait_s`."""
+        started = time.perf_counter()
+        program.result()
+        waited = time.perf_counter() - started
+        self._compile_wait_s += waited
+        return waited
+
     def _evaluate(self, compiled: Compiled, state: Any, progress: Progress) -> None:
+        self._wait_for(compiled.evaluation)
         policy_params, stats = self.trainer.learner.acting(state)
         result = jax.device_get(compiled.evaluate(policy_params, stats,
                                                   eval_key(self.trainer.config.run.seed, progress.iteration)))
@@ -462,7 +473,8 @@ class Runner:
         programs = self._programs(compiled)
         return run_summary(self.trainer, state, progress, compile_s=sum(program.compile_s for program in programs),
                            compile_reused=compiled.reused, init_s=self._init_s, train_wall_s=train_wall_s,
-                           session_steps=session_steps, eval_s=eval_s, stopped_by=stopped_by, programs=programs,
+                           session_steps=session_steps, eval_s=eval_s, compile_wait_s=self._compile_wait_s,
+                           stopped_by=stopped_by, programs=programs,
                            time_to_first_step_s=self._time_to_first_step_s)
 
     def _programs(self, compiled: Compiled) -> tuple[ProgramCompile, ...]:
