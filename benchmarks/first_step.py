@@ -200,6 +200,10 @@ def print_report(record: dict[str, Any]) -> None:
     rows = [[key, *(record[name]["phases"].get(key) for name in cases)] for key in keys]
     rows.append(["time_to_first_step_s", *(record[name]["time_to_first_step_s"] for name in cases)])
     print_table(rows, ["phase (s)", *cases])
+    for name in ("cold", "warm"):
+        print(f"{name}: programs (compiled beside the phases above)", ", ".join(
+            f"{p['name']} {p['compile_s']:.1f}s{' (cache)' if p['from_cache'] else ''}" for p in record[name]["programs"]),
+            f"; waited for compiles {record[name].get('compile_wait_s')}")
     resume = record["resume"]
     print(f"\nresume: time_to_first_step_s {resume['time_to_first_step_s']:.1f}, init_s {resume['init_s']:.1f}, "
           f"compile_s {resume['compile_s']:.1f} (cold {record['cold']['compile_s']:.1f})")
@@ -309,12 +313,14 @@ def child_record(summary: dict[str, Any], metrics: Path, marks: dict[str, float]
 
     first = next(row for row in read_rows(metrics) if row.get("kind") == "train")
     phases["init_s"] = summary["init_s"]
-    for program in summary["programs"]:
-        phases[f"compile {program['name']}_s"] = program["compile_s"]
+    if "compile_wait_s" not in summary:  # rlfit before the background compiles: one program after the other
+        for program in summary["programs"]:
+            phases[f"compile {program['name']}_s"] = program["compile_s"]
     phases["first_iteration_s"] = first["iteration_s"]
     phases["runner_other_s"] = summary["time_to_first_step_s"] - sum(phases.values())
     return {"time_to_first_step_s": summary["time_to_first_step_s"], "phases": phases,
-            "compile_s": summary["compile_s"], "init_s": summary["init_s"], "programs": summary["programs"],
+            "compile_s": summary["compile_s"], "compile_wait_s": summary.get("compile_wait_s"),
+            "init_s": summary["init_s"], "programs": summary["programs"],
             "sizes": summary["sizes"], "device": summary["device"], "plan_reasons": list(plan.reasons),
             "versions": summary["versions"]}
 
@@ -325,9 +331,14 @@ NOTES = [
     "rlfit phases (cold, warm): interpreter_start_s (to the child's first line), import_s (jax, mujoco_playground "
     "and the rlfit modules rlfit.api.train uses), config_s, plan_s, jax_setup_s (configure_jax: compile cache, "
     "flags), env_load_s (rlfit.envs.load_env), trainer_build_s (Trainer.build with that environment), run_dir_s, "
-    "then from summary.json init_s (the training state, the environments' reset included), each program's "
-    "compile, first_iteration_s (metrics.jsonl iteration_s) and runner_other_s (the rest of Runner.run before the "
-    "first step ends: the checkpoint written before compiling, placing the state, opening the sinks).",
+    "then from summary.json init_s (the training state: its program's compile or cache read and its run), "
+    "first_iteration_s (metrics.jsonl iteration_s) and runner_other_s (the rest of Runner.run before the first "
+    "step ends: the checkpoint written before the first step, placing the state, and waiting for the training "
+    "step's compile). Since the training step and the evaluation compile in a background thread from the "
+    "Runner's start (beside init_s, the checkpoint and the first iteration), their compile times (`programs`) "
+    "overlap the phases and are not among them; compile_wait_s is how long the run waited for them (the "
+    "evaluation's wait, if any, comes after the first step). Before that change (no compile_wait_s in "
+    "summary.json) each program's compile was a phase of its own.",
     "xla_compiles: JAX's own log of each XLA compile (JAX_LOG_COMPILES=1) with the phase it ended in and whether "
     "JAX logged a persistent-cache hit for it.",
     "resume: `rlfit resume` of the cold run's folder (one iteration done, its checkpoint) in a new process with the "

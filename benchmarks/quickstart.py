@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from rlfit.algos.registry import ALGORITHMS
+
 from common import RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed, start_record
 
 TARGET_REWARD = 900.0
@@ -41,7 +43,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartpoleBalance")
     parser.add_argument("--preset", default="quick")
-    parser.add_argument("--algo", default="ppo", choices=["ppo", "sac"])
+    parser.add_argument("--algo", default="ppo", choices=sorted(ALGORITHMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
     parser.add_argument("--target-reward", type=float, default=TARGET_REWARD)

@@ -231,7 +231,7 @@ NOTES = [
     "Brax: Playground's wrap_for_brax_training (a cached first state on reset), impl='jax', num_resets_per_eval=0, "
     "jax 0.9.2 in benchmarks/.venv-brax; see brax_compare.py's notes for the other differences.",
     "The suite's IQM is over environments: each environment's score is its mean final eval reward over the seeds "
-    "that finished; intervals are rliable's stratified bootstrap (rlfit.study.stats.interval_estimates, 95%).",
+    "that finished; intervals are rlfit.study.stats.interval_estimates' 95% intervals (t-based below 30 seeds, BCa from 30).",
 ]
 
 

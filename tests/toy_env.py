@@ -67,3 +67,20 @@ class PointChoice(PointReach):
 def make_discrete(**overrides: Any) -> PointChoice:
     """Factory for `--env tests.toy_env:make_discrete`."""
     return PointChoice(**overrides)
+
+
+STEPS_TAKEN = {"count": 0}
+"""Steps of single environments that `CountingPointReach` took in this process (every copy, every program)."""
+
+
+class CountingPointReach(PointReach):
+    """PointReach that counts each step of each environment on the host (a callback: slow, for small runs)."""
+
+    def step(self, state: ToyState, action: jax.Array) -> ToyState:
+        jax.debug.callback(lambda _: STEPS_TAKEN.__setitem__("count", STEPS_TAKEN["count"] + 1), action)
+        return super().step(state, action)
+
+
+def make_counting(**overrides: Any) -> CountingPointReach:
+    """Factory for `--env tests.toy_env:make_counting`."""
+    return CountingPointReach(**overrides)

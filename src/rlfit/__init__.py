@@ -1,4 +1,4 @@
-"""rlfit: train robot control policies with PPO on MuJoCo Playground in JAX, sized to the hardware it finds."""
+"""rlfit: train robot control policies with PPO or SAC on MuJoCo Playground in JAX, sized to the hardware it finds."""
 
 from rlfit.versions import __version__
 

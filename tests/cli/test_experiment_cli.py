@@ -215,6 +215,30 @@ def test_report_refuses_a_zip_path_that_is_a_directory(capfd, tmp_path):
     assert files_under(experiment) == before and not (experiment / "report").exists()
 
 
+@pytest.mark.parametrize("option, fragments", [
+    (["--interval", "bootstrap"], ["unknown interval method 'bootstrap'", "choose from auto, t, bca"]),
+    (["--correction", "bonferroni"], ["unknown correction 'bonferroni'", "choose from holm, bh"]),
+    (["--interval", "bcaa"], ["unknown interval method 'bcaa'", "did you mean bca"]),
+])
+def test_report_refuses_an_unknown_interval_method_or_correction_in_one_line(capfd, tmp_path, option, fragments):
+    experiment = finished_experiment(tmp_path)
+    before = files_under(experiment)
+    result = run(capfd, tmp_path, "report", str(experiment), *option)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert_one_line_error(result.stderr, *fragments)
+    assert files_under(experiment) == before
+
+
+def test_report_takes_the_interval_method_and_correction_it_is_given(capfd, tmp_path):
+    experiment = finished_experiment(tmp_path)
+    result = run(capfd, tmp_path, "report", str(experiment), "--interval", "BCa", "--correction", "bh", "--quiet")
+    assert result.returncode == 0, result.stderr
+    numbers = json.loads((experiment / "report" / "results.json").read_text())
+    assert (numbers["interval_method"], numbers["correction"]) == ("bca", "bh")
+    assert numbers["measures"]["final_eval_reward"]["estimates"]["fast"]["method"] == "bca"
+    assert "Benjamini-Hochberg" in (experiment / "report" / "report.md").read_text()
+
+
 # ---------------------------------------------------------------- --quiet and the gpu-test checks (item 7)
 
 

@@ -165,3 +165,68 @@ def test_missing_paths_are_one_line(tmp_path):
 def spec_of(network) -> PolicySpec:
     """The acting network's description from a PPO network config."""
     return PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key)
+
+
+# ---------------------------------------------------------------- action heads
+
+FORMAT1 = Path(__file__).parent / "data" / "policy_format1"
+"""Policy files written by rlfit before heads were recorded (commit d818702): a PPO policy on the toy env's
+observation [2] for 2 continuous actions and for 3 discrete ones, with the actions that rlfit computed."""
+
+
+@pytest.mark.parametrize("kind, head", [("continuous", "tanh_gaussian"), ("discrete", "categorical")])
+def test_a_policy_file_without_a_head_reads_as_before(kind, head):
+    assert "head" not in json.loads((FORMAT1 / kind / DESCRIPTION_FILE).read_text())["network"]
+    expected = json.loads((FORMAT1 / "expected_actions.json").read_text())
+    policy = rlfit.load_policy(FORMAT1 / kind)
+    assert policy.head.name == head
+    actions = np.asarray(policy(np.asarray(expected["observations"], np.float32)))
+    np.testing.assert_allclose(actions, np.asarray(expected[kind]), atol=1e-6)
+
+
+def head_numpy(head: str, y: np.ndarray) -> np.ndarray:
+    """The deterministic action of each head, written independently of rlfit.networks.heads."""
+    if head == "tanh_gaussian":
+        return np.tanh(y[..., : y.shape[-1] // 2])
+    if head == "deterministic_tanh":
+        return np.tanh(y)
+    return np.argmax(y, axis=-1)
+
+
+@pytest.mark.parametrize("head, space", [("tanh_gaussian", ActionSpace("continuous", 3)),
+                                         ("deterministic_tanh", ActionSpace("continuous", 3)),
+                                         ("categorical", ActionSpace("discrete", 4)),
+                                         ("q_argmax", ActionSpace("discrete", 4))])
+def test_each_head_is_recorded_and_loads_as_numpy_computes_it(tmp_path, head, space):
+    from rlfit.networks import MLP
+
+    width = {"tanh_gaussian": 6}.get(head, space.size)
+    mlp = MLP((16, width), "swish")
+    obs_example = jnp.zeros(5)
+    params = mlp.init(jax.random.PRNGKey(1), obs_example)
+    stats = make_stats(obs_example, seed=2)
+    save_policy(tmp_path, params, stats, PolicySpec((16,), "swish", "state", None, head), obs_example, space, "Env",
+                "fp32", "test")
+    description = json.loads((tmp_path / DESCRIPTION_FILE).read_text())
+    assert description["network"]["head"] == head and description["network"]["layer_sizes"] == [16, width]
+    assert description["format_version"] == (1 if head in ("tanh_gaussian", "categorical") else 2)
+    obs = np.random.default_rng(3).normal(size=(32, 5)).astype(np.float32)
+    normalized = (obs - np.asarray(stats.mean)) / np.sqrt(np.asarray(stats.sum_sq_dev) / float(stats.count))
+    y = np.asarray(mlp.apply(params, jnp.asarray(normalized)))
+    np.testing.assert_allclose(np.asarray(rlfit.load_policy(tmp_path)(obs)), head_numpy(head, y), atol=1e-5)
+
+
+def test_a_head_that_does_not_fit_the_actions_or_the_outputs_is_refused(tmp_path):
+    with pytest.raises(UserError, match="acts on discrete actions"):
+        saved = PolicySpec((8,), "swish", "state", None, "q_argmax")
+        save_policy(tmp_path, {}, make_stats(jnp.zeros(2)), saved, jnp.zeros(2), ActionSpace("continuous", 2), "E",
+                    "fp32", "test")
+    saved_policy(tmp_path / "policy")
+    path = tmp_path / "policy" / DESCRIPTION_FILE
+    description = json.loads(path.read_text())
+    path.write_text(json.dumps({**description, "network": {**description["network"], "head": "deterministic_tanh"}}))
+    with pytest.raises(UserError, match="has 6 outputs, but its action head 'deterministic_tanh' reads 3"):
+        rlfit.load_policy(tmp_path)
+    path.write_text(json.dumps({**description, "network": {**description["network"], "head": "beta"}}))
+    with pytest.raises(UserError, match="unknown action head 'beta'"):
+        rlfit.load_policy(tmp_path)

@@ -24,7 +24,8 @@ PROGRAMS = {
     "sac": ("jit_train_step", "jit__lambda", "jit__all_fingerprints"),
 }
 """The programs rlfit compiles for a run and compiles again on resume: the training step, the evaluation (a
-lambda over the evaluator) and the checkpoint checksums."""
+lambda over the evaluator; so is the starting state's program, which a resumed run does not need) and the
+checkpoint checksums."""
 
 
 def entries(cache: Path) -> Counter:
@@ -52,8 +53,8 @@ def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path,
     for program in PROGRAMS[algo]:
         assert first[program] >= 1, f"the first session left no cache entry for {program}: {sorted(first)}"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [("training step", False),
-                                                                          ("evaluation", False)]
+    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
+        ("training step", False), ("evaluation", False), ("starting state", False)]
 
     printed, wall_s = rlfit(env, "resume", str(run_dir), "--iterations", "2")
     added = entries(tmp_path / "cache") - first
@@ -65,7 +66,9 @@ def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path,
     assert sum(p["compile_s"] for p in summary["programs"]) <= summary["compile_s"] + 1e-6
     # From the process's start to its first step: after the compiles, before the process ended.
     assert summary["compile_s"] < summary["time_to_first_step_s"] < wall_s
+    # A resumed run restores its state: two programs, not the starting state's.
     assert "compiling 1 of 2: training step" in printed and "compiling 2 of 2: evaluation" in printed
+    assert "starting state" not in printed
     assert "compiled 1 of 2: training step in" in printed and "(from the compile cache)" in printed
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 
+import jax
 import pytest
 
 from rlfit.algos.ppo.candidates import scale_sizes
@@ -11,9 +13,9 @@ from rlfit.algos.ppo.sizes import check_batch_divisibility
 from rlfit.errors import UserError
 from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
-from rlfit.planning.plan import config_sizes
-from rlfit.run.sizing import plan_for
-from rlfit.run.sizing import analyze_iteration, fit_memory_model
+from rlfit.planning.plan import config_sizes, make_plan
+from rlfit.run.build import Trainer
+from rlfit.run.sizing import PROBE_COMPILER_OPTIONS, analyze_compiled, fit_memory_model, plan_for
 
 TOY = "tests.toy_env:make"
 pytestmark = pytest.mark.slow
@@ -37,10 +39,77 @@ def test_points_add_up_as_xla_reports(model):
     assert model.bytes_per_env > 0 and model.backend == "cpu"
 
 
-def test_the_line_predicts_xla_at_another_size(config, model):
-    """Independent reference: XLA's own analysis of a size the line was not fitted on."""
-    measured = analyze_iteration(config, scale_sizes(config_sizes(config), 512))
-    assert model.estimate(512) == pytest.approx(measured.total_bytes, rel=0.01)
+def training_analysis(config, num_envs: int):
+    """Independent reference: XLA's analysis of the step at `num_envs` compiled as training compiles it (the
+    Trainer's own compile, its own options), not by the planner's code."""
+    sizes = scale_sizes(config_sizes(config), num_envs)
+    trainer = Trainer.build(config, make_plan(config, sizes, devices=1))
+    return analyze_compiled(config, sizes, trainer.compile_iteration())
+
+
+@pytest.mark.parametrize("num_envs", [512, 4096])
+def test_the_line_predicts_xla_at_held_out_sizes(config, model, num_envs):
+    """The line through the small probes extrapolates to sizes the planner chooses, within 2% (the planner adds a
+    15% margin; issue 3's target for prediction against measured memory is 10%)."""
+    measured = training_analysis(config, num_envs)
+    assert model.estimate(num_envs) == pytest.approx(measured.total_bytes, rel=0.02)
+
+
+def test_a_probe_compiled_cheaply_is_analysed_as_training_compiles_it(config, model):
+    """The probes' cheaper LLVM settings leave XLA's buffer assignment as it is: the same bytes, field by field."""
+    probe = model.points[0]
+    reference = training_analysis(config, probe.sizes.num_envs)
+    assert probe == reference
+
+
+class CompileLog:
+    """Every ahead-of-time compile (`jax.stages.Lowered.compile`) of this process while installed: the largest
+    leading axis of its arguments (num_envs for the training state) and its compiler options."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[tuple[int, dict]] = []
+        original = jax.stages.Lowered.compile
+
+        def compile_and_log(lowered, *args, **kwargs):
+            shapes = [leaf.shape for leaf in jax.tree.leaves(lowered.in_avals)]
+            self.calls.append((max((s[0] for s in shapes if s), default=0), dict(kwargs.get("compiler_options") or {})))
+            return original(lowered, *args, **kwargs)
+
+        monkeypatch.setattr(jax.stages.Lowered, "compile", compile_and_log)
+
+    def leading_axes(self) -> list[int]:
+        return [axis for axis, _ in self.calls]
+
+
+def test_the_planner_compiles_two_cheap_probes_that_are_never_chosen(config, monkeypatch):
+    """Two compiles, with the cheap options on a CPU, at sizes that are not candidates (so training never
+    compiles them again)."""
+    from rlfit.algos.ppo.candidates import candidate_sizes
+
+    log = CompileLog(monkeypatch)
+    fit_memory_model(config)
+    assert len(log.calls) == 2
+    candidates = {c.num_envs for c in candidate_sizes(config_sizes(config))}
+    assert all(axis not in candidates for axis in log.leading_axes())
+    assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
+
+
+def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, tmp_path):
+    """`train --num-envs auto`: the planner's probes, then training's step and evaluation; the chosen size is
+    compiled once (by training, with its own options) and no size twice."""
+    import rlfit
+
+    log = CompileLog(monkeypatch)
+    run = tmp_path / "run"
+    rlfit.train(TOY, "smoke", overrides=["run.num_timesteps=1", "run.num_eval_envs=4"], run_dir=run,
+                num_envs_auto=True, device_memory="4MiB")
+    chosen = json.loads((run / "plan.json").read_text())["sizes"]["num_envs"]
+    probes = [axis for axis, options in log.calls if PROBE_COMPILER_OPTIONS.items() <= options.items()]
+    steps = [axis for axis, options in log.calls if not PROBE_COMPILER_OPTIONS.items() <= options.items()]
+    assert len(probes) == 2 and chosen not in probes
+    assert steps.count(chosen) == 1  # training's step; the evaluation's 4 environments are the other compile
+    summary = json.loads((run / "summary.json").read_text())
+    assert [p["name"] for p in summary["programs"]] == ["training step", "evaluation"]
 
 
 def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, model):

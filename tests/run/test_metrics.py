@@ -50,10 +50,62 @@ def test_one_train_row_per_iteration_with_cumulative_env_steps(rows):
     assert walls == sorted(walls)
 
 
-def test_sps_is_env_steps_of_the_iteration_over_its_wall_time(rows):
-    for row in train_rows(rows):
-        assert row["iteration_s"] > 0
-        assert row["sps"] == pytest.approx(STEPS_PER_ITERATION / row["iteration_s"], rel=1e-9)
+class FakeClock:
+    """`time.perf_counter` for the runner: each reading is TICK seconds after the one before."""
+
+    TICK = 0.25
+
+    def __init__(self):
+        self.now = 100.0
+
+    def perf_counter(self) -> float:
+        self.now += self.TICK
+        return self.now
+
+
+class StepsAtEachRow:
+    """A sink noting, at each train row, how many environment steps `tests.toy_env.STEPS_TAKEN` has counted."""
+
+    def __init__(self):
+        self.rows: list[tuple[dict, int]] = []
+
+    def write(self, kind, row):
+        from tests.toy_env import STEPS_TAKEN
+
+        if kind == "train":
+            jax.effects_barrier()  # every callback of the iteration has run
+            self.rows.append((row, STEPS_TAKEN["count"]))
+
+    def close(self):
+        pass
+
+
+def test_sps_is_the_env_steps_counted_in_the_iteration_over_its_time(tmp_path, monkeypatch):
+    """Env steps counted by the environment itself (a host callback in each step) and time from a fake clock,
+    against the runner's `sps`, `iteration_s` and `env_steps`."""
+    import types
+
+    import rlfit
+    import rlfit.run.loop
+    import rlfit.run.session
+    from tests.toy_env import STEPS_TAKEN
+
+    clock, counter = FakeClock(), StepsAtEachRow()
+    monkeypatch.setattr(rlfit.run.loop, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    open_sinks = rlfit.run.session.open_sinks
+    monkeypatch.setattr(rlfit.run.session, "open_sinks", lambda *args, **kwargs: rlfit.run.session.Sinks(
+        open_sinks(*args, **kwargs).sinks + [counter]))
+    STEPS_TAKEN["count"] = 0
+    rlfit.train("tests.toy_env:make_counting", "smoke", overrides=["env.action_repeat=2", "run.num_timesteps=300",
+                                                                   "run.eval_every=0"], run_dir=tmp_path / "run")
+    assert len(counter.rows) == 3  # 64 policy steps x 2 env steps per iteration: 300 rounds up to 3 iterations
+    before = 0
+    for row, counted in counter.rows:
+        steps = counted - before
+        assert steps == 8 * 2 * 4 * 2  # batch_size * num_minibatches * unroll_length (smoke) * action_repeat
+        assert row["iteration_s"] == FakeClock.TICK
+        assert row["sps"] == steps / FakeClock.TICK and row["env_steps"] == counted
+        before = counted
 
 
 def test_eval_rows_every_eval_every_iterations_and_at_the_end(rows):

@@ -81,11 +81,11 @@ def test_a_second_out_of_memory_before_the_first_back_offs_sizes_were_saved_relo
     compile_sizes = []
     real_compile = Trainer.compile
 
-    def compile_or_run_out(self, state=None, say=None):
+    def compile_or_run_out(self, state=None, say=None, **options):
         compile_sizes.append(self.plan.sizes.num_envs)
         if self.plan.sizes.num_envs > 8:
             raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={self.plan.sizes.num_envs}")
-        return real_compile(self, state, say)
+        return real_compile(self, state, say, **options)
 
     monkeypatch.setattr(Trainer, "compile", compile_or_run_out)
     device_gets = []

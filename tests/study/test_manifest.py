@@ -190,3 +190,10 @@ def test_a_bad_seeds_per_program_on_the_command_line_is_one_line_and_runs_nothin
     assert captured.err.strip() == ("rlfit: error: --seeds-per-program: seeds_per_program must be 'auto' or a "
                                     "positive count, got 'many'")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", [-1, 0, "1000", True, float("inf")])
+def test_a_reference_return_must_be_a_positive_number(value):
+    with pytest.raises(UserError, match=r"^the manifest: reference_return must be a positive number"):
+        parse_manifest({"name": "x", "env": "CartpoleBalance", "reference_return": value})
+    assert parse_manifest({"name": "x", "env": "CartpoleBalance", "reference_return": 1000}).reference_return == 1000.0

@@ -5,9 +5,12 @@ from __future__ import annotations
 import matplotlib.image
 import numpy as np
 import pytest
+import scipy.stats
 
-from rlfit.study.plots import interval_plot, learning_curves, profile_plot, scatter_fit, suite_plot
-from rlfit.study.stats import Estimate, correlation, performance_profile
+from rlfit.study.intervals import iqm_t_interval
+from rlfit.study.plots import (axis_scale, interval_plot, learning_curves, learning_curves_figure, profile_plot, scatter_fit,
+                               scatter_figure, suite_plot)
+from rlfit.study.stats import Estimate, correlation, interval_estimates, performance_profile
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -45,7 +48,7 @@ def test_learning_curves_replaces_an_existing_file(tmp_path):
 
 def test_interval_plot(tmp_path):
     path = tmp_path / "intervals.png"
-    estimates = {"baseline": estimate(1.0), "wide": estimate(2.0), "single": Estimate(3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 1)}
+    estimates = {"baseline": estimate(1.0), "wide": estimate(2.0), **interval_estimates({"single": np.array([3.0])})}
     assert_one_nonblank_png(interval_plot(estimates, path, "final reward", "eval reward"), path)
 
 
@@ -76,6 +79,57 @@ def test_scatter_fit(tmp_path):
     path = tmp_path / "scatter.png"
     written = scatter_fit(x, y, correlation(x, y, reps=100), path, "learning rate", "final reward", "lr vs reward")
     assert_one_nonblank_png(written, path)
+
+
+def test_the_learning_curves_show_env_steps_and_wall_clock_with_the_iqm_interval_as_band():
+    rng = np.random.default_rng(2)
+    steps, rewards = np.linspace(0, 1e6, 6), rng.normal(size=(5, 6)).cumsum(axis=1)
+    figure = learning_curves_figure({"v": (steps, rewards)}, "t", "return", 100, 0, {"v": (steps / 1e3, rewards)}, "auto")
+    by_steps, by_clock = figure.axes
+    assert by_steps.get_xlabel() == "env steps" and by_clock.get_xlabel() == "training wall-clock (s)"
+    assert by_steps.get_ylabel() == "return\nIQM over seeds, 95% CI band"
+    [band] = by_steps.collections
+    low, high = iqm_t_interval(rewards.T)  # Yuen's interval at each step (5 seeds: t-based)
+    top = band.get_paths()[0].vertices[:, 1]
+    assert np.isclose(top.max(), high.max()) and np.isclose(top.min(), low.min())
+
+
+@pytest.mark.parametrize("values, scale", [
+    ([1e-4, 1e-3, 1e-2], "log"), ([0.0, 1e-3, 1e-2, 0.1], "symlog"), ([1e-3, 3e-4], "linear"), ([-1.0, 10.0, 1000.0], "linear"),
+])
+def test_a_variable_that_spans_two_decades_gets_a_log_axis(values, scale):
+    assert axis_scale(np.array(values)) == scale
+
+
+def test_the_scatter_is_coloured_by_variant_and_its_line_is_straight_on_a_log_axis():
+    x = np.array([1e-4, 1e-4, 1e-3, 1e-3, 1e-2, 1e-2])
+    y = 2.0 * np.log10(x) + np.array([0.1, -0.1, 0.2, -0.2, 0.1, -0.1])
+    labels = ["a", "a", "b", "b", "c", "c"]
+    figure = scatter_figure(x, y, correlation(np.log10(x), y, reps=100), "beta", "bits", "t", labels=labels)
+    [axes] = figure.axes
+    assert axes.get_xscale() == "log" and axes.get_xlabel() == "beta (log scale)"
+    points = axes.collections[:3]
+    assert [len(p.get_offsets()) for p in points] == [2, 2, 2]
+    assert len({tuple(p.get_facecolor()[0]) for p in points}) == 3
+    line_x, line_y = axes.lines[0].get_data()
+    slope = np.diff(line_y) / np.diff(np.log10(line_x))
+    assert np.allclose(slope, scipy.stats.linregress(np.log10(x), y).slope)
+
+
+def test_a_power_law_is_a_straight_line_on_log_log_axes_and_a_zero_on_a_log_range_gets_no_line():
+    x = np.array([1e-4, 1e-3, 1e-2, 1e-1])
+    y = 5.0 / x * np.array([1.1, 0.9, 1.05, 0.95])  # 50 to 50000: three decades
+    figure = scatter_figure(x, y, correlation(np.log10(x), np.log10(y), reps=100), "beta", "bits", "t")
+    [axes] = figure.axes
+    assert (axes.get_xscale(), axes.get_yscale()) == ("log", "log")
+    line_x, line_y = axes.lines[0].get_data()
+    slope = np.diff(np.log10(line_y)) / np.diff(np.log10(line_x))
+    assert np.allclose(slope, scipy.stats.linregress(np.log10(x), np.log10(y)).slope)
+    assert "least squares on log10 y against log10 x" in axes.lines[0].get_label()
+    with_zero = scatter_figure(np.array([0.0, 1e-3, 1e-2, 1e-1]), np.array([1.0, 2.0, 3.0, 5.0]),
+                               correlation(np.arange(4.0), np.array([1.0, 2.0, 3.0, 5.0]), reps=100), "beta", "y", "t")
+    [axes] = with_zero.axes
+    assert axes.get_xscale() == "symlog" and len(axes.lines) == 0
 
 
 def test_scatter_fit_with_too_few_points_draws_only_the_points(tmp_path):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
+import scipy.stats
 import yaml
 
 from rlfit.study import report
@@ -65,14 +67,15 @@ def test_the_report_holds_each_variants_ratio(tmp_path):
     expected = ratio_of_means(np.array([5.0, 8.0, 17.0]), np.array([10.0, 20.0, 30.0]), reps=REPS)
     assert (a["low"], a["high"]) == pytest.approx((expected.low, expected.high))
     assert a["low"] < 0.5 < a["high"]
-    assert b == {"n": 1, "ratio": pytest.approx(0.75), "low": None, "high": None, "note": "too few trials"}
+    assert b == {"n": 1, "ratio": pytest.approx(0.75), "low": None, "high": None,
+                 "note": "one trial: no interval (a spread needs 2 or more trials)"}
     assert results["measures"]["final_description_length_bits"]["values"] == {"a": [3.0, 4.0, 5.0]}
     assert results["measures_not_recorded"] == []
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## Ratios" in text and "mean(numerator) / mean(denominator)" in text
     assert "### `suite/larger-grid` / `suite/in-distribution`" in text
-    assert f"| a | 3 | 0.5 [{expected.low:.4g}, {expected.high:.4g}] |" in text
-    assert "| b | 1 | 0.75 (too few trials) |" in text
+    assert f"| a | 3 | 0.500 [{expected.low:.3f}, {expected.high:.3f}] |" in text
+    assert "| b | 1 | 0.750 (one trial: no interval (a spread needs 2 or more trials)) |" in text
 
 
 def test_a_measure_no_trial_recorded_is_left_out_and_said_so(tmp_path):
@@ -91,3 +94,150 @@ def test_a_measure_no_trial_recorded_is_left_out_and_said_so(tmp_path):
     assert "## final_description_length_bits" not in text
     assert "| a | 0 | n/a (no finished trial has both measures) |" in text
     assert not math.isnan(results["measures"]["final_eval_reward"]["estimates"]["a"]["mean"])
+
+
+# ---------------------------------------------------------------- issue 31: statistics a reviewer accepts
+
+SPREAD = {"a": [(4.0, 64), (8.0, 64), (6.0, 64)], "b": [(2.0, 16), (2.0, 16), (2.0, 16)]}
+"""Each trial's evaluation spread on in-distribution: (episode_reward_std, episodes)."""
+
+
+def holm_reference(p_values):
+    """Holm by its definition: the i-th smallest p times (m - i + 1), then the running maximum, capped at 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (len(p_values) - rank) * p_values[i])
+        adjusted[i] = min(running, 1.0)
+    return adjusted
+
+
+def test_the_reports_tests_are_holm_adjusted_as_one_family_with_raw_and_adjusted_p(tmp_path):
+    raw = {**MANIFEST, "ratios": [], "correlations": [{"x": "ppo.learning_rate", "y": "final_eval_reward"}]}
+    experiment = finished_experiment(tmp_path, raw, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    report.write_report(experiment)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    welch = {m: scipy.stats.ttest_ind(np.array(e["values"]["a"]), np.array(e["values"]["b"]), equal_var=False).pvalue
+             for m, e in results["measures"].items() if all(len(v) >= 2 for v in e["values"].values())}
+    final = [v + 1.0 for v in IN_DISTRIBUTION["a"] + IN_DISTRIBUTION["b"]]
+    pearson = scipy.stats.pearsonr([1e-3] * 3 + [1e-4] * 3, final).pvalue
+    family = list(welch.values()) + [pearson]
+    assert results["family_size"] == len(family) == 4  # final reward, bits, in-distribution; larger-grid has one b
+    expected = dict(zip(list(welch) + ["correlation"], holm_reference(family)))
+    for measure, p in welch.items():
+        [c] = results["measures"][measure]["comparisons"]
+        assert (c["welch_p"], c["p_adjusted"]) == pytest.approx((p, expected[measure]))
+    assert results["correlations"][0]["pearson_p_adjusted"] == pytest.approx(expected["correlation"])
+    text = (tmp_path / "report" / "report.md").read_text()
+    c = results["measures"]["final_eval_reward"]["comparisons"][0]
+    assert f"p = {c['welch_p']:.2g}, Holm-adjusted p = {c['p_adjusted']:.2g}" in text
+    assert "family of 4 tests, adjusted with Holm's step-down correction" in text
+    assert "power" not in text.replace("80% power", "")  # no observed-power verdicts
+
+
+def test_a_ratio_of_values_that_can_be_negative_is_refused_in_one_line(tmp_path):
+    raw = {**MANIFEST, "ratios": [{"numerator": "final_description_length_bits", "denominator": "suite/in-distribution"}]}
+    experiment = finished_experiment(tmp_path, raw, {"a": [-1.0, 4.0, 5.0], "b": [1.0, 2.0, 3.0]})
+    report.write_report(experiment)
+    [ratio] = json.loads((tmp_path / "report" / "results.json").read_text())["ratios"]
+    why = ("`final_description_length_bits` has values <= 0 (smallest -1): not a ratio scale, so no ratio; compare "
+           "differences instead")
+    assert (ratio["refused"], ratio["per_variant"]) == (why, {})  # b's values are positive: refused all the same
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert f"### `final_description_length_bits` / `suite/in-distribution`\n\nRefused: {why}.\n" in text
+
+
+def test_a_ratio_of_returns_under_different_rewards_is_refused(tmp_path):
+    suites = {"in-distribution": {}, "larger-grid": {"set": {"env.overrides": {"goal_reward": 0.5, "step_cost": 0.02}}}}
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "suites": suites}, {"a": [3.0, 4.0, 5.0], "b": [1.0, 2.0, 3.0]})
+    report.write_report(experiment)
+    [ratio] = json.loads((tmp_path / "report" / "results.json").read_text())["ratios"]
+    assert ratio["refused"] == ("`suite/larger-grid` changes the reward (goal_reward=0.5, step_cost=0.02): its returns "
+                                "are in other units, so no ratio")
+
+
+def test_a_single_seed_shows_no_interval_and_says_why(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [7.0, None, None]})
+    report.write_report(experiment)
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| b | 1 | 7.00 (one seed: no interval (a spread needs 2 or more seeds)) |" in text
+    estimate = json.loads((tmp_path / "report" / "results.json").read_text())[
+        "measures"]["final_description_length_bits"]["estimates"]["b"]
+    assert (estimate["mean"], estimate["mean_low"], estimate["mean_high"]) == (7.0, None, None)
+
+
+def test_numbers_in_an_interval_share_their_decimals(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    report.write_report(experiment)
+    text = (tmp_path / "report" / "report.md").read_text()
+    intervals = re.findall(r"(-?\d+(?:\.(\d+))?) \[(-?\d+(?:\.(\d+))?), (-?\d+(?:\.(\d+))?)\]", text)
+    assert len(intervals) > 10
+    for point, point_places, low, low_places, high, high_places in intervals:
+        assert len(point_places) == len(low_places) == len(high_places), (point, low, high)
+
+
+def test_the_evaluation_noise_is_reported_beside_the_spread_between_seeds(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    for trial in experiment.manifest.trials():
+        path = experiment.trial_dir(trial) / "suites.json"
+        suites = json.loads(path.read_text())
+        std, episodes = SPREAD[trial.variant][trial.seed]
+        suites["in-distribution"].update(episode_reward_std=std, episodes=episodes)
+        path.write_text(json.dumps(suites))
+    report.write_report(experiment)
+    noise = json.loads((tmp_path / "report" / "results.json").read_text())["measures"]["suite/in-distribution"][
+        "evaluation_noise"]
+    se_a = math.sqrt(np.mean([(4.0 / math.sqrt(63)) ** 2, (8.0 / math.sqrt(63)) ** 2, (6.0 / math.sqrt(63)) ** 2]))
+    assert noise["a"]["eval_se"] == pytest.approx(se_a)
+    assert noise["a"]["seed_sd"] == pytest.approx(np.std(IN_DISTRIBUTION["a"], ddof=1))
+    assert noise["b"]["eval_se"] == pytest.approx(2.0 / math.sqrt(15))
+    assert noise["a"]["ratio"] == pytest.approx(se_a / 10.0)
+    text = (tmp_path / "report" / "report.md").read_text()
+    episodes_for_a_third = math.ceil(64 * (se_a / (10.0 / 3)) ** 2)  # SE falls as 1 / sqrt(episodes)
+    assert f"| a | 64 | {se_a:.3f} | 10.0 | 0.08 | {episodes_for_a_third} |" in text
+
+
+def test_a_profile_only_for_a_score(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    report.write_report(experiment)
+    figures = json.loads((tmp_path / "report" / "results.json").read_text())["figures"]
+    assert "final_eval_reward/profile" in figures
+    assert "final_description_length_bits/profile" not in figures
+    assert not (tmp_path / "report" / "final_description_length_bits-profile.png").exists()
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| `final_description_length_bits` |" in text and "| bits per observation |" in text
+    assert "Unit: return (sum of rewards over an episode)." in text
+
+
+def test_a_recorded_success_rate_and_the_policy_a_suite_names_are_reported_with_units(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    rates = {"a": [0.5, 0.75, 0.625], "b": [0.25, 0.5, 0.375]}
+    for trial in experiment.manifest.trials():
+        path = experiment.trial_dir(trial) / "suites.json"
+        suites = json.loads(path.read_text())
+        suites["in-distribution"].update(success_rate=rates[trial.variant][trial.seed], policy="sampled actions")
+        path.write_text(json.dumps(suites))
+    report.write_report(experiment)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    entry = results["measures"]["suite/in-distribution/success_rate"]
+    assert entry["values"] == rates and entry["unit"] == "fraction of episodes"
+    assert entry["estimates"]["a"]["mean"] == pytest.approx(np.mean(rates["a"]))
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert ("| `suite/in-distribution/success_rate` | fraction of the suite's episodes that reached the goal (suite "
+            "`in-distribution`) | fraction of episodes | sampled actions |") in text
+    assert "| `suite/larger-grid` | mean return of the final policy on suite `larger-grid`" in text
+    assert "suite/larger-grid/success_rate" not in results["measures"]  # not recorded: not invented
+
+
+def test_returns_are_also_shown_divided_by_the_manifests_reference_return(tmp_path):
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": [], "reference_return": 100},
+                                     {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    report.write_report(experiment)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    e = results["measures"]["suite/in-distribution"]["estimates"]["a"]
+    text = (tmp_path / "report" / "report.md").read_text()
+    scaled = f"{e['mean'] / 100:.3f} [{e['mean_low'] / 100:.3f}, {e['mean_high'] / 100:.3f}]"
+    assert e["mean"] == pytest.approx(20.0) and f"| {scaled} |" in text
+    assert "Normalized return: a return divided by the manifest's reference return, 100." in text
+    bits = text.split("## final_description_length_bits")[1].split("##")[0]
+    assert "mean / reference" not in bits  # bits are not a return

@@ -9,15 +9,13 @@ import pytest
 import scipy.stats
 
 from rlfit.study.stats import (
-    Estimate,
     compare,
     correlation,
     hedges_g,
     interval_estimates,
     performance_profile,
+    comparison_verdict,
     ratio_of_means,
-    seeds_for_power,
-    t_test_power,
 )
 
 
@@ -41,29 +39,24 @@ def test_iqm_is_the_mean_of_the_middle_half_and_the_mean_ci_contains_the_mean():
     assert all(type(value) is float for value in estimate[:6])
 
 
-def test_a_single_seed_gives_its_value_with_a_zero_width_interval():
-    assert interval_estimates({"v": np.array([2.5])})["v"] == Estimate(2.5, 2.5, 2.5, 2.5, 2.5, 2.5, 1)
+def test_a_single_seed_gives_its_value_and_no_interval_and_says_why():
+    estimate = interval_estimates({"v": np.array([2.5])})["v"]
+    assert (estimate.iqm, estimate.mean, estimate.n) == (2.5, 2.5, 1)
+    assert all(math.isnan(v) for v in (estimate.iqm_low, estimate.iqm_high, estimate.mean_low, estimate.mean_high))
+    assert estimate.note == "one seed: no interval (a spread needs 2 or more seeds)"
 
 
-def test_the_mean_ci_covers_the_true_mean_about_95_percent_of_the_time():
-    rng = np.random.default_rng(123)
-    covered = 0
-    for trial in range(200):
-        estimate = interval_estimates({"v": rng.normal(size=20)}, reps=300, seed=trial)["v"]
-        covered += estimate.mean_low <= 0.0 <= estimate.mean_high
-    assert 0.88 <= covered / 200 <= 0.99
-
-
-def test_intervals_are_reproducible_per_seed_and_leave_the_global_rng_alone():
+def test_bootstrap_intervals_are_reproducible_per_seed_and_leave_the_global_rng_alone():
     scores = {"a": np.random.default_rng(0).normal(size=12), "b": np.random.default_rng(1).normal(size=7)}
     np.random.seed(42)
-    first = interval_estimates(scores, reps=200, seed=3)
+    first = interval_estimates(scores, reps=200, seed=3, method="bca")
     after_first = np.random.random()
     np.random.seed(42)
-    assert interval_estimates(scores, reps=200, seed=3) == first
+    assert interval_estimates(scores, reps=200, seed=3, method="bca") == first
     assert np.random.random() == after_first
-    other = interval_estimates(scores, reps=200, seed=4)
+    other = interval_estimates(scores, reps=200, seed=4, method="bca")
     assert other["a"].mean == first["a"].mean and other["a"].mean_low != first["a"].mean_low
+    assert first["a"].method == "bca" and interval_estimates(scores)["a"].method == "t"
 
 
 def test_a_wider_confidence_gives_a_wider_interval():
@@ -99,26 +92,6 @@ def test_hedges_g_matches_the_formula():
     assert hedges_g(b, a) == pytest.approx(-expected)
 
 
-def test_power_matches_g_power_figures():
-    assert t_test_power(0.5, 64, 64, alpha=0.05) == pytest.approx(0.80, abs=0.01)
-    assert t_test_power(0.8, 26, 26, alpha=0.05) == pytest.approx(0.81, abs=0.01)
-    assert seeds_for_power(0.5) == 64
-    assert seeds_for_power(-0.5) == 64
-    assert seeds_for_power(0.8) == 26
-    assert seeds_for_power(0.0) is None
-    assert seeds_for_power(1e-4) == 10_000  # capped
-    assert t_test_power(0.0, 10, 10) == pytest.approx(0.05)  # no effect: rejects at the test's size
-
-
-def test_power_matches_simulated_t_tests_with_unequal_groups():
-    rng = np.random.default_rng(11)
-    trials, n_a, n_b, d = 20_000, 10, 15, 0.9
-    a = rng.normal(d, 1.0, size=(trials, n_a))
-    b = rng.normal(0.0, 1.0, size=(trials, n_b))
-    rejected = scipy.stats.ttest_ind(a, b, axis=1).pvalue < 0.05
-    assert t_test_power(d, n_a, n_b) == pytest.approx(rejected.mean(), abs=0.015)
-
-
 def test_probability_of_improvement_counts_pairs_with_ties_as_half():
     a, b = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 2.0, 0.0])
     wins = sum(x > y for x in a for y in b)
@@ -136,46 +109,30 @@ def test_mann_whitney_u_counts_wins_and_half_ties():
     assert 0.0 < result.mannwhitney_p <= 1.0
 
 
-def test_power_and_seeds_needed_follow_the_observed_effect_size():
-    rng = np.random.default_rng(2)
-    result = compare("a", rng.normal(0.6, 1.0, size=12), "b", rng.normal(0.0, 1.0, size=12), reps=100)
-    assert result.power == pytest.approx(t_test_power(result.effect_size, 12, 12))
-    assert result.seeds_needed == seeds_for_power(result.effect_size)
+def test_the_verdict_follows_the_adjusted_p_and_the_interval_never_power():
+    # the mini study's final_eval_reward: Welch p 0.0126 on 8 seeds each, once labelled "too few seeds"
+    a = np.array([593.5, 338.8, 523.4, 327.9, 263.7, 430.2, 494.9, 308.3])
+    b = np.array([224.2, 225.3, 258.0, 263.3, 307.0, 353.2, 234.5, 304.1])
+    result = compare("lr-1e-3", a, "lr-3e-4", b, reps=200)
+    assert result.welch_p == pytest.approx(scipy.stats.ttest_ind(a, b, equal_var=False).pvalue)
+    assert 0 < result.mean_diff_low < result.mean_diff < result.mean_diff_high
+    assert comparison_verdict(result, result.welch_p) == "`lr-1e-3` scores higher than `lr-3e-4` (adjusted p = 0.013, n=8)"
+    assert comparison_verdict(result, 0.06).startswith("not significant after correction at n=8 (adjusted p = 0.06)")
+    same = compare("a", standardized(6, 0), "b", standardized(6, 1), reps=200)
+    assert same.mean_diff_low < 0 < same.mean_diff_high
+    assert comparison_verdict(same, 1.0).startswith("no difference detected at n=6 (adjusted p = 1)")
+    assert comparison_verdict(compare("lr-3e-4", b, "lr-1e-3", a, reps=200), 0.01).startswith("`lr-1e-3` scores higher")
 
 
-def test_three_seeds_with_a_modest_effect_are_too_few():
-    result = compare("a", np.array([1.0, 1.5, 2.0]), "b", np.array([0.5, 1.0, 1.5]), reps=200)
-    assert result.verdict.startswith("too few seeds: n=3 per variant")
-    assert f"{result.seeds_needed} needed" in result.verdict
-    assert result.seeds_needed > 3
-
-
-def test_a_small_p_on_fewer_seeds_than_power_needs_is_not_called_significant():
-    a, b = standardized(20, seed=0) + 0.75, standardized(20, seed=1)
-    result = compare("a", a, "b", b, reps=200)
-    assert result.welch_p < 0.05
-    assert result.seeds_needed > 20
-    assert result.verdict.startswith("too few seeds: n=20 per variant")
-
-
-def test_thirty_seeds_of_clearly_separated_data_are_significant():
-    rng = np.random.default_rng(3)
-    result = compare("a", rng.normal(3.0, 1.0, size=30), "b", rng.normal(0.0, 1.0, size=30), reps=200)
-    assert result.verdict.startswith("significant (Welch p=")
-    assert result.welch_p < 1e-6
-    assert result.prob_improvement > 0.9
-
-
-def test_two_samples_of_one_distribution_are_not_called_different():
-    rng = np.random.default_rng(4)
-    result = compare("a", rng.normal(size=30), "b", rng.normal(size=30), reps=200)
-    assert result.verdict.startswith(("no significant difference", "too few seeds"))
-    assert not result.verdict.startswith("significant")
-
-
-def test_unequal_group_sizes_are_named_in_the_verdict():
-    result = compare("a", np.array([1.0, 2.0]), "b", np.array([0.0, 1.0, 0.5, 0.2]), reps=100)
-    assert result.verdict.startswith("too few seeds: n=2/4 per variant")
+def test_the_probability_of_improvement_interval_is_reproducible_and_defined_at_separation():
+    a, b = np.array([5.0, 6.0, 7.0, 8.0]), np.array([1.0, 2.0, 3.0])  # every a beats every b
+    result = compare("a", a, "b", b, reps=300)
+    assert (result.prob_improvement, result.prob_improvement_low, result.prob_improvement_high) == (1.0, 1.0, 1.0)
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(0.5, 1.0, size=10), rng.normal(size=10)
+    first = compare("x", x, "y", y, reps=500, seed=2)
+    assert compare("x", x, "y", y, reps=500, seed=2) == first
+    assert first.prob_improvement_low < first.prob_improvement < first.prob_improvement_high
 
 
 # ---------------------------------------------------------------- correlations
@@ -244,13 +201,11 @@ def test_performance_profile_is_the_fraction_above_each_threshold():
         lambda: compare("a", np.array([1.0, np.inf]), "b", np.ones(3)),
         lambda: compare("a", np.ones((2, 2)), "b", np.ones(3)),
         lambda: compare("a", np.array([1.0]), "b", np.ones(3)),
-        lambda: compare("a", np.ones(3), "b", np.ones(3), alpha=0.0),
         lambda: correlation(np.ones(5), np.ones(4)),
         lambda: correlation(np.array([1.0, np.nan, 2.0]), np.ones(3)),
         lambda: correlation(np.ones((4, 1)), np.ones(4)),
         lambda: performance_profile({"v": np.ones(3)}, np.array([[0.0]])),
         lambda: performance_profile({"v": np.array([np.nan])}, np.array([0.0])),
-        lambda: t_test_power(0.5, 1, 1),
     ],
 )
 def test_bad_input_raises_a_one_line_value_error(call):
@@ -262,7 +217,8 @@ def test_bad_input_raises_a_one_line_value_error(call):
 # ---------------------------------------------------------------- ratios of means
 
 def numpy_paired_bootstrap(num: np.ndarray, den: np.ndarray, reps: int, seed: int) -> tuple[float, float]:
-    """Reference: the 2.5% and 97.5% percentiles of mean(num)/mean(den) over trials drawn with replacement."""
+    """Reference: the 2.5% and 97.5% percentiles of mean(num)/mean(den) over trials drawn with replacement (on 15
+    trials with little skew BCa's interval is close to this percentile one)."""
     index = np.random.default_rng(seed).integers(0, num.size, size=(reps, num.size))
     ratios = num[index].mean(axis=1) / den[index].mean(axis=1)
     return tuple(np.percentile(ratios, [2.5, 97.5]))
@@ -296,23 +252,20 @@ def test_the_ratio_interval_agrees_with_a_numpy_paired_bootstrap():
     assert result.high == pytest.approx(high, abs=0.02)
 
 
-def test_a_denominator_mean_that_is_not_positive_gives_no_ratio():
-    result = ratio_of_means(np.array([1.0, 2.0, 3.0]), np.array([1.0, -2.0, 0.5]))
-    assert result.n == 3 and result.note == "not defined: the denominator's mean is not positive"
+@pytest.mark.parametrize("numerator, denominator, which, smallest", [
+    ([1.0, -2.0, 3.0], [1.0, 2.0, 0.5], "the numerator", "-2"),  # a return with step costs
+    ([1.0, 2.0, 3.0], [1.0, 0.0, 0.5], "the denominator", "0"),
+])
+def test_a_ratio_off_a_ratio_scale_is_refused_in_one_line_naming_why(numerator, denominator, which, smallest):
+    result = ratio_of_means(np.array(numerator), np.array(denominator))
+    assert result.note == (f"refused: {which} has values <= 0 (smallest {smallest}); a ratio needs a ratio scale (a true "
+                           "zero, positive values): compare differences instead")
     assert math.isnan(result.ratio) and math.isnan(result.low) and math.isnan(result.high)
-
-
-def test_a_resample_with_a_non_positive_denominator_mean_gives_no_interval():
-    num, den = np.array([1.0, 2.0, 3.0, 1.0]), np.array([4.0, -1.0, 2.0, -1.0])  # mean 1, but [-1]*4 can be drawn
-    result = ratio_of_means(num, den, reps=2000)
-    assert result.ratio == pytest.approx(7.0 / 4.0)
-    assert math.isnan(result.low) and math.isnan(result.high)
-    assert result.note == "the denominator's mean is not positive in every resample: no interval"
 
 
 def test_one_trial_gives_its_ratio_without_an_interval():
     result = ratio_of_means(np.array([3.0]), np.array([4.0]))
-    assert (result.n, result.ratio, result.note) == (1, 0.75, "too few trials")
+    assert (result.n, result.ratio, result.note) == (1, 0.75, "one trial: no interval (a spread needs 2 or more trials)")
     assert math.isnan(result.low) and math.isnan(result.high)
 
 

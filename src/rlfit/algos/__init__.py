@@ -1,1 +1,2 @@
-"""Learning algorithms other than PPO, one folder each (config, networks, losses, step)."""
+"""The learning algorithms (PPO, SAC), one folder each (config, sizes, memory rules, networks, losses, step), each
+behind the one contract in `rlfit.algos.contract` and registered by one line in `rlfit.algos.registry`."""

@@ -3,27 +3,114 @@
 An algorithm is an `Algorithm` (static facts: its config section, presets, sizes and their rules, the
 back-off) whose `build` returns a `Learner` for one config and plan: a NamedTuple of pure functions in the
 style of Optax's `(init, update)`. The generic code never looks inside the training state beyond three
-fields every state has: `params` (hashed for `params_digest`), `env_state` (replaced after a back-off) and
-`key`. Acting is Brax-style and shared: `policy_logits(policy params, normalized obs) -> [..., logits_size]`
-read as the environment's action distribution (`rlfit.networks.distribution_for(action_space)`: a tanh-squashed
-Gaussian over A continuous dimensions, logits_size 2 * A, or a categorical over K discrete actions, logits_size
-K) by rollout, evaluation (its mode), the policy file, play and export.
+fields every state has (`TrainState`): `params` (hashed for `params_digest`), `env_state` (replaced after a
+back-off) and `key`; and inside an iteration's metrics beyond `StepMetrics`' four.
 
-Adding an algorithm: a folder `rlfit/algos/<name>/` with `config.py` (SECTION, PRESETS, published, check)
-and `algorithm.py` (ALGORITHM), plus one line in `rlfit.config.algorithms.ALGORITHMS`.
+Acting is data, as Brax's `Policy` protocol: `policy_logits(policy params, normalized obs) -> [..., size]` is
+the acting network's raw output, and `PolicySpec.head` names how it becomes an action
+(`rlfit.networks.heads`: tanh_gaussian 2 * A outputs, deterministic_tanh A, categorical K logits, q_argmax K
+action values). Evaluation, the policy file (which records the head), play and export read the head; none of
+them guesses from output sizes or knows which algorithm trained the policy.
+
+Adding an algorithm: a package with `config.py` (`AlgorithmConfig`: SECTION, PRESETS, published, check) and
+`algorithm.py` (ALGORITHM, an `Algorithm`), made known by `rlfit.algos.registry.register_algorithm(name,
+package)`, an entry point in the group `rlfit.algorithms`, or one line in `rlfit.config.algorithms.ALGORITHMS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
-import jax
+if TYPE_CHECKING:
+    import jax
+
+    from rlfit.config.schema import Config
+    from rlfit.envs.vec_env import VecEnv
+    from rlfit.algos.common.normalizer import RunningStats
+    from rlfit.planning.plan import Plan
+
+PyTree = Any
+"""Nested NamedTuples, dicts and lists of arrays (jax's pytrees); the contract never looks inside one."""
+Observation = Any
+"""One observation as the environment gives it (possibly batched): an array or a dict of arrays."""
+
+
+class TrainState(Protocol):
+    """What generic code reads of an algorithm's training state (a NamedTuple or flax struct of arrays)."""
+
+    @property
+    def params(self) -> PyTree:
+        """Every trained parameter (hashed for `params_digest`)."""
+
+    @property
+    def env_state(self) -> PyTree:
+        """The training environments' `rlfit.envs.vec_env.EnvState`, batched over `num_envs`."""
+
+    @property
+    def key(self) -> jax.Array:
+        """[2] uint32 PRNG key of the state (fresh environments after a back-off are drawn from it)."""
+
+
+class StepMetrics(Protocol):
+    """What the runner reads of an iteration's metrics (a NamedTuple of scalars [])."""
+
+    @property
+    def all_finite(self) -> jax.Array:
+        """[] bool: no NaN or infinity in the parameters, losses and statistics."""
+
+    @property
+    def episodes_finished(self) -> jax.Array:
+        """[] episodes that ended during the iteration."""
+
+    @property
+    def episode_return_sum(self) -> jax.Array:
+        """[] sum of their returns."""
+
+    @property
+    def episode_length_sum(self) -> jax.Array:
+        """[] sum of their lengths (policy steps)."""
+
+
+class Sizes(Protocol):
+    """The sizes that shape an algorithm's compiled step (a NamedTuple; more fields where the algorithm has them)."""
+
+    @property
+    def num_envs(self) -> int:
+        """Parallel training environments (the total over the run's devices)."""
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Policy steps of all environments together per iteration."""
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+class AlgorithmConfig(Protocol):
+    """An algorithm's pure-Python `config` module (no JAX): read while a config is resolved and checked."""
+
+    SECTION: type
+    """The frozen dataclass of its config section, named like the algorithm (`config.<name>`)."""
+    PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    """preset name -> config layer ({section: {key: value}}); 'default' at least."""
+
+    def published(self, env_name: str) -> dict[str, dict[str, Any]]:
+        """MuJoCo Playground's published settings for `env_name` as a config layer ({} where none)."""
+
+    def check(self, config: Config) -> None:
+        """Raises a one-line `rlfit.errors.UserError` for a value the algorithm cannot train with."""
+
+
+StateT = TypeVar("StateT", bound=TrainState)
+MetricsT = TypeVar("MetricsT", bound=StepMetrics)
+PolicyParamsT = TypeVar("PolicyParamsT")
+SizesT = TypeVar("SizesT", bound=Sizes)
 
 
 class PolicySpec(NamedTuple):
-    """The acting network as the policy file records it (an MLP whose output is the action distribution's logits)."""
+    """The acting network as the policy file records it: an MLP (behind an encoder of camera frames, with
+    `encoder`) whose output the action head `head` reads."""
 
     hidden: tuple[int, ...]
     activation: str
@@ -31,40 +118,45 @@ class PolicySpec(NamedTuple):
     """For dict observations: the entry the policy reads."""
     encoder: dict[str, Any] | None = None
     """With camera frames: the encoder in front of the MLP (`EncoderSpec.to_dict()`); None for vectors."""
+    head: str | None = None
+    """The action head (`rlfit.networks.heads`: 'tanh_gaussian', 'deterministic_tanh', 'categorical',
+    'q_argmax'); the MLP's last layer has `head.output_size(action size)` units. None: the action space's
+    stochastic policy (tanh_gaussian or categorical), what every policy was before heads were named."""
 
 
-class Learner(NamedTuple):
-    """One algorithm built for a config, a plan and its environments."""
+class Learner(NamedTuple, Generic[StateT, MetricsT, PolicyParamsT]):
+    """One algorithm built for a config, a plan and its environments (pure functions; the runner compiles them)."""
 
-    init: Callable[[int], Any]
-    """seed -> a fresh training state (a pytree of arrays: `params`, `env_state`, `key`, ...), ready to train."""
-    step: Callable[[Any], tuple[Any, Any]]
+    init: Callable[[int], StateT]
+    """seed -> a fresh training state (a pytree of arrays with `TrainState`'s fields), ready to train."""
+    step: Callable[[StateT], tuple[StateT, MetricsT]]
     """state -> (state, metrics): one iteration (collect and update), pure; the runner compiles it once with
-    the state donated. `metrics` is a NamedTuple of scalars with `all_finite`, `episodes_finished`,
-    `episode_return_sum` and `episode_length_sum`."""
-    metrics_row: Callable[[Any], dict[str, Any]]
-    """host metrics -> the algorithm's own fields of a metrics.jsonl row (losses, ...)."""
-    acting: Callable[[Any], tuple[Any, Any]]
+    the state donated. `metrics` has `StepMetrics`' fields."""
+    metrics_row: Callable[[MetricsT], dict[str, float | int]]
+    """host metrics -> the algorithm's own fields of a metrics.jsonl row (losses, ...; an `updates` count
+    also gives `updates_per_s`)."""
+    acting: Callable[[StateT], tuple[PolicyParamsT, RunningStats]]
     """state -> (policy params, observation RunningStats): what evaluation and the policy file read."""
-    policy_logits: Callable[[Any, Any], jax.Array]
-    """(policy params, normalized observation [..]) -> [..., logits_size] (see the module docstring)."""
+    policy_logits: Callable[[PolicyParamsT, Observation], jax.Array]
+    """(policy params, normalized observation [..]) -> [..., head.output_size(action size)]: the acting
+    network's output, which `policy.head` turns into the action."""
     policy: PolicySpec
-    resize: Callable[[Any, jax.Array], Any]
+    resize: Callable[[StateT, jax.Array], StateT]
     """(a state of this algorithm at other sizes, key) -> the state to continue from at this Learner's sizes,
     with fresh environments from `key` (after an out-of-memory back-off); parameters and optimizer kept."""
-    stored_rows: Callable[[Any], list[int | None]] | None = None
+    stored_rows: Callable[[StateT], list[int | None]] | None = None
     """state -> per leaf, how many leading rows hold data (None: all), so a checkpoint writes only those (an
     unfilled replay buffer); None: every leaf whole."""
-    env_axes: Callable[[Any], Any] | None = None
+    env_axes: Callable[[StateT], PyTree] | None = None
     """state (or its shapes) -> the same tree with, per leaf, the axis that indexes environments (split over the
     run's devices) or `rlfit.parallel.mesh.REPLICATED`; None: axis 0 of `env_state`'s leaves, the rest replicated."""
-    policy_rate: Callable[[Any, Any], jax.Array] | None = None
+    policy_rate: Callable[[PolicyParamsT, Observation], jax.Array] | None = None
     """(policy params, normalized observation [..]) -> [...] the policy's description length of each observation
     in bits (an information bottleneck's rate), averaged over evaluation states and logged; None: not defined."""
-    deployable: Callable[[Any], Any] | None = None
+    deployable: Callable[[PolicyParamsT], PyTree] | None = None
     """policy params -> the params of the network the policy file stores, when they differ (a bottleneck folded
     into a plain MLP at z = mean); None: the params themselves."""
-    refill: Callable[[Any], Any] | None = None
+    refill: Callable[[StateT], StateT] | None = None
     """state restored from a checkpoint that left out what `stored_rows` trims (`run.checkpoint_replay: false`;
     those rows come back as zeros) -> the state with that experience emptied and collected again as at the start."""
     ynn_fusions: bool = True
@@ -77,7 +169,7 @@ class Candidate:
     """One configuration the planner considered."""
 
     sizes: Any
-    """The algorithm's sizes NamedTuple."""
+    """The algorithm's sizes NamedTuple (`Sizes`)."""
     estimate_bytes: int
     """Fitted device bytes of one iteration."""
     predicted_bytes: int
@@ -102,7 +194,7 @@ class Choice(NamedTuple):
     """What to change when nothing fits."""
 
 
-class MemoryRules(NamedTuple):
+class MemoryRules(NamedTuple, Generic[SizesT]):
     """How the memory planner (`rlfit.planning`) models and sizes an algorithm. Pure Python (no JAX).
 
     The planner fits `bytes = intercept + per_env * num_envs + per_transition * stored_transitions(sizes)` to
@@ -111,30 +203,30 @@ class MemoryRules(NamedTuple):
 
     columns: tuple[str, ...]
     """The size fields `rlfit plan` shows per candidate."""
-    measured_sizes: Callable[[Any], tuple[Any, ...]]
+    measured_sizes: Callable[[Config], tuple[SizesT, ...]]
     """config -> the sizes whose compiled step is analysed: two or more `num_envs` (and, where the state
     stores transitions, two or more capacities)."""
-    stored_transitions: Callable[[Any], int]
+    stored_transitions: Callable[[SizesT], int]
     """sizes -> transitions the training state stores (a replay buffer's capacity; 0 without one)."""
-    choose: Callable[[Any, Callable[[Any], Any], int], Any]
+    choose: Callable[[Config, Callable[[SizesT], Candidate], int | None], Choice]
     """(config, judge: sizes -> `Candidate`, most environments worth running or None) ->
     `Choice`: the candidates to show, the chosen one (None if nothing fits), why."""
 
 
-class Algorithm(NamedTuple):
+class Algorithm(NamedTuple, Generic[SizesT]):
     """What an algorithm declares once; `build` makes its Learner. (Its config section, presets, rules and
-    Playground's published settings live in its pure-Python `config` module: see `rlfit.config.algorithms`.)"""
+    Playground's published settings live in its pure-Python `config` module, an `AlgorithmConfig`.)"""
 
     name: str
     """'ppo', 'sac': the value of the config's `algo` and the name of its config section."""
-    sizes_type: type
-    """A NamedTuple of the sizes that shape the compiled step (with `num_envs` and `steps_per_iteration`)."""
-    config_sizes: Callable[[Any], Any]
+    sizes_type: type[SizesT]
+    """A NamedTuple of the sizes that shape the compiled step (`Sizes`: `num_envs`, `steps_per_iteration`, ...)."""
+    config_sizes: Callable[[Config], SizesT]
     """Config -> its sizes."""
-    smaller_sizes: Callable[[Any, str], Any]
+    smaller_sizes: Callable[[SizesT, str], SizesT | None]
     """(sizes, where) -> the next smaller configuration for the out-of-memory back-off, or None; `where` is
     'init' (creating the starting state ran out) or 'step' (compiling or running an iteration did)."""
-    build: Callable[[Any, Any, Any, Any], Learner]
-    """(config, plan, train VecEnv, one observation example) -> Learner."""
-    memory: MemoryRules
+    build: Callable[[Config, Plan, VecEnv, Observation], Learner[Any, Any, Any]]
+    """(config, plan, train VecEnv, one unbatched observation example) -> Learner."""
+    memory: MemoryRules[SizesT]
     non_finite_hint: str = "lower the learning rate"

@@ -43,7 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from rlfit.algos.registry import register_from_environment
+
+    try:
+        register_from_environment()  # algorithms from outside rlfit ($RLFIT_ALGORITHMS), before --algo's choices
+        parser = build_parser()  # reads every algorithm's presets
+    except UserError as error:
+        print(f"rlfit: error: {error}", file=sys.stderr)
+        return error.exit_code
+    args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except UserError as error:

@@ -10,7 +10,7 @@ def register(subparsers) -> None:
     envs.set_defaults(handler=list_envs)
     keys = subparsers.add_parser("keys", help="list every config key with its meaning and default")
     keys.add_argument("--markdown", action="store_true",
-                      help="print the list as a Markdown table (README.md's key table is this table)")
+                      help="print the list as a Markdown table (the documentation's configuration page is this table)")
     keys.set_defaults(handler=list_keys)
 
 

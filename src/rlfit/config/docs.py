@@ -1,8 +1,8 @@
 """Every config key with its default and meaning, read from the config dataclasses themselves: each field's
 attribute docstring (the string literal under it) and its default.
 
-The one source of `rlfit keys`, of `rlfit keys --markdown` and of README.md's key table (written between
-markers by tools/readme_keys.py, checked by a test), so no list of keys is kept by hand anywhere.
+The one source of `rlfit keys`, of `rlfit keys --markdown` and of the documentation's configuration page (whose
+key table tools/docs_hooks.py generates when mkdocs builds the site), so no list of keys is kept by hand anywhere.
 """
 
 from __future__ import annotations

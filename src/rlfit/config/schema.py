@@ -1,7 +1,7 @@
 """Frozen, typed run configuration: `algo` (ppo, sac), sections `env`, the algorithm's (`ppo` or `sac`),
-`network` (PPO's networks), `run`.
+`network` (the encoders of camera frames, for either algorithm, and PPO's policy and value networks) and `run`.
 
-A config is built once from layers, lowest first:
+A config is built once from layers, lowest first, and validated before anything compiles:
 
     rlfit defaults < Playground's published per-environment settings for the algorithm < preset < YAML file
         < --set
@@ -59,7 +59,7 @@ class EnvConfig:
     image_size: int = 64
     """With pixels: frame height and width in pixels."""
     channels: str = "rgb"
-    """With pixels: `rgb`, `gray`, `depth` or `rgbd` (every channel uint8; depth quantized, see the README)."""
+    """With pixels: `rgb`, `gray`, `depth` or `rgbd` (every channel uint8; depth quantized, see the docs' pixels page)."""
     frames: int = 3
     """With pixels: how many recent frames the policy sees (1 an image, 3 a frame stack, 8 or 16 a clip)."""
     renderer: str = "auto"

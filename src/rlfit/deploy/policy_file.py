@@ -1,14 +1,15 @@
 """The deployable policy file: the policy network alone, its observation statistics and a description.
 
     policy/
-        policy.json   what the network is: layer sizes, activation, observation key and shapes, action size,
-                      environment, precision, rlfit version, sha256 of weights.npz
+        policy.json   what the network is: layer sizes, activation, action head, observation key and shapes,
+                      action size, environment, precision, rlfit version, sha256 of weights.npz
         weights.npz   params/<flax path> (the policy MLP), normalizer/{count, mean, sum_sq_dev} (its input's
                       running statistics)
 
 `load_policy(path)` turns it into a jitted `obs -> action` function (normalize, MLP, then the deterministic
-action that evaluation uses: tanh(mean) for continuous actions, the most likely index for discrete ones),
-without the training code or the environment.
+action of the recorded action head, as evaluation takes it: `rlfit.networks.heads`), without the training code
+or the environment. A description without a head (written before heads were recorded) reads as the action
+space's stochastic head: tanh_gaussian for continuous actions, categorical for discrete ones.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ from rlfit.networks.param_paths import flatten_params, unflatten_params
 
 if TYPE_CHECKING:
     from rlfit.algos.contract import PolicySpec
+    from rlfit.networks.heads import ActionHead
     from rlfit.algos.common.normalizer import RunningStats
 
 FORMAT = "rlfit-policy"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest format this rlfit writes and reads. A policy whose head is the one version 1 implied (its action
+space's stochastic head) is written as version 1, which older rlfit reads correctly; any other head as 2."""
 DESCRIPTION_FILE = "policy.json"
 WEIGHTS_FILE = "weights.npz"
 NETWORK_KIND = "mlp"
@@ -96,11 +100,14 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
 def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_space: ActionSpace, env_name: str,
              precision: str, algorithm: str) -> dict[str, Any]:
     """The JSON description of a policy (everything but the arrays)."""
+    from rlfit.networks.heads import action_head, default_head_name
+
     shapes = observation_shapes_of(obs_example)
     input_shape = shapes[obs_key if obs_key is not None else ARRAY_OBS_NAME]
+    head = action_head(spec.head, action_space)
     return {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 1 if head.name == default_head_name(action_space) else FORMAT_VERSION,
         "rlfit_version": __version__,
         "env_name": env_name,
         "algorithm": algorithm,
@@ -110,10 +117,10 @@ def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_spa
         "network": {
             "kind": NETWORK_KIND if spec.encoder is None else ENCODER_NETWORK_KIND,
             **({} if spec.encoder is None else {"encoder": dict(spec.encoder)}),
-            "layer_sizes": [int(s) for s in spec.hidden] + [int(action_space.logits_size)],
+            "layer_sizes": [int(s) for s in spec.hidden] + [int(head.output_size(action_space.size))],
             "activation": spec.activation,
-            "output": ("logits of a categorical over the actions; action = argmax" if action_space.discrete else
-                       "first half: mean of a Gaussian over raw actions; action = tanh(mean) in [-1, 1]"),
+            "head": head.name,
+            "output": head.description,
         },
         "observation": {
             "policy_key": obs_key,
@@ -222,6 +229,10 @@ def _check_description(description: Any, directory: Path) -> None:
     if kind not in NETWORK_KINDS:
         raise UserError(f"the policy in {directory} is a '{kind}' network, which this rlfit cannot load (it reads "
                         f"{', '.join(NETWORK_KINDS)}); upgrade rlfit")
+    head, sizes = head_of(description), description["network"].get("layer_sizes") or [None]
+    if sizes[-1] != head.output_size(action_space_of(description).size):
+        raise UserError(f"the policy in {directory} has {sizes[-1]} outputs, but its action head '{head.name}' reads "
+                        f"{head.output_size(action_space_of(description).size)}; save the policy again")
 
 
 def _read_npz(data: bytes, directory: Path) -> dict[str, np.ndarray]:
@@ -258,6 +269,11 @@ class Policy:
         return action_space_of(self.description)
 
     @property
+    def head(self) -> ActionHead:
+        """How the network's output becomes the action (`rlfit.networks.heads`)."""
+        return head_of(self.description)
+
+    @property
     def observation_shapes(self) -> dict[str, tuple[int, ...]]:
         """{entry: shape} of the environment's observation; one array observation is named 'obs'."""
         return {name: tuple(shape) for name, shape in self.description["observation"]["shapes"].items()}
@@ -282,8 +298,8 @@ class Policy:
 def load_policy(path: str | Path, precision: str | None = None) -> Policy:
     """Loads a saved policy from a run dir (RUN_DIR/policy), a checkpoint step dir or a policy dir.
 
-    Returns `Policy`, callable `obs -> action` (jitted; observation normalization, MLP, the deterministic action:
-    tanh(mean), or the most likely index for discrete actions).
+    Returns `Policy`, callable `obs -> action` (jitted; observation normalization, MLP, the recorded action head's
+    deterministic action: tanh(mean), tanh(output), or the most likely index for discrete actions).
     `precision` overrides the compute precision it was trained with ('fp32', 'bf16' or 'fp16').
     """
     files = read_policy_files(path)
@@ -304,7 +320,7 @@ def policy_apply(files: PolicyFiles, precision: str) -> tuple[Callable[[Any, Any
     import jax
     import jax.numpy as jnp
 
-    from rlfit.networks import COMPUTE_DTYPES, MLP, distribution_for
+    from rlfit.networks import COMPUTE_DTYPES, MLP
     from rlfit.algos.common.normalizer import RunningStats, normalize
 
     network = files.description["network"]
@@ -314,21 +330,20 @@ def policy_apply(files: PolicyFiles, precision: str) -> tuple[Callable[[Any, Any
     mlp = MLP(tuple(network["layer_sizes"]), network["activation"], COMPUTE_DTYPES[precision])
     params = jax.tree.map(jnp.asarray, files.params)
     stats = RunningStats(jnp.asarray(files.count, jnp.float32), jnp.asarray(files.mean), jnp.asarray(files.sum_sq_dev))
-    distribution = distribution_for(action_space_of(files.description))
+    mode = head_of(files.description).mode
     if network["kind"] == ENCODER_NETWORK_KIND:
-        return encoder_policy_function(network, mlp, precision, distribution), params
+        return encoder_policy_function(network, mlp, precision, mode), params
 
     def apply(arrays: tuple[Any, RunningStats], obs: jax.Array) -> jax.Array:
         mlp_params, obs_stats = arrays
-        logits = mlp.apply(mlp_params, normalize(obs_stats, jnp.asarray(obs, jnp.float32)))
-        return distribution.from_logits(logits).mode()
+        return mode(mlp.apply(mlp_params, normalize(obs_stats, jnp.asarray(obs, jnp.float32))))
 
     return apply, (params, stats)
 
 
-def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str, distribution: Any
+def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str, mode: Callable[[Any], Any]
                             ) -> Callable[[Any, Any], Any]:
-    """(params, frames [..., T, H, W, C] (uint8)) -> action: the encoder, the MLP, the distribution's mode."""
+    """(params, frames [..., T, H, W, C] (uint8)) -> action: the encoder, the MLP, the head's `mode`."""
     import jax.numpy as jnp
 
     from rlfit.networks import COMPUTE_DTYPES
@@ -339,7 +354,7 @@ def encoder_policy_function(network: Mapping[str, Any], mlp: Any, precision: str
     module = PixelPolicy(make_encoder(spec, COMPUTE_DTYPES[precision]), mlp)
 
     def apply(params: Any, frames: Any) -> Any:  # PixelPolicy keeps any leading axes
-        return distribution.from_logits(module.apply(params, jnp.asarray(frames))).mode()
+        return mode(module.apply(params, jnp.asarray(frames)))
 
     return apply
 
@@ -348,6 +363,14 @@ def action_space_of(description: Mapping[str, Any]) -> ActionSpace:
     """The action space a policy description records (files written before discrete actions: continuous)."""
     recorded = description.get("action_space") or {"kind": CONTINUOUS, "size": description["action_size"]}
     return ActionSpace(str(recorded["kind"]), int(recorded["size"]))
+
+
+def head_of(description: Mapping[str, Any]) -> ActionHead:
+    """The action head a policy description records (files written before heads were recorded: the action
+    space's stochastic head, tanh_gaussian or categorical); an unknown one is a UserError."""
+    from rlfit.networks.heads import action_head
+
+    return action_head(description["network"].get("head"), action_space_of(description))
 
 
 def _activations() -> tuple[str, ...]:

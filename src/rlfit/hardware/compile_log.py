@@ -3,7 +3,8 @@
 JAX reports a cache lookup as a `jax.monitoring` event (`/jax/compilation_cache/cache_hits` or `.../cache_misses`)
 without naming the program. A program's own lookup is the last one of its compile: tracing it may run small
 programs eagerly first (each with a lookup of its own), but the program itself is compiled last. So
-`timed_compile` keeps the events of its block and reads the last.
+`timed_compile` keeps the events of its block and reads the last. A lookup is reported in the thread that compiles,
+so blocks open in other threads at the same time (programs compiled concurrently, `in_background`) do not see it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import NamedTuple, TypeVar
 
 HIT, MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 
@@ -35,14 +37,14 @@ class ProgramCompile(NamedTuple):
 
 
 _LOCK = threading.Lock()
-_OPEN: list[list[str]] = []
-"""The event lists of the `timed_compile` blocks now open (each receives every lookup event)."""
+_OPEN: dict[int, list[list[str]]] = {}
+"""Per thread, the event lists of its `timed_compile` blocks now open (each receives that thread's lookups)."""
 
 
 def _listen(event: str, **_: object) -> None:
     if event in (HIT, MISS):
         with _LOCK:
-            for events in _OPEN:
+            for events in _OPEN.get(threading.get_ident(), ()):
                 events.append(event)
 
 
@@ -65,16 +67,43 @@ def timed_compile(name: str) -> Iterator[_Timing]:
     _listening()
     events: list[str] = []
     timing = _Timing()
+    thread = threading.get_ident()
     with _LOCK:
-        _OPEN.append(events)
+        _OPEN.setdefault(thread, []).append(events)
     started = time.perf_counter()
     try:
         yield timing
     finally:
         seconds = time.perf_counter() - started
         with _LOCK:
-            _OPEN.remove(events)
+            _OPEN[thread].remove(events)
+            if not _OPEN[thread]:
+                del _OPEN[thread]
         timing.record = ProgramCompile(name, seconds, (events[-1] == HIT) if events else None)
+
+
+T = TypeVar("T")
+
+
+def in_background(work: Callable[[], T], name: str = "rlfit-compile") -> Future[T]:
+    """`work()` started in a thread of its own; its future (the result, or the exception it raised).
+
+    For compiles: tracing holds Python's lock, but XLA's compile releases it, so a program compiles while the
+    caller builds the training state, runs an iteration or compiles another. The thread is a daemon: a run
+    stopped by a signal exits without waiting for a compile nobody needs any more.
+    """
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(work())
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def seconds_since_process_start() -> float:

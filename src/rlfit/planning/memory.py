@@ -5,14 +5,19 @@ For given sizes, XLA's compile-time analysis of the step (state donated) gives
     bytes = arguments + outputs - aliased + temporaries + generated code
 
 on abstract inputs (`jax.eval_shape` of the initial state), so nothing is allocated or run. Compiling at
-every candidate size would take minutes, so `fit_memory_model` compiles at the algorithm's measured sizes
-(`MemoryRules.measured_sizes`) and fits
+every candidate size would take minutes, so `fit_memory_model` compiles at the algorithm's probe sizes
+(`MemoryRules.measured_sizes`: small, and never a size the planner can choose, so training never compiles a
+probe's size again) and fits
 
     bytes = intercept + per_env * num_envs + per_transition * stored transitions
 
 by least squares: PPO's rollout buffer, shuffled copy and per-minibatch activations grow in proportion to
 `num_envs` (the environment state too) and it stores no transitions; SAC's replay buffer grows with its
 capacity (its step with `num_envs`). Parameters, optimizer state and code are the intercept.
+
+A probe is only analysed, never run, so on a CPU it compiles with `PROBE_COMPILER_OPTIONS` (LLVM's cheaper
+code generation: buffer assignment, which the analysis reads, happens before it and is the same), and the
+probes compile side by side in threads.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlfit.algos.contract import Sizes
 from rlfit.config.schema import Config
 
 
@@ -18,8 +19,8 @@ from rlfit.config.schema import Config
 class Plan:
     """What will run."""
 
-    sizes: Any
-    """The algorithm's sizes NamedTuple (`num_envs`, `steps_per_iteration`, ...)."""
+    sizes: Sizes
+    """The algorithm's sizes NamedTuple (`rlfit.algos.contract.Sizes`: `num_envs`, `steps_per_iteration`, ...)."""
     env_steps_per_iteration: int
     """Simulator steps per iteration (policy steps * action_repeat)."""
     num_iterations: int
@@ -31,6 +32,7 @@ class Plan:
     reasons: tuple[str, ...] = ()
     predicted_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    """The memory planner's figures (budget, margin, fitted model), as JSON values."""
     devices: int = 1
     """Local devices the run is split over (`rlfit.parallel.mesh`); the sizes are totals over all of them."""
 
@@ -40,7 +42,7 @@ class Plan:
         out["reasons"] = list(self.reasons)
         return out
 
-    def with_sizes(self, sizes: Any, config: Config, done: tuple[int, int], reason: str) -> Plan:
+    def with_sizes(self, sizes: Sizes, config: Config, done: tuple[int, int], reason: str) -> Plan:
         """The same plan with other batch sizes from a point `done` = (iterations, env steps) on."""
         per_iteration = sizes.steps_per_iteration * config.env.action_repeat
         return dataclasses.replace(self, sizes=sizes, env_steps_per_iteration=per_iteration,
@@ -48,14 +50,14 @@ class Plan:
                                    reasons=self.reasons + (reason,), predicted_bytes=None)
 
 
-def config_sizes(config: Config) -> Any:
+def config_sizes(config: Config) -> Sizes:
     """The sizes the config asks for, as its algorithm's sizes NamedTuple."""
     from rlfit.algos.registry import algorithm
 
     return algorithm(config.algo).config_sizes(config)
 
 
-def sizes_from_dict(config: Config, sizes: dict[str, Any]) -> Any:
+def sizes_from_dict(config: Config, sizes: dict[str, Any]) -> Sizes:
     """Sizes saved in a plan (plan.json, a checkpoint's record) as the config's algorithm's NamedTuple."""
     from rlfit.algos.registry import algorithm
 
@@ -80,7 +82,7 @@ def iterations_to_total(config: Config, per_iteration: int, done: tuple[int, int
     return iterations + max(0, math.ceil((config.run.num_timesteps - env_steps) / per_iteration))
 
 
-def make_plan(config: Config, sizes: Any = None, reasons: tuple[str, ...] = (),
+def make_plan(config: Config, sizes: Sizes | None = None, reasons: tuple[str, ...] = (),
               done: tuple[int, int] = (0, 0), devices: int | None = None) -> Plan:
     """The plan for `config` on this process's JAX devices, with `sizes` (default: the config's).
 

@@ -1,6 +1,6 @@
 """Choose the largest valid configuration that fits the device: config + device -> sizes, precision, reasons.
 
-    probe (or --device-memory) -> budget;  compile the step at the algorithm's measured sizes -> memory model
+    probe (or --device-memory) -> budget;  compile the step at the algorithm's small probe sizes -> memory model
     (bytes = intercept + per env * num_envs + per transition * stored transitions);
     the algorithm's rules (`Algorithm.memory`) judge candidates with it (predicted bytes with margin <= budget?)
     and choose -> Plan(sizes, predicted_bytes, reasons)
@@ -155,7 +155,8 @@ def _fit_reason(model: MemoryModel) -> str:
     stored = (f" + {model.bytes_per_transition:,.0f} B per stored transition" if model.bytes_per_transition
               else "")
     return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env{stored} "
-            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)})")
+            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)}: probes compiled for "
+            "their analysis only, at sizes never chosen, so training compiles no size twice)")
 
 
 def cpu_device(device: DeviceInfo) -> DeviceInfo:

@@ -1,6 +1,8 @@
-"""Builds what a run needs from a config and a plan: environments, agent, optimizer, compiled functions.
+"""Builds what a run needs from a config and a plan: the environments and the algorithm's Learner
+(`rlfit.algos.contract`), and compiles its training step and evaluation ahead of time.
 
-This is the `plan -> env -> train step` part of the data flow; the host loop lives in `rlfit.run.loop`.
+It trains nothing: this is the `plan -> env -> train step` part of the data flow; the host loop that runs the
+compiled step lives in `rlfit.run.loop`.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ import contextlib
 import dataclasses
 import functools
 import json
-import time
+import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rlfit.algos.contract import Learner
 from rlfit.config.schema import Config
@@ -23,8 +27,9 @@ from rlfit.envs import VecEnv, load_env
 from rlfit.envs.action_space import ActionSpace
 from rlfit.envs.vec_env import episode_steps, observation_example
 from rlfit.networks import select_obs
+from rlfit.networks.heads import action_head
 from rlfit.run.evaluate import EvalMetrics, make_evaluator
-from rlfit.hardware.compile_log import ProgramCompile, timed_compile
+from rlfit.hardware.compile_log import ProgramCompile, in_background, timed_compile
 from rlfit.hardware.jax_setup import compile_ahead
 from rlfit.parallel.mesh import DeviceLayout, default_env_axes
 from rlfit.planning.plan import Plan
@@ -32,15 +37,43 @@ from rlfit.planning.plan import Plan
 
 @dataclass
 class Compiled:
-    """The compiled functions of a run and how long compiling them took."""
+    """The compiled functions of a run, compiled in the background (`rlfit.hardware.compile_log.in_background`): the
+    training step first, then the evaluation, which the run needs only at its first evaluation."""
 
-    iteration: Callable[[Any], tuple[Any, Any]]
-    evaluate: Callable[[Any, Any, jax.Array], EvalMetrics]
-    compile_s: float
+    step: Future
+    """The training iteration, compiled (`iteration` waits for it)."""
+    evaluation: Future
+    """The evaluation, compiled (`evaluate` waits for it)."""
+    abstract: Any
+    """The state's shapes, dtypes and shardings the programs were compiled for (`Trainer.abstract_of`)."""
+    records: list[ProgramCompile] = field(default_factory=list)
+    """Each program's compile, appended as it finishes: its name, seconds, whether the persistent cache supplied it."""
     reused: bool = False
     """The programs were compiled earlier in this process for the same config and sizes (another seed)."""
-    programs: tuple[ProgramCompile, ...] = ()
-    """Each program's compile: its name, seconds and whether the persistent cache supplied it."""
+
+    @property
+    def iteration(self) -> Callable[[Any], tuple[Any, Any]]:
+        return self.step.result()
+
+    @property
+    def evaluate(self) -> Callable[[Any, Any, jax.Array], EvalMetrics]:
+        return self.evaluation.result()
+
+    @property
+    def programs(self) -> tuple[ProgramCompile, ...]:
+        """The programs compiled so far (none when reused), in the order they are numbered."""
+        order = {name: number for number, name in enumerate(PROGRAM_NAMES)}
+        return tuple(sorted(self.records, key=lambda record: order[record.name])) if not self.reused else ()
+
+    @property
+    def compile_s(self) -> float:
+        """Seconds spent compiling the programs compiled so far, each counted in full (they may overlap)."""
+        return sum(record.compile_s for record in self.programs)
+
+
+PROGRAM_NAMES = ("training step", "evaluation", "starting state")
+"""The programs a session compiles, in the order the console numbers them: the starting state only when the run
+starts fresh (a resumed run restores its state)."""
 
 
 @dataclass
@@ -71,6 +104,7 @@ class Trainer:
         obs_example = observation_example(env)
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
         select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
+        action_head(learner.policy.head, train_env.action_space)  # a head that cannot act here: the same
         return cls(config, plan, env, train_env, eval_env, learner, obs_example, DeviceLayout(plan.devices))
 
     @property
@@ -79,15 +113,33 @@ class Trainer:
 
     def init_state(self) -> Any:
         """A fresh training state from the config's seed; over several devices, created where it lives."""
+        return self.starting_state()[0]
+
+    def starting_state(self, say: Callable[[str], None] | None = None, total: int = len(PROGRAM_NAMES)
+                       ) -> tuple[Any, ProgramCompile | None]:
+        """A fresh training state from the config's seed, made by one compiled program (the learner's `init`
+        compiled ahead of time, the seed its argument: one lookup in the persistent cache for every seed, instead
+        of a compile per small operation that runs eagerly), and that program's compile. `say` hears it as program
+        `total` of `total`. Inside `reusing_programs()` a later seed reuses the program (no compile: None)."""
         seed = self.config.run.seed
-        if not self.layout.parallel:
-            return jax.device_put(self.learner.init(seed), self.layout.single)
-        return jax.jit(lambda: self.learner.init(seed), out_shardings=self.state_shardings)()
+        traced = -2**31 <= seed < 2**31  # PRNGKey of an int32 seed is PRNGKey of the same Python int
+        init = (lambda s: self.learner.init(s)) if traced else (lambda _: self.learner.init(seed))
+        argument = np.int32(seed if traced else 0)
+        name = PROGRAM_NAMES[2]
+        key = ("starting state", program_key(self.config, self.plan))
+        if _REUSE["enabled"] and key in _PROGRAMS:  # an experiment's next seed: the same program
+            return _PROGRAMS[key](argument), None
+        shardings = self.state_shardings if self.layout.parallel else self.layout.single
+        with _announced(say, name, total, total) as timing, self.layout.compiling():
+            program = compile_ahead(init, argument, ynn_fusions=self.eval_ynn_fusions, out_shardings=shardings)
+        if _REUSE["enabled"] and traced:
+            _PROGRAMS[key] = program
+        return program(argument), timing.record
 
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
         device), without allocating or running anything."""
-        return self.abstract_of(jax.eval_shape(self.init_state))
+        return self.abstract_of(jax.eval_shape(lambda: self.learner.init(self.config.run.seed)))
 
     def abstract_of(self, state: Any) -> Any:
         """`state`'s leaves (arrays or shapes) as the ShapeDtypeStructs every program is compiled for: the same
@@ -141,41 +193,45 @@ class Trainer:
         encoder of camera frames), when every program compiles without them."""
         return self.config.env.observation != "pixels"
 
-    def compile(self, state: Any | None = None, say: Callable[[str], None] | None = None) -> Compiled:
-        """Compiles the training iteration (state donated) and the evaluator, ahead of time.
+    def compile(self, state: Any | None = None, say: Callable[[str], None] | None = None,
+                total: int = 2) -> Compiled:
+        """Starts compiling the training iteration (state donated) and the evaluator ahead of time, for `state`'s
+        shapes (the abstract state's when None), in the background; returns at once (see `Compiled`).
 
         The programs do not depend on the seed: inside `reusing_programs()` (an experiment's trials) a second
         run of the same config and sizes in this process reuses them: no tracing, no compiling, `compile_s` 0.
-        `say` (the console's) hears which program is being compiled and what it took.
+        `say` (the console's) hears which program is being compiled and what it took, numbered of `total`.
         """
         key = program_key(self.config, self.plan)
         if not _REUSE["enabled"]:
-            return self._compile(state, say)
+            return self._compile(state, say, total)
         if key in _PROGRAMS:
             _PROGRAMS[key] = _PROGRAMS.pop(key)  # most recently used last
-            return dataclasses.replace(_PROGRAMS[key], compile_s=0.0, reused=True, programs=())
-        compiled = self._compile(state, say)
+            return dataclasses.replace(_PROGRAMS[key], reused=True)
+        compiled = self._compile(state, say, total)
         _PROGRAMS[key] = compiled
         while len(_PROGRAMS) > PROGRAMS_KEPT:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
         return compiled
 
-    def _compile(self, state: Any | None, say: Callable[[str], None] | None = None) -> Compiled:
-        state = state if state is not None else self.abstract_state()
-        started = time.perf_counter()
-        programs = (("training step", self.compile_iteration), ("evaluation", self.compile_evaluator))
-        executables, records = [], []
-        for number, (name, compile_program) in enumerate(programs, start=1):
-            if say is not None:
-                say(f"compiling {number} of {len(programs)}: {name}")
-            with timed_compile(name) as timing:
-                executables.append(compile_program(state))
+    def _compile(self, state: Any | None, say: Callable[[str], None] | None, total: int) -> Compiled:
+        """One background thread compiles the training step, then the evaluation (on a machine of more than two
+        cores, a second thread compiles the evaluation alongside)."""
+        abstract = self.abstract_of(state) if state is not None else self.abstract_state()
+        records: list[ProgramCompile] = []
+
+        def compiling(number: int, compile_program: Callable[[Any], Any], after: Future | None = None) -> Any:
+            if after is not None:
+                after.exception()  # waits; the evaluation compiles whether or not the step did
+            with _announced(say, PROGRAM_NAMES[number - 1], number, total) as timing:
+                executable = compile_program(abstract)
             records.append(timing.record)
-            if say is not None:
-                source = {True: " (from the compile cache)", False: "", None: " (no compile cache)"}
-                say(f"compiled {number} of {len(programs)}: {name} in {timing.record.compile_s:.1f}s"
-                    f"{source[timing.record.from_cache]}")
-        return Compiled(*executables, time.perf_counter() - started, programs=tuple(records))
+            return executable
+
+        step = in_background(lambda: compiling(1, self.compile_iteration))
+        after = step if (os.cpu_count() or 1) <= 2 else None  # two cores: the first step's compile comes first
+        evaluation = in_background(lambda: compiling(2, self.compile_evaluator, after))
+        return Compiled(step, evaluation, abstract, records)
 
     def compile_evaluator(self, state: Any | None = None) -> Any:
         """The evaluation compiled ahead of time for `state`'s acting parameters (or the abstract state's):
@@ -184,7 +240,8 @@ class Trainer:
         state = self.abstract_of(state) if state is not None else self.abstract_state()
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
-        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate)
+        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate,
+                                   self.learner.policy.head)
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,
@@ -193,7 +250,9 @@ class Trainer:
 
 PROGRAMS_KEPT = 4
 """Compiled programs this process keeps for reuse (each holds its executables' device code)."""
-_PROGRAMS: dict[str, Compiled] = {}
+_PROGRAMS: dict[Any, Any] = {}
+"""Compiled programs kept for reuse: a `Compiled` per `program_key`, a starting state's program per
+("starting state", key)."""
 _REUSE = {"enabled": False}
 
 
@@ -212,6 +271,18 @@ def reusing_programs() -> Iterator[None]:
 def forget_programs() -> None:
     """Releases the kept programs (the runner calls it when backing off from an out-of-memory error)."""
     _PROGRAMS.clear()
+
+
+@contextlib.contextmanager
+def _announced(say: Callable[[str], None] | None, name: str, number: int, total: int) -> Iterator[Any]:
+    """Times the compile of program `number` of `total` (`name`) in the block, telling `say` before and after."""
+    if say is not None:
+        say(f"compiling {number} of {total}: {name}")
+    with timed_compile(name) as timing:
+        yield timing
+    if say is not None:
+        source = {True: " (from the compile cache)", False: "", None: " (no compile cache)"}
+        say(f"compiled {number} of {total}: {name} in {timing.record.compile_s:.1f}s{source[timing.record.from_cache]}")
 
 
 def program_key(config: Config, plan: Plan) -> str:

@@ -1,4 +1,4 @@
-"""Deterministic evaluation: the mean action on separate environments, one episode each."""
+"""Deterministic evaluation: the action head's deterministic action on separate environments, one episode each."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from rlfit.parallel.mesh import split_envs
 from rlfit.envs.vec_env import VecEnv
-from rlfit.networks import distribution_for
+from rlfit.networks.heads import action_head
 from rlfit.algos.common.normalizer import RunningStats, normalize
 
 
@@ -27,19 +27,20 @@ class EvalMetrics(NamedTuple):
 
 
 def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],
-                   policy_rate: Callable[[Any, Any], jax.Array] | None = None
+                   policy_rate: Callable[[Any, Any], jax.Array] | None = None, head: str | None = None
                    ) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
     """(policy params, stats, key) -> EvalMetrics over `env.num_envs` episodes of up to `episode_length` steps.
 
-    `policy_logits(policy params, normalized obs) -> [..., logits_size]` (any algorithm's acting network); the
-    action is the distribution's mode: tanh(mean) of the squashed Gaussian, or the most likely discrete action.
+    `policy_logits(policy params, normalized obs) -> [..., size]` (any algorithm's acting network) is read by the
+    action head `head` (`rlfit.networks.heads`, e.g. `Learner.policy.head`; None: the action space's stochastic
+    head): the action is its deterministic one (tanh(mean), tanh(output), or the most likely discrete action).
     With `policy_rate(policy params, normalized obs) -> [N]` bits, its mean over the visited states is measured.
     """
-    distribution = distribution_for(env.action_space)
+    mode = action_head(head, env.action_space).mode
 
     def act(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
         policy_params, stats = policy
-        return distribution.from_logits(policy_logits(policy_params, normalize(stats, obs))).mode()
+        return mode(policy_logits(policy_params, normalize(stats, obs)))
 
     def rate(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
         policy_params, stats = policy

@@ -73,6 +73,14 @@ def eval_key(seed: int, iteration: int) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(seed ^ 0x5EED), iteration)
 
 
+def same_abstract(one: Any, other: Any) -> bool:
+    """Whether two abstract states (`Trainer.abstract_of`) have the same structure, shapes, dtypes and shardings."""
+    if jax.tree.structure(one) != jax.tree.structure(other):
+        return False
+    return all((a.shape, a.dtype, a.sharding) == (b.shape, b.dtype, b.sharding)
+               for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(other), strict=True))
+
+
 def params_digest(params: Any) -> str:
     """sha256 of the parameters' bytes, leaf by leaf in tree order."""
     digest = hashlib.sha256()
@@ -138,11 +146,12 @@ def record_eval(progress: Progress, result: Any, min_delta: float) -> dict[str, 
 def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: float, compile_reused: bool,
                 init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
                 stopped_by: str | None, programs: tuple[ProgramCompile, ...] = (),
-                time_to_first_step_s: float | None = None) -> dict[str, Any]:
+                time_to_first_step_s: float | None = None, compile_wait_s: float = 0.0) -> dict[str, Any]:
     """summary.json of a session of `trainer`'s run that ended at `state`/`progress`. `programs`: each compiled
     program's name, seconds and whether the persistent cache supplied it (empty when this process's programs were
     reused); `time_to_first_step_s`: to the end of the session's first training step from the process's start (from
-    the session's start for a later run in the same process, an experiment's next trial)."""
+    the session's start for a later run in the same process, an experiment's next trial); `compile_wait_s`: how
+    long the session waited for programs compiling in the background (`Trainer.compile`) once it needed them."""
     plan = trainer.plan
     peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
     return {
@@ -156,6 +165,7 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         "train_wall_s": train_wall_s,
         "compile_s": compile_s,
         "compile_reused": compile_reused,
+        "compile_wait_s": compile_wait_s,
         "programs": [program.as_dict() for program in programs],
         "time_to_first_step_s": time_to_first_step_s,
         "init_s": init_s,
@@ -206,8 +216,14 @@ class Runner:
         self._events = list(progress.events)
         self._session_started = started = time.perf_counter()
         self._slowest_save_s = 0.0
-        state = state if state is not None else self._fresh_state(progress)
-        self._init_s = time.perf_counter() - started  # includes compiling the environments' reset
+        fresh = state is None
+        self._starting_program: ProgramCompile | None = None
+        self._compile_wait_s = 0.0
+        # The training step and the evaluation compile in the background while the starting state is built (and
+        # saved); a compile that fails is raised where the program is needed, in `_train`.
+        self._pending = self._start_compiling(total=3 if fresh else 2)
+        state = self._fresh_state(progress) if fresh else state
+        self._init_s = time.perf_counter() - started  # includes compiling the starting state's program
         if self.checkpointer is not None and self.checkpointer.latest_step() is None:
             self._timed_save(lambda: self.checkpointer.save(state, progress))  # before compiling: a kill at any
             # instant leaves a resumable run
@@ -236,10 +252,12 @@ class Runner:
     def _train(self, state: Any, progress: Progress, save_first: bool) -> RunResult:
         plan, config = self.trainer.plan, self.trainer.config
         state = self.trainer.place(state)  # restored or resized states arrive on one device
-        compiled = self.trainer.compile(state, say=self._say)
+        compiled = self._compiled_for(state)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
             self.checkpointer.save(state, progress, force=True)
-        done = "reused this process's compiled programs" if compiled.reused else f"compiled in {compiled.compile_s:.1f}s"
+        waited = self._wait_for(compiled.step)  # raises the compile's error, if any
+        done = "reused this process's compiled programs" if compiled.reused else \
+            f"training step ready (waited {waited:.1f}s for its compile)"
         self._say(f"{done} on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         rules = StopRules.from_config(config.run)
@@ -315,6 +333,25 @@ class Runner:
         save()
         self._slowest_save_s = max(self._slowest_save_s, time.perf_counter() - save_started)
 
+    def _start_compiling(self, total: int) -> tuple[Trainer, Compiled | Exception]:
+        """Starts the trainer's compiles in the background (`Trainer.compile`); the trainer they are for, and
+        them or the error that starting them raised (raised again in `_train`, where a back-off handles it)."""
+        try:
+            return self.trainer, self.trainer.compile(say=self._say, total=total)
+        except Exception as error:  # noqa: BLE001 - raised again by `_compiled_for`
+            return self.trainer, error
+
+    def _compiled_for(self, state: Any) -> Compiled:
+        """The programs started by `run` when they are for this trainer and `state`'s shapes, else new ones (after a
+        back-off, the trainer's sizes changed)."""
+        trainer, pending = self._pending
+        self._pending = (None, None)
+        if trainer is self.trainer and isinstance(pending, Exception):
+            raise pending
+        if trainer is self.trainer and same_abstract(pending.abstract, self.trainer.abstract_of(state)):
+            return pending
+        return self.trainer.compile(state, say=self._say)
+
     def _fresh_state(self, progress: Progress) -> Any:
         """The starting state, backing off to smaller sizes while creating it runs out of memory (a large
         replay buffer is allocated here)."""
@@ -322,7 +359,8 @@ class Runner:
 
         while True:
             try:
-                return self.trainer.init_state()
+                state, self._starting_program = self.trainer.starting_state(say=self._say)
+                return state
             except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
                 if not is_out_of_memory(error):
                     raise
@@ -406,7 +444,16 @@ class Runner:
         metrics = jax.device_get(metrics)  # waits for the iteration to finish
         return state, metrics, time.perf_counter() - started
 
+    def _wait_for(self, program: Any) -> float:
+        """Waits for a program's compile (a future); the seconds waited, also added to `compile_wait_s`."""
+        started = time.perf_counter()
+        program.result()
+        waited = time.perf_counter() - started
+        self._compile_wait_s += waited
+        return waited
+
     def _evaluate(self, compiled: Compiled, state: Any, progress: Progress) -> None:
+        self._wait_for(compiled.evaluation)
         policy_params, stats = self.trainer.learner.acting(state)
         result = jax.device_get(compiled.evaluate(policy_params, stats,
                                                   eval_key(self.trainer.config.run.seed, progress.iteration)))
@@ -423,10 +470,17 @@ class Runner:
 
     def _summary(self, state: Any, progress: Progress, compiled: Compiled, train_wall_s: float,
                  session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
-        return run_summary(self.trainer, state, progress, compile_s=compiled.compile_s, compile_reused=compiled.reused,
-                           init_s=self._init_s, train_wall_s=train_wall_s, session_steps=session_steps, eval_s=eval_s,
-                           stopped_by=stopped_by, programs=compiled.programs,
+        programs = self._programs(compiled)
+        return run_summary(self.trainer, state, progress, compile_s=sum(program.compile_s for program in programs),
+                           compile_reused=compiled.reused, init_s=self._init_s, train_wall_s=train_wall_s,
+                           session_steps=session_steps, eval_s=eval_s, compile_wait_s=self._compile_wait_s,
+                           stopped_by=stopped_by, programs=programs,
                            time_to_first_step_s=self._time_to_first_step_s)
+
+    def _programs(self, compiled: Compiled) -> tuple[ProgramCompile, ...]:
+        """The programs this session compiled and that have finished (an evaluation still compiling in the
+        background when a signal stops the run is left out), in the order the console numbers them."""
+        return compiled.programs + ((self._starting_program,) if self._starting_program is not None else ())
 
     def _say(self, text: str) -> None:
         if self.console is not None:

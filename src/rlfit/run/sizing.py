@@ -7,6 +7,7 @@ reasons about numbers."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -26,28 +27,73 @@ from rlfit.hardware.units import format_bytes, parse_size
 from rlfit.run.build import Trainer
 
 
+PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+"""XLA options of a probe compiled on a CPU: LLVM's cheaper code generation. XLA assigns buffers on the optimized
+HLO before LLVM runs, so the memory analysis is the same byte for byte (tests/planning/test_memory.py) while the
+compile takes about half as long. Other backends compile probes with the step's own options (not yet measured
+there)."""
+
+
+def probe_options(ynn_fusions: bool) -> dict[str, Any]:
+    """The compiler options of a probe: the step's own (`rlfit.hardware.jax_setup.compiler_options`), on a CPU with
+    PROBE_COMPILER_OPTIONS added."""
+    from rlfit.hardware.jax_setup import compiler_options
+
+    cheap = PROBE_COMPILER_OPTIONS if jax.default_backend() == "cpu" else {}
+    return {**compiler_options(ynn_fusions), **cheap}
+
+
+def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, dict[str, Any]]:
+    """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, the
+    compiler options a probe of it compiles with). Traces; compiles nothing. (A run split over several
+    devices is planned per device: `rlfit.planning.planner`.)"""
+    trainer = Trainer.build(config, make_plan(config, sizes, devices=1), env=env)
+    lowered = jax.jit(trainer.train_iteration_fn(), donate_argnums=(0,)).lower(trainer.abstract_state())
+    return lowered, probe_options(trainer.step_ynn_fusions)
+
+
 def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
-    """The training step for `sizes` on one device, compiled ahead of time on abstract inputs (state donated).
-    (A run split over several devices is planned per device: `rlfit.planning.planner`.)"""
-    return Trainer.build(config, make_plan(config, sizes, devices=1), env=env).compile_iteration()
+    """The training step for `sizes` on one device compiled as a probe (`lower_iteration`): for its memory
+    analysis, not to run."""
+    lowered, options = lower_iteration(config, sizes, env)
+    return lowered.compile(compiler_options=options)
 
 
 def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
     """XLA's memory analysis of the step at `sizes` on the default backend (compiles; allocates nothing)."""
-    analysis = compile_iteration(config, sizes, env).memory_analysis()
+    return analyze_compiled(config, sizes, compile_iteration(config, sizes, env))
+
+
+def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
+    """The MemoryPoint of the step at `sizes` from its compiled executable's memory analysis."""
+    analysis = compiled.memory_analysis()
     if analysis is None:
         raise RuntimeError("this JAX backend gives no compile-time memory analysis")
     return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
 
 
-def fit_memory_model(config: Config, env: Any = None) -> MemoryModel:
-    """Compiles the step at the algorithm's measured sizes and fits the model through the results.
+def analyze_probes(config: Config, probes: Sequence[Any], env: Any) -> tuple[MemoryPoint, ...]:
+    """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
+    lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
+    runs beside the next probe's tracing and the other compiles."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    `env` is the loaded environment (loaded once here when None). Takes one compile per point.
+    with ThreadPoolExecutor(max_workers=len(probes)) as pool:
+        compiling = []
+        for sizes in probes:
+            lowered, options = lower_iteration(config, sizes, env)
+            compiling.append(pool.submit(lowered.compile, compiler_options=options))
+        compiled = [future.result() for future in compiling]
+    return tuple(analyze_compiled(config, sizes, c) for sizes, c in zip(probes, compiled, strict=True))
+
+
+def fit_memory_model(config: Config, env: Any = None) -> MemoryModel:
+    """Compiles the step at the algorithm's probe sizes and fits the model through the results.
+
+    `env` is the loaded environment (loaded once here when None). Takes one compile per probe (side by side).
     """
     env = env if env is not None else load_env(config.env, jax.default_backend())
-    measured = algorithm(config.algo).memory.measured_sizes(config)
-    points = tuple(analyze_iteration(config, sizes, env) for sizes in measured)
+    points = analyze_probes(config, algorithm(config.algo).memory.measured_sizes(config), env)
     return MemoryModel(*fit_coefficients(points), points, jax.default_backend())
 
 

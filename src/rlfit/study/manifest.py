@@ -18,6 +18,8 @@ measures to compare and stages. Read and validated whole before anything runs.
     correlations: [{x: ppo.learning_rate, y: final_eval_reward}]
     ratios:                       # mean(numerator) / mean(denominator) per variant, both measures as compared
       - {numerator: suite/slow-control, denominator: final_eval_reward}
+    reference_return: 1000        # optional: the report also gives returns divided by this (here the most a
+                                  # DM Control episode can earn: 1000 steps of reward at most 1)
     stages:                       # --stage NAME: its `set` (and `seeds`, `episodes`) apply over the base
       gpu-test: {set: {run.num_timesteps: 2000}, seeds: 2, episodes: 2}
       mini: {set: {run.num_timesteps: 100000}}
@@ -40,7 +42,7 @@ import yaml
 from rlfit.errors import UserError, did_you_mean
 
 TOP_KEYS = ("name", "env", "algo", "preset", "set", "variants", "grid", "seeds", "seeds_per_program", "suites",
-            "measures", "correlations", "ratios", "stages")
+            "measures", "correlations", "ratios", "reference_return", "stages")
 VARIANT_KEYS = ("name", "set")
 SUITE_KEYS = ("set", "episodes")
 STAGE_KEYS = ("set", "seeds", "seeds_per_program", "episodes")
@@ -114,6 +116,8 @@ class Manifest:
     layers: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     """The layers `overrides` merges, each with the manifest entry it came from: ('set', ...),
     ('stages.<stage>.set', ...), ('--set', ...) (to name where a bad key was written)."""
+    reference_return: float | None = None
+    """A return the report divides returns by (the optimum where known), or None: raw returns only."""
 
     def trials(self) -> list[Trial]:
         """Every (variant, seed), variant by variant."""
@@ -188,7 +192,18 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
         correlations=_pairs(raw.get("correlations", []), "correlations", CORRELATION_KEYS, where),
         ratios=_pairs(raw.get("ratios", []), "ratios", RATIO_KEYS, where),
-        stage=stage, raw=dict(raw), layers=tuple((entry, layer) for entry, layer in layers if layer))
+        stage=stage, raw=dict(raw), layers=tuple((entry, layer) for entry, layer in layers if layer),
+        reference_return=_reference_return(raw.get("reference_return"), where))
+
+
+def _reference_return(value: Any, where: str) -> float | None:
+    """None, or a positive finite number: the return the report normalizes returns by."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise UserError(f"{where}: reference_return must be a positive number (the optimum return, e.g. 1000), "
+                        f"got {value!r}")
+    return float(value)
 
 
 def _choose_stage(stages: Mapping[str, Any], stage: str | None, where: str) -> str | None:

@@ -78,7 +78,8 @@ class SeedGroup:
                                    ynn_fusions=trainer.step_ynn_fusions)
         policy_params, stats = jax.eval_shape(jax.vmap(learner.acting), abstract)
         keys = jax.ShapeDtypeStruct((len(self.seeds), 2), jnp.uint32)
-        evaluator = jax.vmap(make_evaluator(trainer.eval_env, learner.policy_logits, learner.policy_rate))
+        evaluator = jax.vmap(make_evaluator(trainer.eval_env, learner.policy_logits, learner.policy_rate,
+                                                 learner.policy.head))
         self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions)
         return time.perf_counter() - started
 

@@ -1,36 +1,30 @@
 """Statistics over trials: interval estimates, two-variant comparisons, correlations, ratios of means and
 performance profiles.
 
-Every function takes per-seed scores as plain 1-D numpy arrays and returns NamedTuples of Python numbers.
-The bootstraps are rliable's stratified bootstrap (Agarwal et al., 2021) and scipy's; none is written here.
-
-rliable draws its bootstrap indices from numpy's global random generator (its `random_state` argument does
-not reach the draws), so each call here seeds that generator with `seed` for the duration of the call and
-restores the caller's state afterwards: the same inputs and seed give the same intervals.
+Every function takes per-seed scores as plain 1-D numpy arrays and returns NamedTuples of Python numbers. Intervals
+follow `rlfit.study.intervals`' rule (t-based below 30 seeds per variant, BCa from 30); the tests and
+bootstraps are scipy's (rliable, archived since 2025, is no longer used: its IQM is scipy's trim_mean and its
+bootstraps are percentile intervals, too narrow on few seeds). The same inputs and seed give the same numbers.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
 import scipy.stats
-from rliable import library as rly
-from rliable import metrics
 
-POWER_TARGET = 0.8
-"""The power a comparison must reach before a difference is called significant (the usual 80%)."""
+from rlfit.study.intervals import (bca_interval, check_method, difference_interval, iqm, iqm_t_interval,
+                                   mean_t_interval, method_for)
 
-MAX_SEEDS_NEEDED = 10_000
-"""`seeds_for_power` stops searching here and returns this cap for effects too small to detect."""
+ONE_SEED = "one seed: no interval (a spread needs 2 or more seeds)"
 
 
 class Estimate(NamedTuple):
-    """IQM and mean of one variant's per-seed scores, each with a stratified bootstrap confidence interval."""
+    """IQM and mean of one variant's per-seed scores, each with a confidence interval (NaN with `note` for one seed)."""
 
     iqm: float
     iqm_low: float
@@ -39,27 +33,36 @@ class Estimate(NamedTuple):
     mean_low: float
     mean_high: float
     n: int
+    sd: float = math.nan
+    """Standard deviation across seeds (ddof 1); NaN for one seed."""
+    method: str = ""
+    """'t' or 'bca' (`rlfit.study.intervals`), '' for one seed."""
+    note: str = ""
 
 
 class Comparison(NamedTuple):
-    """Variant `a` against variant `b`: effect size, tests, probability of improvement, power and a verdict."""
+    """Variant `a` against variant `b` (a minus b): differences with intervals, P(a > b), the tests' raw p-values."""
 
     a: str
     b: str
     n_a: int
     n_b: int
     mean_diff: float
-    effect_size: float
-    welch_t: float
-    welch_p: float
-    mannwhitney_u: float
-    mannwhitney_p: float
+    mean_diff_low: float
+    mean_diff_high: float
+    iqm_diff: float
+    iqm_diff_low: float
+    iqm_diff_high: float
     prob_improvement: float
     prob_improvement_low: float
     prob_improvement_high: float
-    power: float
-    seeds_needed: int | None
-    verdict: str
+    effect_size: float
+    welch_t: float
+    welch_df: float
+    welch_p: float
+    mannwhitney_u: float
+    mannwhitney_p: float
+    method: str
 
 
 class Correlation(NamedTuple):
@@ -77,84 +80,102 @@ class Correlation(NamedTuple):
     verdict: str
 
 
-def interval_estimates(
-    scores: Mapping[str, np.ndarray], reps: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> dict[str, Estimate]:
-    """IQM and mean per variant with stratified bootstrap CIs (rliable, percentile method).
+def interval_estimates(scores: Mapping[str, np.ndarray], reps: int = 2000, confidence: float = 0.95, seed: int = 0,
+                       method: str = "auto") -> dict[str, Estimate]:
+    """IQM and mean per variant with confidence intervals by `method` (`rlfit.study.intervals`).
 
-    `scores[name]` has shape (num_seeds,); it becomes rliable's (num_runs, num_tasks) = (num_seeds, 1).
-    With a single seed no bootstrap is possible: low = high = the value itself.
+    `scores[name]` has shape (num_seeds,). A single seed has no interval: low and high are NaN and `note` says why.
     """
     arrays = _score_mapping(scores)
     _check_confidence(confidence)
     _check_reps(reps)
+    method = check_method(method)
     estimates = {}
     for name, values in arrays.items():
         if values.size == 1:
             value = float(values[0])
-            estimates[name] = Estimate(value, value, value, value, value, value, 1)
+            estimates[name] = Estimate(value, math.nan, math.nan, value, math.nan, math.nan, 1, note=ONE_SEED)
             continue
-        with seeded_global_rng(seed):
-            points, intervals = rly.get_interval_estimates(
-                {name: values[:, None]}, func=_iqm_and_mean, reps=reps, confidence_interval_size=confidence
-            )
-        (iqm, mean), ((iqm_low, mean_low), (iqm_high, mean_high)) = points[name], intervals[name]
-        estimates[name] = Estimate(
-            float(iqm), float(iqm_low), float(iqm_high), float(mean), float(mean_low), float(mean_high), int(values.size)
-        )
+        chosen = method_for(values.size, method)
+        if chosen == "t":
+            (iqm_low, iqm_high), (mean_low, mean_high) = iqm_t_interval(values, confidence), mean_t_interval(values, confidence)
+        else:
+            iqm_low, iqm_high = bca_interval(values, "iqm", confidence, reps, seed)
+            mean_low, mean_high = bca_interval(values, "mean", confidence, reps, seed)
+        estimates[name] = Estimate(float(iqm(values)), float(iqm_low), float(iqm_high), float(values.mean()),
+                                   float(mean_low), float(mean_high), int(values.size), float(values.std(ddof=1)), chosen)
     return estimates
 
 
-def compare(
-    name_a: str,
-    scores_a: np.ndarray,
-    name_b: str,
-    scores_b: np.ndarray,
-    alpha: float = 0.05,
-    reps: int = 2000,
-    seed: int = 0,
-) -> Comparison:
+def compare(name_a: str, scores_a: np.ndarray, name_b: str, scores_b: np.ndarray, reps: int = 2000, seed: int = 0,
+            confidence: float = 0.95, method: str = "auto") -> Comparison:
     """Compares per-seed scores of shape (n_a,) and (n_b,), each n >= 2, as `a` minus `b`.
 
-    The effect size is Hedges' g (Cohen's d with the pooled SD, times 1 - 3 / (4 (n_a + n_b) - 9)); power and
-    `seeds_needed` are those of a two-sided two-sample t test at `alpha` for |g|. The verdict never calls a
-    difference significant on fewer seeds than that test needs (or fewer than 3); it says so instead.
+    Intervals on the difference of means and of IQMs by `method` (Welch's t and Yuen-Welch below 30 seeds, BCa
+    from 30); P(a > b) (ties half) with a BCa bootstrap interval (percentile where BCa is undefined: every
+    resample gives the same value); Welch's t test and the Mann-Whitney U test (two-sided, raw p-values: the report
+    adjusts them for the family of tests); Hedges' g as a descriptive standardized difference.
     """
-    a = _scores(name_a, scores_a)
-    b = _scores(name_b, scores_b)
+    a, b = _scores(name_a, scores_a), _scores(name_b, scores_b)
     if min(a.size, b.size) < 2:
         raise ValueError(f"compare needs at least 2 seeds per variant, got {a.size} for {name_a!r} and {b.size} for {name_b!r}")
-    _check_alpha(alpha)
     _check_reps(reps)
-    g = hedges_g(a, b)
+    _check_confidence(confidence)
+    chosen = method_for(min(a.size, b.size), method)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # constant samples: t and p come out inf or nan
         welch = scipy.stats.ttest_ind(a, b, equal_var=False)
     mannwhitney = scipy.stats.mannwhitneyu(a, b, alternative="two-sided")
-    with seeded_global_rng(seed):
-        points, intervals = rly.get_interval_estimates(
-            {"pair": [a[:, None], b[:, None]]}, func=_probability_of_improvement, reps=reps
-        )
-    power = t_test_power(g, a.size, b.size, alpha)
-    needed = seeds_for_power(g, alpha=alpha)
+    mean_low, mean_high = difference_interval(a, b, "mean", chosen, confidence, reps, seed)
+    iqm_low, iqm_high = difference_interval(a, b, "iqm", chosen, confidence, reps, seed)
+    pi_low, pi_high = _probability_of_improvement_interval(a, b, confidence, reps, seed)
     return Comparison(
-        a=name_a,
-        b=name_b,
-        n_a=int(a.size),
-        n_b=int(b.size),
-        mean_diff=float(a.mean() - b.mean()),
-        effect_size=g,
-        welch_t=float(welch.statistic),
-        welch_p=float(welch.pvalue),
-        mannwhitney_u=float(mannwhitney.statistic),
-        mannwhitney_p=float(mannwhitney.pvalue),
-        prob_improvement=float(points["pair"][0]),
-        prob_improvement_low=float(intervals["pair"][0, 0]),
-        prob_improvement_high=float(intervals["pair"][1, 0]),
-        power=power,
-        seeds_needed=needed,
-        verdict=_comparison_verdict(a.size, b.size, g, float(welch.pvalue), needed, alpha),
-    )
+        a=name_a, b=name_b, n_a=int(a.size), n_b=int(b.size),
+        mean_diff=float(a.mean() - b.mean()), mean_diff_low=mean_low, mean_diff_high=mean_high,
+        iqm_diff=float(iqm(a) - iqm(b)), iqm_diff_low=iqm_low, iqm_diff_high=iqm_high,
+        prob_improvement=float(probability_of_improvement(a, b)), prob_improvement_low=pi_low, prob_improvement_high=pi_high,
+        effect_size=hedges_g(a, b), welch_t=float(welch.statistic), welch_df=float(welch.df), welch_p=float(welch.pvalue),
+        mannwhitney_u=float(mannwhitney.statistic), mannwhitney_p=float(mannwhitney.pvalue), method=chosen)
+
+
+def comparison_verdict(comparison: Comparison, p_adjusted: float, alpha: float = 0.05) -> str:
+    """One sentence from the difference's interval and the family-adjusted Welch p-value (never from power)."""
+    c = comparison
+    if not p_adjusted < alpha:
+        return (f"no difference detected at n={_seeds(c)} (adjusted p = {p_adjusted:.2g}); the difference of means "
+                "lies in its interval, which includes effects of either sign or none" if c.mean_diff_low <= 0 <= c.mean_diff_high
+                else f"not significant after correction at n={_seeds(c)} (adjusted p = {p_adjusted:.2g}), though the "
+                "unadjusted interval excludes 0")
+    higher, lower = (c.a, c.b) if c.mean_diff > 0 else (c.b, c.a)
+    return f"`{higher}` scores higher than `{lower}` (adjusted p = {p_adjusted:.2g}, n={_seeds(c)})"
+
+
+def _seeds(c: Comparison) -> str:
+    return f"{c.n_a}" if c.n_a == c.n_b else f"{c.n_a}/{c.n_b}"
+
+
+def probability_of_improvement(scores_a: np.ndarray, scores_b: np.ndarray) -> np.ndarray:
+    """P(A > B) + P(A = B) / 2 over all (a, b) pairs: scores (..., n_a) and (..., n_b) -> (...)."""
+    a, b = scores_a[..., :, None], scores_b[..., None, :]
+    return np.mean((a > b) + 0.5 * (a == b), axis=(-2, -1))
+
+
+def _probability_of_improvement_interval(a: np.ndarray, b: np.ndarray, confidence: float, reps: int,
+                                         seed: int) -> tuple[float, float]:
+    """BCa bootstrap interval of P(a > b), each variant resampled on its own; percentile where BCa is undefined."""
+
+    def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return probability_of_improvement(np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1))
+
+    interval = None
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore")
+            interval = scipy.stats.bootstrap((a, b), statistic, vectorized=True, method=method, n_resamples=reps,
+                                             confidence_level=confidence, rng=seed).confidence_interval
+        if not (math.isnan(interval.low) or math.isnan(interval.high)):
+            break
+    return float(interval.low), float(interval.high)
 
 
 def hedges_g(scores_a: np.ndarray, scores_b: np.ndarray) -> float:
@@ -172,51 +193,6 @@ def hedges_g(scores_a: np.ndarray, scores_b: np.ndarray) -> float:
     if pooled_var == 0.0:
         return 0.0 if diff == 0.0 else math.copysign(math.inf, diff)
     return diff / math.sqrt(pooled_var) * (1.0 - 3.0 / (4.0 * dof - 1.0))
-
-
-def t_test_power(effect_size: float, n_a: int, n_b: int, alpha: float = 0.05) -> float:
-    """Power of a two-sided two-sample t test (pooled SD) at `alpha` for a true standardized effect `effect_size`.
-
-    Under the alternative, t follows a noncentral t with n_a + n_b - 2 degrees of freedom and noncentrality
-    |effect_size| * sqrt(n_a n_b / (n_a + n_b)); power is its mass beyond the two critical values.
-    An infinite effect (constant samples that differ) has power 1.
-    """
-    _check_alpha(alpha)
-    if min(n_a, n_b) < 1 or n_a + n_b < 3:
-        raise ValueError(f"t_test_power needs n_a, n_b >= 1 and n_a + n_b >= 3, got {n_a} and {n_b}")
-    if math.isnan(effect_size):
-        raise ValueError("t_test_power: effect_size is NaN")
-    if math.isinf(effect_size):
-        return 1.0
-    dof = n_a + n_b - 2
-    noncentrality = abs(effect_size) * math.sqrt(n_a * n_b / (n_a + n_b))
-    critical = scipy.stats.t.ppf(1.0 - alpha / 2.0, dof)
-    # P(T < -c) under noncentrality delta is P(T > c) under -delta; scipy's cdf returns NaN far in that tail.
-    power = scipy.stats.nct.sf(critical, dof, noncentrality) + scipy.stats.nct.sf(critical, dof, -noncentrality)
-    return float(power)
-
-
-def seeds_for_power(
-    effect_size: float, power: float = POWER_TARGET, alpha: float = 0.05, cap: int = MAX_SEEDS_NEEDED
-) -> int | None:
-    """Smallest n per group (n >= 2) at which `t_test_power(effect_size, n, n, alpha)` reaches `power`.
-
-    None for a zero effect (no n suffices); `cap` when even `cap` seeds per group fall short.
-    """
-    if effect_size == 0.0:
-        return None
-    if t_test_power(effect_size, cap, cap, alpha) < power:
-        return cap
-    low, high = 2, cap  # power grows with n: bisect for the first n that reaches the target
-    while low < high:
-        middle = (low + high) // 2
-        if t_test_power(effect_size, middle, middle, alpha) >= power:
-            high = middle
-        else:
-            low = middle + 1
-    return low
-
-
 def correlation(x: np.ndarray, y: np.ndarray, reps: int = 2000, seed: int = 0) -> Correlation:
     """Pearson r with Fisher's z 95% CI and Spearman rho with a paired percentile bootstrap 95% CI.
 
@@ -257,9 +233,9 @@ def correlation(x: np.ndarray, y: np.ndarray, reps: int = 2000, seed: int = 0) -
 
 
 class RatioEstimate(NamedTuple):
-    """mean(numerator) / mean(denominator) over one variant's paired trials, with a percentile bootstrap interval.
+    """mean(numerator) / mean(denominator) over one variant's paired trials, with a BCa bootstrap interval.
 
-    `note` is "" when the interval is defined, else why it is NaN (or why the ratio itself is NaN).
+    `note` is "" when the ratio and its interval are defined, else why not (a refused ratio is NaN).
     """
 
     n: int
@@ -269,19 +245,18 @@ class RatioEstimate(NamedTuple):
     note: str
 
 
-RATIO_NOT_DEFINED = "not defined: the denominator's mean is not positive"
-RATIO_NO_INTERVAL = "the denominator's mean is not positive in every resample: no interval"
-RATIO_TOO_FEW = "too few trials"
+RATIO_REFUSED = ("refused: {which} has values <= 0 (smallest {smallest:.3g}); a ratio needs a ratio scale (a true "
+                 "zero, positive values): compare differences instead")
+RATIO_TOO_FEW = "one trial: no interval (a spread needs 2 or more trials)"
 
 
-def ratio_of_means(
-    numerator: np.ndarray, denominator: np.ndarray, reps: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> RatioEstimate:
-    """mean(numerator) / mean(denominator) with a paired percentile bootstrap CI (scipy) that resamples trials.
+def ratio_of_means(numerator: np.ndarray, denominator: np.ndarray, reps: int = 2000, confidence: float = 0.95,
+                   seed: int = 0) -> RatioEstimate:
+    """mean(numerator) / mean(denominator) with a paired BCa bootstrap CI (scipy) that resamples trials.
 
-    `numerator` and `denominator` have shape (n,), one pair per trial in the same order. The ratio reads as "the
-    fraction kept" only over a positive denominator: a point denominator mean <= 0 gives a NaN ratio, and any
-    resample whose denominator mean is <= 0 gives a NaN interval; n < 2 gives a NaN interval. `note` says which.
+    `numerator` and `denominator` have shape (n,), one pair per trial in the same order. A ratio means "the
+    fraction kept" only on a ratio scale: when any numerator or denominator value is <= 0 (a return with step
+    costs, a difference) the ratio is refused (NaN) and `note` names the measure and its smallest value.
     """
     num = _scores("numerator", numerator)
     den = _scores("denominator", denominator)
@@ -290,65 +265,54 @@ def ratio_of_means(
     _check_confidence(confidence)
     _check_reps(reps)
     n = int(num.size)
-    if den.mean() <= 0.0:
-        return RatioEstimate(n, math.nan, math.nan, math.nan, RATIO_NOT_DEFINED)
+    for which, values in (("the numerator", num), ("the denominator", den)):
+        if values.min() <= 0.0:
+            return RatioEstimate(n, math.nan, math.nan, math.nan, RATIO_REFUSED.format(which=which, smallest=values.min()))
     ratio = float(num.mean() / den.mean())
     if n < 2:
         return RatioEstimate(n, ratio, math.nan, math.nan, RATIO_TOO_FEW)
-    result = scipy.stats.bootstrap((num, den), _ratio_and_denominator, paired=True, vectorized=True,
-                                   method="percentile", n_resamples=reps, confidence_level=confidence, rng=seed)
-    if np.any(result.bootstrap_distribution[1] <= 0.0):
-        return RatioEstimate(n, ratio, math.nan, math.nan, RATIO_NO_INTERVAL)
-    return RatioEstimate(n, ratio, float(result.confidence_interval.low[0]), float(result.confidence_interval.high[0]), "")
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore")  # constant pairs: BCa is undefined, the ratio is exact
+        result = scipy.stats.bootstrap((num, den), _ratio, paired=True, vectorized=True, method="BCa", n_resamples=reps,
+                                       confidence_level=confidence, rng=seed)
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    if math.isnan(low) or math.isnan(high):
+        low = high = ratio
+    return RatioEstimate(n, ratio, low, high, "")
 
 
-def performance_profile(
-    scores: Mapping[str, np.ndarray], taus: np.ndarray, reps: int = 2000, seed: int = 0
-) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Fraction of seeds scoring above each threshold, with its 95% stratified bootstrap CI (rliable).
+def performance_profile(scores: Mapping[str, np.ndarray], taus: np.ndarray, reps: int = 2000, confidence: float = 0.95,
+                        seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Fraction of seeds scoring above each threshold, with a percentile bootstrap interval over seeds (scipy).
 
     `scores[name]` has shape (num_seeds,) and `taus` shape (T,); each value is (profile, low, high), each (T,).
+    A single seed's band is its profile (no interval). Percentile, not BCa: a fraction of 0 or 1 leaves BCa undefined.
     """
     arrays = _score_mapping(scores)
     thresholds = _scores("taus", taus)
     _check_reps(reps)
-    with seeded_global_rng(seed):
-        profiles, intervals = rly.create_performance_profile(
-            {name: values[:, None] for name, values in arrays.items()}, thresholds, reps=reps
-        )
-    return {
-        name: (np.asarray(profiles[name], float), np.asarray(intervals[name][0], float), np.asarray(intervals[name][1], float))
-        for name in arrays
-    }
+
+    def fraction_above(values: np.ndarray, axis: int = -1) -> np.ndarray:
+        """(..., n) -> (T, ...): scipy wants a vector statistic's outputs first."""
+        above = np.mean(np.moveaxis(values, axis, -1)[..., None, :] > thresholds[:, None], axis=-1)
+        return np.moveaxis(above, -1, 0)
+
+    profiles = {}
+    for name, values in arrays.items():
+        profile = fraction_above(values)
+        if values.size == 1:
+            profiles[name] = (profile, profile, profile)
+            continue
+        result = scipy.stats.bootstrap((values,), fraction_above, vectorized=True, method="percentile",
+                                       n_resamples=reps, confidence_level=confidence, rng=seed)
+        profiles[name] = (profile, np.asarray(result.confidence_interval.low, float),
+                          np.asarray(result.confidence_interval.high, float))
+    return profiles
 
 
-@contextmanager
-def seeded_global_rng(seed: int) -> Iterator[None]:
-    """Seeds numpy's global generator, which rliable's bootstraps draw from, and restores the caller's state on exit."""
-    state = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(state)
-
-
-def _iqm_and_mean(scores: np.ndarray) -> np.ndarray:
-    """(num_runs, num_tasks) -> (2,): rliable's IQM and mean."""
-    return np.array([metrics.aggregate_iqm(scores), metrics.aggregate_mean(scores)])
-
-
-def _probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> np.ndarray:
-    """(n_x, 1), (n_y, 1) -> (1,): rliable's P(X > Y), ties counted half."""
-    return np.array([metrics.probability_of_improvement(scores_x, scores_y)])
-
-
-def _ratio_and_denominator(numerator: np.ndarray, denominator: np.ndarray, axis: int = -1) -> np.ndarray:
-    """(..., n), (..., n) -> (2, ...): mean(numerator) / mean(denominator) and mean(denominator) along `axis`."""
-    den = np.mean(denominator, axis=axis)
-    with np.errstate(divide="ignore", invalid="ignore"):  # resamples with a zero denominator are reported, not used
-        ratio = np.mean(numerator, axis=axis) / den
-    return np.stack([ratio, den])
+def _ratio(numerator: np.ndarray, denominator: np.ndarray, axis: int = -1) -> np.ndarray:
+    """(..., n), (..., n) -> (...): mean(numerator) / mean(denominator) along `axis`."""
+    return np.mean(numerator, axis=axis) / np.mean(denominator, axis=axis)
 
 
 def _spearman_bootstrap_interval(x: np.ndarray, y: np.ndarray, reps: int, seed: int) -> tuple[float, float]:
@@ -357,28 +321,14 @@ def _spearman_bootstrap_interval(x: np.ndarray, y: np.ndarray, reps: int, seed: 
     def rho(x_resample: np.ndarray, y_resample: np.ndarray) -> float:
         return scipy.stats.spearmanr(x_resample, y_resample).statistic
 
-    result = scipy.stats.bootstrap(
-        (x, y), rho, paired=True, vectorized=False, method="percentile", n_resamples=reps, confidence_level=0.95, rng=seed
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resamples with a constant x or y: NaN, left out below
+        result = scipy.stats.bootstrap((x, y), rho, paired=True, vectorized=False, method="percentile", n_resamples=reps,
+                                       confidence_level=0.95, rng=seed)
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if math.isnan(low) or math.isnan(high):
         low, high = (float(v) for v in np.nanquantile(result.bootstrap_distribution, [0.025, 0.975]))
     return low, high
-
-
-def _comparison_verdict(n_a: int, n_b: int, g: float, welch_p: float, needed: int | None, alpha: float) -> str:
-    """One sentence; "too few seeds" whenever a group has fewer than 3 seeds or fewer than `needed`."""
-    n = min(n_a, n_b)
-    seeds = f"n={n_a}" if n_a == n_b else f"n={n_a}/{n_b}"
-    if n < 3 or (needed is not None and n < needed):
-        if needed is None:
-            return f"too few seeds: {seeds} per variant, and no number of seeds reaches 80% power at the observed effect size g=0"
-        return f"too few seeds: {seeds} per variant, {needed} needed for 80% power at the observed effect size g={g:.2f}"
-    if welch_p < alpha:
-        return f"significant (Welch p={welch_p:.3g}, g={g:.2f})"
-    return f"no significant difference (Welch p={welch_p:.3g}, g={g:.2f})"
-
-
 def _correlation_verdict(n: int, r: float, low: float, high: float) -> str:
     """One sentence on Pearson's r: its CI and whether that excludes 0."""
     if n < 4:
@@ -418,11 +368,6 @@ def _score_mapping(scores: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     if not scores:
         raise ValueError("no variants: scores is empty")
     return {name: _scores(name, values) for name, values in scores.items()}
-
-
-def _check_alpha(alpha: float) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
 
 
 def _check_confidence(confidence: float) -> None:

@@ -1,5 +1,5 @@
 """Dynamic loss scaling (fp16): the scale follows a plain-Python reference, overflowing updates are skipped.
-(Each algorithm's fp16 step: tests/algos/<name>/test_fp16.py.)"""
+(Every algorithm's fp16 step: tests/algos/test_fp16.py.)"""
 
 from __future__ import annotations
 

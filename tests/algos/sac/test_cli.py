@@ -22,7 +22,7 @@ def cli(capsys, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--algo", "sac", "--preset", "g1"], "unknown preset 'g1' for algo sac (it is a preset of algo ppo)"),
+    (["--algo", "sac", "--preset", "g1"], "unknown preset 'g1' for algo sac (it is a preset of algo ppo"),
     (["--set", "sac.batch_size=5"], "sac.batch_size is a setting of algo sac, but this run's algo is ppo"),
     (["--algo", "sac", "--set", "ppo.num_envs=8"], "ppo.num_envs is a setting of algo ppo, but this run's algo is sac"),
     (["--algo", "sac", "--set", "sac.max_replay_size=8"], "sac.max_replay_size 8 holds fewer than 2 policy steps"),

@@ -1,43 +1,42 @@
-"""The compiled SAC step on the toy env: fixed shapes (compiled once), replay growth, updates, target, seeds."""
+"""SAC's Learner (`ALGORITHM.build`, as the runner builds it) on the toy env: fixed shapes (compiled once), replay
+growth, updates, target, seeds."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlfit.algos.sac.config import SACConfig
-from rlfit.algos.sac.networks import make_sac_networks
-from rlfit.algos.sac.step import init_sac_state, make_prefill, make_train_step
-from rlfit.algos.sac.update import make_optimizers
-from rlfit.envs.vec_env import VecEnv
-from tests.toy_env import make as make_toy
+from rlfit.config.schema import resolve
+from rlfit.planning.plan import make_plan
+from rlfit.run.build import Trainer
 
 N, EPISODE_LENGTH, STEPS = 4, 5, 3
-CONFIG = SACConfig(num_envs=N, batch_size=16, min_replay_size=10, max_replay_size=12 * N, grad_updates_per_step=2,
-                   tau=0.1, learning_rate=1e-3, normalize_observations=True, policy_hidden=(16,), q_hidden=(16,))
+OVERRIDES = ("algo=sac", f"env.episode_length={EPISODE_LENGTH}", f"sac.num_envs={N}", "sac.batch_size=16",
+             "sac.min_replay_size=10", f"sac.max_replay_size={12 * N}", "sac.grad_updates_per_step=2", "sac.tau=0.1",
+             "sac.learning_rate=1e-3", "sac.normalize_observations=true", "sac.policy_hidden=[16]", "sac.q_hidden=[16]",
+             f"sac.policy_steps_per_iteration={STEPS}")
 """Prefill: ceil(10 / 4) = 3 policy steps; the 12-row ring is full after 3 more train steps of 3 policy steps."""
+TOY = "tests.toy_env:make"
 
 
 class Setup:
-    def __init__(self, config: SACConfig, steps: int):
-        self.config = config
-        self.env = VecEnv(make_toy(), config.num_envs, EPISODE_LENGTH)
-        self.networks = make_sac_networks(jnp.zeros(2), 1, config)
-        self.optimizers = make_optimizers(config)
-        self.prefill = jax.jit(make_prefill(self.env, config), donate_argnums=0)
-        self.step = jax.jit(make_train_step(self.env, self.networks, self.optimizers, config, steps), donate_argnums=0)
+    """The Learner `Trainer.build` makes (`rlfit.algos.sac.algorithm.build`), its step jitted with the state donated."""
+
+    def __init__(self, *changes: str):
+        config = resolve(TOY, "default", overrides=[*OVERRIDES, *changes])
+        self.config = config.sac
+        self.learner = Trainer.build(config, make_plan(config)).learner
+        self.step = jax.jit(self.learner.step, donate_argnums=0)
 
     def init(self, seed: int = 0):
-        return init_sac_state(self.env, self.networks, self.optimizers, self.config, seed)
+        """A fresh state, its replay buffer prefilled to `min_replay_size`."""
+        return self.learner.init(seed)
 
 
 @pytest.fixture(scope="module")
 def setup():
-    return Setup(CONFIG, STEPS)
+    return Setup()
 
 
 def avals(tree):
@@ -49,7 +48,7 @@ def copy_tree(tree):
 
 
 def test_prefill_fills_the_buffer_with_uniform_random_actions(setup):
-    state = setup.prefill(setup.init())
+    state = setup.init()
     assert int(state.replay.size) == 3 and int(state.policy_steps) == 3 and int(state.grad_steps) == 0
     actions = np.asarray(state.replay.action[:3])
     assert np.all(np.abs(actions) <= 1) and np.unique(actions).size == actions.size
@@ -57,7 +56,7 @@ def test_prefill_fills_the_buffer_with_uniform_random_actions(setup):
 
 
 def test_state_keeps_shapes_dtypes_and_compiles_once(setup):
-    state = setup.prefill(setup.init())
+    state = setup.init()
     before = avals(state)
     sizes = []
     for _ in range(4):
@@ -72,7 +71,7 @@ def test_state_keeps_shapes_dtypes_and_compiles_once(setup):
 
 
 def test_first_step_waits_then_parameters_change_and_the_target_follows_by_tau():
-    setup = Setup(dataclasses.replace(CONFIG, min_replay_size=0, grad_updates_per_step=1), steps=1)
+    setup = Setup("sac.min_replay_size=0", "sac.grad_updates_per_step=1", "sac.policy_steps_per_iteration=1")
     state = setup.init()
     params0 = copy_tree(state.params)
     state, metrics = setup.step(state)  # one row stored: its successor is not, so nothing to learn from yet
@@ -94,7 +93,7 @@ def test_first_step_waits_then_parameters_change_and_the_target_follows_by_tau()
 
 
 def test_episode_statistics(setup):
-    state = setup.prefill(setup.init())
+    state = setup.init()
     finished, length_sum = 0.0, 0.0
     for _ in range(4):
         state, metrics = setup.step(state)
@@ -108,7 +107,7 @@ def test_episode_statistics(setup):
 
 def test_same_seed_same_result_different_seed_diverges(setup):
     def run(seed):
-        state = setup.prefill(setup.init(seed))
+        state = setup.init(seed)
         for _ in range(2):
             state, metrics = setup.step(state)
         return copy_tree(state.params), float(metrics.critic_loss)
@@ -123,13 +122,13 @@ def test_same_seed_same_result_different_seed_diverges(setup):
 
 
 def test_initial_alpha_sets_the_starting_temperature_and_adam_moves_it_one_step():
-    config = dataclasses.replace(CONFIG, min_replay_size=0, grad_updates_per_step=1, initial_alpha=0.1)
-    setup = Setup(config, steps=1)
+    setup = Setup("sac.min_replay_size=0", "sac.grad_updates_per_step=1", "sac.policy_steps_per_iteration=1",
+                  "sac.initial_alpha=0.1")
     state = setup.init()
     assert float(state.params.log_alpha) == pytest.approx(np.log(0.1), abs=1e-7)
     state, _ = setup.step(state)
     state, metrics = setup.step(state)  # the first update
     # Adam's first step moves a parameter by the learning rate (times g / (|g| + eps), |g| >> eps) either way.
     step = abs(float(state.params.log_alpha) - np.log(0.1))
-    assert step == pytest.approx(config.alpha_learning_rate, rel=1e-3)
+    assert step == pytest.approx(setup.config.alpha_learning_rate, rel=1e-3)
     assert float(metrics.alpha) == pytest.approx(np.exp(float(state.params.log_alpha)))

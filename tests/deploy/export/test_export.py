@@ -132,3 +132,36 @@ def test_missing_policy_and_corrupt_policy_are_one_line(capsys, tmp_path):
 def spec_of(network) -> PolicySpec:
     """The acting network's description from a PPO network config."""
     return PolicySpec(tuple(network.policy_hidden), network.activation, network.policy_obs_key)
+
+
+@pytest.mark.parametrize("head, space, second", [("tanh_gaussian", ActionSpace("continuous", 2), None),
+                                                 ("deterministic_tanh", ActionSpace("continuous", 2), None),
+                                                 ("categorical", ActionSpace("discrete", 5), "logits"),
+                                                 ("q_argmax", ActionSpace("discrete", 5), "q_values")])
+def test_each_action_head_exports_as_numpy_computes_it(tmp_path, head, space, second):
+    from rlfit.deploy.export.onnx import export_onnx
+    from rlfit.networks import MLP
+
+    width = 2 * space.size if head == "tanh_gaussian" else space.size
+    mlp = MLP((16, width), "relu")
+    obs_example = jnp.zeros(6)
+    params = mlp.init(jax.random.PRNGKey(4), obs_example)
+    stats = random_stats(obs_example, seed=3)
+    save_policy(tmp_path / "policy", params, stats, PolicySpec((16,), "relu", "state", None, head), obs_example, space,
+                "Env", "fp32", "test")
+    result = export_onnx(tmp_path)
+    assert result.discrete == space.discrete and result.max_abs_diff <= 1e-4
+    session = onnxruntime.InferenceSession(str(result.path), providers=["CPUExecutionProvider"])
+    assert [output.name for output in session.get_outputs()] == ["action"] + ([second] if second else [])
+    obs = np.random.default_rng(2).normal(scale=2.0, size=(64, 6)).astype(np.float32)
+    outputs = session.run(None, {"obs": obs})
+    x = (obs - np.asarray(stats.mean)) / np.clip(np.sqrt(np.asarray(stats.sum_sq_dev) / float(stats.count)), 1e-6, 1e6)
+    layers = params["params"]
+    y = np.maximum(x @ np.asarray(layers["dense_0"]["kernel"]) + np.asarray(layers["dense_0"]["bias"]), 0.0)
+    y = y @ np.asarray(layers["dense_1"]["kernel"]) + np.asarray(layers["dense_1"]["bias"])
+    if space.discrete:
+        np.testing.assert_allclose(outputs[1], y, atol=1e-4)
+        np.testing.assert_array_equal(outputs[0], np.argmax(outputs[1], axis=-1))
+    else:
+        expected = np.tanh(y[:, :2]) if head == "tanh_gaussian" else np.tanh(y)
+        np.testing.assert_allclose(outputs[0], expected, atol=1e-5)

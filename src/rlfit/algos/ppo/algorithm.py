@@ -12,11 +12,12 @@ from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.algos.common.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.algos.ppo.agent import make_agent
+from rlfit.networks.heads import CATEGORICAL, TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for, encoder_optimizer
 
 
 def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
-    """Half the environments with the same experience per environment (`rlfit.planning.candidates`), wherever
+    """Half the environments with the same experience per environment (`rlfit.algos.ppo.candidates`), wherever
     memory ran out."""
     return halved(sizes)
 
@@ -48,7 +49,8 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         deployable=agent.deployable,
         policy=PolicySpec(tuple(network.policy_hidden), network.activation,
                           PIXELS_KEY if encoder is not None else network.policy_obs_key,
-                          encoder.to_dict() if encoder is not None else None),
+                          encoder.to_dict() if encoder is not None else None,
+                          CATEGORICAL if train_env.action_space.discrete else TANH_GAUSSIAN),
         resize=lambda state, key: state._replace(env_state=train_env.reset(key)),
     )
 

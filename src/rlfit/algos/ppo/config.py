@@ -47,7 +47,7 @@ class PPOConfig:
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Minutes on a 2-core CPU: fewer environments, shorter run, same algorithm. 4 epochs per batch, not 8:
     # with 8, CartpoleBalance seed 2 stayed near 700 from 3.7M steps on (final 773.0); with 4 it reached 984
-    # (benchmarks/quickstart.py, README "Benchmarks").
+    # (benchmarks/quickstart.py; figures in benchmarks/README.md).
     "quick": {
         "ppo": {"num_envs": 512, "batch_size": 256, "num_minibatches": 16, "unroll_length": 30,
                 "num_updates_per_batch": 4},

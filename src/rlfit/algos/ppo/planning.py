@@ -11,18 +11,31 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlfit.algos.contract import Choice, MemoryRules
-from rlfit.algos.ppo.candidates import candidate_sizes, scale_sizes
+from rlfit.algos.ppo.candidates import MAX_NUM_ENVS, candidate_sizes, scale_sizes
 from rlfit.algos.ppo.sizes import config_sizes
 from rlfit.hardware.cpu_envs import CPU_ENVS_PER_CORE
 from rlfit.hardware.units import format_bytes
 
-MEASURE_NUM_ENVS = (256, 2048)
-"""The two sizes compiled for the fit (compile-only, so their size costs nothing)."""
+PROBE_NUM_ENVS = (384, 3072)
+"""The two sizes compiled for the fit (compile-only, and on a CPU with cheaper code generation; a step's compile
+takes about as long at 16 environments as at 2048). Not powers of two, so never a candidate the planner chooses:
+training never compiles a probe's size again. Far apart and not tiny: XLA's buffer reuse at a few dozen
+environments is not yet proportional (a line through 24 and 48 under-predicted the toy step at 512 by 13%)."""
 
 
 def measured_sizes(config: Any) -> tuple[Any, ...]:
-    """The config's proportions at MEASURE_NUM_ENVS environments."""
-    return tuple(scale_sizes(config_sizes(config), n) for n in MEASURE_NUM_ENVS)
+    """The config's proportions at PROBE_NUM_ENVS environments, or at the smallest doubling of them where both
+    keep the config's `num_minibatches` and unroll length: then every per-environment buffer of the step
+    (rollout, shuffled copy, minibatch activations, environment state) has the same shape at the probes and at
+    the candidates up to its `num_envs` axis, and the bytes are a line in `num_envs`."""
+    base = config_sizes(config)
+    small, large = PROBE_NUM_ENVS
+    while large <= MAX_NUM_ENVS:
+        probes = tuple(scale_sizes(base, n) for n in (small, large))
+        if all(p.num_minibatches == base.num_minibatches for p in probes):
+            return probes
+        small, large = 2 * small, 2 * large
+    return tuple(scale_sizes(base, n) for n in PROBE_NUM_ENVS)
 
 
 def largest(candidates: Sequence[Any], max_num_envs: int | None = None) -> Any:

@@ -9,7 +9,8 @@ checkpoint already holds it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 
@@ -24,6 +25,7 @@ from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.errors import UserError
 from rlfit.parallel.mesh import REPLICATED, default_env_axes
 from rlfit.algos.common.loss_scale import loss_scale_row
+from rlfit.networks.heads import TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for
 
 
@@ -47,30 +49,24 @@ def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
     }
 
 
-def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
-    if train_env.action_space.discrete:
-        raise UserError(f"algo: sac acts with continuous actions and '{config.env.name}' has "
-                        f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
-    sac = sized_config(config.sac, plan.sizes)
-    choice = encoder_for(config.network, obs_example, plan.backend)
-    encoder = choice.spec if choice is not None else None
-    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder,
-                                 choice.weights if choice is not None else None)
-    optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
-    prefill = make_prefill(train_env, sac)
+class ReplayParts(NamedTuple):
+    """The Learner functions of an algorithm whose state holds `env_state` and a `replay` buffer
+    (`rlfit.algos.sac.replay`); FastTD3 uses them too."""
 
-    def filled(state: Any) -> Any:
-        """`state` after the prefill, which updates the buffer in place (donated: the buffer is not doubled)."""
-        return jax.jit(prefill, donate_argnums=0)(state) if sac.min_replay_size > 0 else state
+    resize: Callable[[Any, jax.Array], Any]
+    refill: Callable[[Any], Any]
+    stored_rows: Callable[[Any], list[int | None]]
+    env_axes: Callable[[Any], Any]
 
-    def init(seed: int) -> Any:
-        return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
+
+def replay_learner_parts(train_env: Any, settings: Any, filled: Callable[[Any], Any]) -> ReplayParts:
+    """`settings`: a config section with SAC's size fields; `filled`: state -> state after the prefill."""
 
     def resize(state: Any, key: jax.Array) -> Any:
         """New environments and a new, prefilled replay buffer (its layout follows num_envs); the rest kept."""
         env_state = jax.jit(train_env.reset)(key)
         one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
-        return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, sac, one_obs)))
+        return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, settings, one_obs)))
 
     def refill(state: Any) -> Any:
         """The restored buffer marked empty (its rows are zeros) and prefilled again; the rest kept."""
@@ -101,6 +97,29 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
                                                                size=REPLICATED)
         return default_env_axes(state)._replace(replay=env_axis)
 
+    return ReplayParts(resize, refill, stored_rows, env_axes)
+
+
+def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+    if train_env.action_space.discrete:
+        raise UserError(f"algo: sac acts with continuous actions and '{config.env.name}' has "
+                        f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
+    sac = sized_config(config.sac, plan.sizes)
+    choice = encoder_for(config.network, obs_example, plan.backend)
+    encoder = choice.spec if choice is not None else None
+    networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder,
+                                 choice.weights if choice is not None else None)
+    optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
+    prefill = make_prefill(train_env, sac)
+
+    def filled(state: Any) -> Any:
+        """`state` after the prefill, which updates the buffer in place (donated: the buffer is not doubled)."""
+        return jax.jit(prefill, donate_argnums=0)(state) if sac.min_replay_size > 0 else state
+
+    def init(seed: int) -> Any:
+        return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
+
+    resize, refill, stored_rows, env_axes = replay_learner_parts(train_env, sac, filled)
     return Learner(
         init=init,
         step=make_train_step(train_env, networks, optimizers, sac, steps=plan.sizes.policy_steps_per_iteration),
@@ -109,7 +128,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
         policy_logits=networks.policy_logits,
         policy=PolicySpec(tuple(sac.policy_hidden), sac.activation,
                           PIXELS_KEY if encoder is not None else sac.policy_obs_key,
-                          encoder.to_dict() if encoder is not None else None),
+                          encoder.to_dict() if encoder is not None else None, TANH_GAUSSIAN),
         resize=resize,
         stored_rows=stored_rows,
         refill=refill,

@@ -20,8 +20,12 @@ class SACSizes(NamedTuple):
 
 
 def config_sizes(config: Any) -> SACSizes:
-    s = config.sac
-    return SACSizes(s.num_envs, s.batch_size, s.max_replay_size, s.policy_steps_per_iteration)
+    return section_sizes(config.sac)
+
+
+def section_sizes(section: Any) -> SACSizes:
+    """The sizes of a replay-buffer algorithm's config section (SAC's, or another with the same size fields)."""
+    return SACSizes(section.num_envs, section.batch_size, section.max_replay_size, section.policy_steps_per_iteration)
 
 
 def smaller_sizes(sizes: SACSizes, where: str = "step") -> SACSizes | None:

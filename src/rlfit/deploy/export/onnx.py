@@ -1,18 +1,21 @@
 """ONNX export of a saved policy: observation normalization (or a pixel policy's encoder, see
-`rlfit.deploy.export.onnx_encoders`), the MLP and the deterministic action (tanh(mean), or for discrete actions the
-most likely index), in one graph.
+`rlfit.deploy.export.onnx_encoders`), the MLP and the deterministic action of the policy's recorded action head
+(`rlfit.networks.heads`), in one graph.
 
 The model (opset 17, built with `onnx.helper`, float32):
 
     input   <key>   [batch, obs_dim]      the policy's observation entry ('state' for G1; 'obs' when the
                                           environment's observation is one array), raw as the environment gives it
-    output  action  [batch, action_size]  the deterministic action tanh(mean) in [-1, 1]
-            (discrete actions: action [batch] int64, the most likely index, and logits [batch, K])
+    output  action  [batch, action_size]  the deterministic action in [-1, 1]
+            (discrete heads: action [batch] int64, the most likely index, and logits or q_values [batch, K])
 
     x = (input - mean) / std                  running statistics saved with the policy
     x = act(x @ W_i + b_i)   for hidden i     act: the run's network.activation
-    action = tanh((x @ W_out + b_out)[:, :action_size])      (discrete: logits = x @ W_out + b_out,
-                                                               action = argmax(logits))
+    y = x @ W_out + b_out
+    action = tanh(y[:, :action_size])         tanh_gaussian (the mean half)
+             tanh(y)                          deterministic_tanh
+             argmax(y), y named logits        categorical
+             argmax(y), y named q_values      q_argmax
 
 Before the file is written, onnxruntime runs it on random observations and its actions must match
 `rlfit.load_policy` (fp32) within 1e-4 (discrete: the same index wherever the two largest logits differ by
@@ -31,13 +34,16 @@ import numpy as np
 
 from rlfit.errors import UserError
 from rlfit.deploy.export.onnx_encoders import encoder_nodes
-from rlfit.deploy.policy_file import ARRAY_OBS_NAME, ENCODER_NETWORK_KIND, PolicyFiles, action_space_of
+from rlfit.networks.heads import CATEGORICAL, DETERMINISTIC_TANH, Q_ARGMAX
+from rlfit.deploy.policy_file import ARRAY_OBS_NAME, ENCODER_NETWORK_KIND, PolicyFiles, head_of
 from rlfit.algos.common.normalizer import STD_MAX, STD_MIN
 
 OPSET = 17
 OUTPUT_NAME = "action"
 LOGITS_NAME = "logits"
-"""The second output of a discrete policy's model."""
+"""The second output of a categorical policy's model."""
+Q_VALUES_NAME = "q_values"
+"""The second output of a q_argmax policy's model."""
 TOLERANCE = 1e-4
 CHECK_SAMPLES = 256
 CHECK_CLIPS = 16
@@ -81,7 +87,7 @@ def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None =
     pixels = files.description["network"]["kind"] == ENCODER_NETWORK_KIND
     return ExportResult(out, input_name(files), tuple(files.description["observation"]["input_shape"]), OUTPUT_NAME,
                         int(files.description["action_size"]), "uint8" if pixels else "float32",
-                        action_space_of(files.description).discrete, diff)
+                        head_of(files.description).discrete, diff)
 
 
 def default_path(run_dir: Path, checkpoint: str | None) -> Path:
@@ -131,20 +137,8 @@ def build_model(files: PolicyFiles) -> Any:
                   helper.make_node("Add", [f"z{index}", f"b{index}"], [f"y{index}"])]
         if index < count - 1:
             nodes += activation_nodes(network["activation"], f"y{index}", f"h{index + 1}", f"act{index}")
-    if action_space_of(description).discrete:
-        nodes += [helper.make_node("Identity", [f"y{count - 1}"], [LOGITS_NAME]),
-                  helper.make_node("ArgMax", [LOGITS_NAME], [OUTPUT_NAME], axis=1, keepdims=0)]
-        outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.INT64, ["batch"],
-                                                 doc_string="the most likely action index"),
-                   helper.make_tensor_value_info(LOGITS_NAME, TensorProto.FLOAT, ["batch", action_size],
-                                                 doc_string="unnormalized log-probabilities of the actions")]
-    else:
-        weights += [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in
-                    (("mean_start", [0]), ("mean_end", [action_size]), ("mean_axis", [1]))]
-        nodes += [helper.make_node("Slice", [f"y{count - 1}", "mean_start", "mean_end", "mean_axis"], ["mean"]),
-                  helper.make_node("Tanh", ["mean"], [OUTPUT_NAME])]
-        outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size],
-                                                 doc_string="deterministic action tanh(mean) in [-1, 1]")]
+    head_nodes, head_weights, outputs = action_nodes(head_of(description).name, f"y{count - 1}", action_size)
+    nodes, weights = nodes + head_nodes, weights + head_weights
     graph = helper.make_graph(
         nodes, "rlfit_policy",
         [helper.make_tensor_value_info(name, input_type, ["batch", *input_shape], doc_string=input_doc)],
@@ -157,6 +151,31 @@ def build_model(files: PolicyFiles) -> Any:
                                    "output": OUTPUT_NAME, "action_size": str(action_size)})
     onnx.checker.check_model(model)
     return model
+
+
+def action_nodes(head: str, y: str, action_size: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """(nodes, weights, graph outputs) turning the network's output `y` into the action of `head`."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if head in (CATEGORICAL, Q_ARGMAX):
+        second, doc = ((LOGITS_NAME, "unnormalized log-probabilities of the actions") if head == CATEGORICAL else
+                       (Q_VALUES_NAME, "the value of each action"))
+        nodes = [helper.make_node("Identity", [y], [second]),
+                 helper.make_node("ArgMax", [second], [OUTPUT_NAME], axis=1, keepdims=0)]
+        return nodes, [], [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.INT64, ["batch"],
+                                                         doc_string="the most likely action index"),
+                           helper.make_tensor_value_info(second, TensorProto.FLOAT, ["batch", action_size],
+                                                         doc_string=doc)]
+    output = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size],
+                                            doc_string=f"deterministic action ({head}) in [-1, 1]")]
+    if head == DETERMINISTIC_TANH:
+        return [helper.make_node("Tanh", [y], [OUTPUT_NAME])], [], output
+    # tanh_gaussian: tanh of the mean half
+    weights = [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in
+               (("mean_start", [0]), ("mean_end", [action_size]), ("mean_axis", [1]))]
+    nodes = [helper.make_node("Slice", [y, "mean_start", "mean_end", "mean_axis"], ["mean"]),
+             helper.make_node("Tanh", ["mean"], [OUTPUT_NAME])]
+    return nodes, weights, output
 
 
 def activation_nodes(activation: str, x: str, out: str, prefix: str) -> list[Any]:
@@ -209,8 +228,9 @@ def random_observations(files: PolicyFiles, samples: int | None = None, seed: in
 
 
 def max_abs_difference(model_bytes: bytes, policy: Any, files: PolicyFiles) -> float:
-    """max |onnxruntime(model) - policy| over `random_observations`; for a discrete policy over the observations
-    whose two largest ONNX logits differ by more than TOLERANCE (elsewhere either index is right)."""
+    """max |onnxruntime(model) - policy| over `random_observations`; for a discrete head over the observations
+    whose two largest ONNX outputs (logits, q_values) differ by more than TOLERANCE (elsewhere either index is
+    right)."""
     try:
         import onnxruntime
     except ImportError:
@@ -218,10 +238,12 @@ def max_abs_difference(model_bytes: bytes, policy: Any, files: PolicyFiles) -> f
     session = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     obs = random_observations(files)
     reference = np.asarray(policy.act(obs))
-    if not action_space_of(files.description).discrete:
+    head = head_of(files.description)
+    if not head.discrete:
         (onnx_actions,) = session.run([OUTPUT_NAME], {input_name(files): obs})
         return float(np.max(np.abs(onnx_actions - reference)))
-    onnx_actions, logits = session.run([OUTPUT_NAME, LOGITS_NAME], {input_name(files): obs})
+    second = LOGITS_NAME if head.name == CATEGORICAL else Q_VALUES_NAME
+    onnx_actions, logits = session.run([OUTPUT_NAME, second], {input_name(files): obs})
     top_two = np.sort(logits, axis=-1)[:, -2:]
     decided = top_two[:, 1] - top_two[:, 0] > TOLERANCE
     return float(np.max(np.abs(onnx_actions - reference) * decided, initial=0.0))

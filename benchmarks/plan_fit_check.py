@@ -1,0 +1,78 @@
+"""The planner's line from its probes against the line it used before and against XLA at the exact sizes.
+
+For each environment of `results/memory_prediction_cpu.json` (its overrides), the planner's model is fitted now
+(`rlfit.planning.memory.fit_memory_model`: the probes) and compared, at each size that file measured, with
+XLA's analysis at that exact size (`xla_exact_bytes`, recorded there) and with the line used before
+(`line_bytes`, fitted at 256 and 2048 environments). Then both lines choose: `num_envs` for GPU targets of
+8 to 141 GiB (`--device-memory`, x1.5 margin) and CPU targets of 2 to 64 GiB, 64 cores. Same choice = the
+new fit changes no decision there.
+
+    .venv/bin/python benchmarks/plan_fit_check.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, finish_record, print_table, start_record  # noqa: E402
+
+GIB = 1 << 30
+GPU_BUDGETS_GIB = (8, 12, 16, 24, 40, 80, 141)
+CPU_BUDGETS_GIB = (2, 4, 8, 16, 64)
+
+
+def choices(config, model, old_model) -> list[dict]:
+    from rlfit.hardware.probe import cpu_info
+    from rlfit.hardware.xla_memory import read_xla_memory_settings
+    from rlfit.planning.budget import stated_budget
+    from rlfit.planning.planner import memory_plan_from_model
+
+    cpu = cpu_info("cpu", "check", read_xla_memory_settings({}), [])
+    rows = []
+    for target, budgets in (("gpu", GPU_BUDGETS_GIB), ("cpu", CPU_BUDGETS_GIB)):
+        for gib in budgets:
+            budget = stated_budget(gib * GIB, target, cpu)
+            new, old = (memory_plan_from_model(config, m, budget, cpu_cores=64).chosen for m in (model, old_model))
+            rows.append({"target": target, "device_gib": gib, "new": new and new.sizes.num_envs,
+                         "before": old and old.sizes.num_envs})
+    return rows
+
+
+def main() -> None:
+    import jax
+
+    from rlfit.config.schema import resolve
+    from rlfit.hardware.jax_setup import configure_jax
+    from rlfit.planning.memory import MemoryModel, fit_memory_model
+
+    configure_jax("fp32")
+    before = json.loads((RESULTS / "memory_prediction_cpu.json").read_text())
+    record = start_record("plan_fit_check")
+    record["compared_with"] = {"file": "benchmarks/results/memory_prediction_cpu.json", "git": before["git"]}
+    record["results"] = []
+    for result in before["results"]:
+        config = resolve(result["env"], "smoke", overrides=result["overrides"])  # as memory_prediction.py
+        model = fit_memory_model(config)
+        old = result["model"]
+        old_model = MemoryModel(old["intercept_bytes"], old["bytes_per_env"], 0.0, (), jax.default_backend())
+        rows = [{"num_envs": r["num_envs"], "xla_exact_bytes": r["xla_exact_bytes"], "line_before": r["line_bytes"],
+                 "line_now": model.estimate(r["num_envs"]),
+                 "now_vs_xla": round(model.estimate(r["num_envs"]) / r["xla_exact_bytes"] - 1, 4),
+                 "before_vs_xla": round(r["line_bytes"] / r["xla_exact_bytes"] - 1, 4)} for r in result["rows"]]
+        picked = choices(config, model, old_model)
+        record["results"].append({"env": result["env"], "model": model.to_dict(), "rows": rows, "choices": picked,
+                                  "same_choices": sum(c["new"] == c["before"] for c in picked),
+                                  "choices_compared": len(picked)})
+        print_table([[result["env"], r["num_envs"], r["xla_exact_bytes"], r["line_before"], r["line_now"],
+                      r["before_vs_xla"], r["now_vs_xla"]] for r in rows],
+                    ["env", "num_envs", "XLA exact", "line before", "line now", "before err", "now err"])
+        print_table([[c["target"], c["device_gib"], c["before"], c["new"]] for c in picked],
+                    ["target", "GiB", "chosen before", "chosen now"])
+    finish_record(record, RESULTS / "plan_fit_check.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""A third algorithm, defined only in tests/algos/detpg/ (a deterministic tanh actor), goes through every stage
+of rlfit without a line of rlfit changed for it: registered, it trains, checkpoints, resumes bit-exactly,
+evaluates, writes a policy file that names its head, plays a video and exports to ONNX."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rlfit
+from rlfit.algos.registry import ALGORITHMS, register_algorithm, register_from_environment, unregister_algorithm
+from rlfit.errors import UserError
+from rlfit.run.resume import resume
+from tests.conftest import REPO_ROOT, cli_in_process
+from tests.deploy.play.support import headless_gl_reason, make_policy_run
+
+TOY = "tests.toy_env:make"
+EPISODE_LENGTH = 50
+OVERRIDES = ("algo=detpg", f"env.episode_length={EPISODE_LENGTH}", "detpg.num_envs=32", "detpg.unroll_length=25",
+             "run.eval_every=4", "run.save_interval=4", "run.num_eval_envs=64")
+STEPS_PER_ITERATION = 32 * 25
+ITERATIONS = 10
+STANDING_STILL = EPISODE_LENGTH * (1 - 2 / 3)
+"""The toy env's return without moving: reward 1 - |p - t| per step, E|p - t| = 2/3 for p, t uniform on [-1, 1]."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def detpg():
+    register_algorithm("detpg", "tests.algos.detpg")
+    yield
+    unregister_algorithm("detpg")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """(a straight run of ITERATIONS, the same run stopped at half and resumed)."""
+    root = tmp_path_factory.mktemp("detpg")
+    total = f"run.num_timesteps={ITERATIONS * STEPS_PER_ITERATION}"
+    straight = rlfit.train(TOY, overrides=[*OVERRIDES, total], run_dir=root / "straight")
+    half = f"run.num_timesteps={ITERATIONS // 2 * STEPS_PER_ITERATION}"
+    rlfit.train(TOY, overrides=[*OVERRIDES, half], run_dir=root / "split")
+    resumed = resume(root / "split", timesteps=ITERATIONS * STEPS_PER_ITERATION)
+    return straight, resumed
+
+
+def test_it_trains_and_evaluates_above_standing_still(runs):
+    straight, _ = runs
+    rows = [json.loads(line) for line in straight.run_dir.metrics.read_text().splitlines()]
+    evals = [row["eval/episode_reward"] for row in rows if row["kind"] == "eval"]
+    assert [row["iteration"] for row in rows if row["kind"] == "eval"] == [4, 8, 10]
+    assert all("loss/policy" in row for row in rows if row["kind"] == "train")
+    assert straight.summary["final_eval_reward"] == evals[-1] > STANDING_STILL + 15  # about 43 of at most 50
+
+
+def test_a_resumed_run_is_the_straight_run(runs):
+    straight, resumed = runs
+    assert resumed.progress.iteration == straight.progress.iteration == ITERATIONS
+    assert resumed.summary["params_digest"] == straight.summary["params_digest"]
+    assert resumed.summary["final_eval_reward"] == straight.summary["final_eval_reward"]
+    steps = sorted(p.name for p in (resumed.run_dir.path / "checkpoints").iterdir() if p.name.isdigit())
+    assert [int(step) for step in steps][-1] == ITERATIONS
+
+
+def actor_actions(result, obs: np.ndarray) -> np.ndarray:
+    """tanh(actor(normalized obs)) from the final training state, through the Learner (not the policy file)."""
+    from rlfit.config.schema import from_layers, read_yaml
+    from rlfit.algos.common.normalizer import normalize
+    from rlfit.planning.plan import make_plan
+    from rlfit.run.build import Trainer
+
+    config = from_layers([read_yaml(result.run_dir.config)])
+    learner = Trainer.build(config, make_plan(config)).learner
+    params, stats = learner.acting(result.state)
+    return np.asarray(jnp.tanh(learner.policy_logits(params, normalize(stats, jnp.asarray(obs)))))
+
+
+def test_the_policy_file_names_a_deterministic_tanh_head_and_loads_as_the_actor(runs):
+    straight, _ = runs
+    description = json.loads((straight.run_dir.path / "policy" / "policy.json").read_text())
+    assert description["algorithm"] == "detpg" and description["network"]["head"] == "deterministic_tanh"
+    assert description["network"]["layer_sizes"] == [32, 32, 1]  # A outputs: no scale head faked
+    assert description["format_version"] == 2  # an older rlfit would misread it, so it refuses it
+    obs = np.random.default_rng(0).uniform(-1.5, 1.5, (64, 2)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(rlfit.load_policy(straight.run_dir.path)(obs)), actor_actions(straight, obs),
+                               atol=1e-6)
+
+
+def test_the_export_runs_in_onnxruntime_like_the_jax_actor(runs, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
+    straight, _ = runs
+    out = tmp_path / "detpg.onnx"
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}  # detpg is not registered there: export needs only the file
+    environment.pop("RLFIT_ALGORITHMS", None)
+    result = subprocess.run([sys.executable, "-m", "rlfit", "export", str(straight.run_dir.path), "--format", "onnx",
+                             "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    obs = np.random.default_rng(1).uniform(-2.0, 2.0, (128, 2)).astype(np.float32)
+    (actions,) = session.run(["action"], {"obs": obs})
+    assert actions.shape == (128, 1)
+    np.testing.assert_allclose(actions, actor_actions(straight, obs), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_it_plays_a_video_in_native_mujoco(tmp_path, capfd):
+    reason = headless_gl_reason()
+    if reason:
+        pytest.skip(reason)
+    import imageio.v3 as iio
+
+    run_dir = make_policy_run(tmp_path / "run", "CartpoleBalance", ["algo=detpg"])  # policy.json and config.yaml
+    out = tmp_path / "detpg.gif"
+    result = cli_in_process(capfd, "play", str(run_dir), "--seconds", "0.3", "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "played 0.30 s of CartpoleBalance" in result.stdout
+    frames = iio.imread(out, index=None)
+    assert frames.shape[0] >= 2 and not np.array_equal(frames[0], frames[-1])
+
+
+def test_registering_is_checked_and_the_environment_variable_registers(monkeypatch):
+    with pytest.raises(UserError, match="taken"):
+        register_algorithm("ppo", "somewhere.else")
+    with pytest.raises(UserError, match="cannot name"):
+        register_algorithm("run", "tests.algos.detpg")
+    with pytest.raises(UserError, match="name=package"):
+        register_from_environment("detpg")
+    register_from_environment("detpg_copy=tests.algos.detpg, ")
+    try:
+        assert ALGORITHMS["detpg_copy"] == "tests.algos.detpg"
+    finally:
+        unregister_algorithm("detpg_copy")
+    assert "detpg_copy" not in ALGORITHMS
+
+
+def test_an_unregistered_algorithm_is_one_line():
+    unregister_algorithm("detpg")
+    try:
+        with pytest.raises(UserError, match="unknown algo 'detpg'"):
+            rlfit.config.schema.resolve(TOY, overrides=["algo=detpg"])
+    finally:
+        register_algorithm("detpg", "tests.algos.detpg")
+    assert rlfit.config.schema.resolve(TOY, overrides=["algo=detpg"]).detpg.num_envs == 16
+
+
+def test_the_command_line_registers_from_the_environment_variable(tmp_path, capfd, monkeypatch):
+    unregister_algorithm("detpg")
+    try:
+        monkeypatch.setenv("RLFIT_ALGORITHMS", "detpg=tests.algos.detpg")
+        listed = cli_in_process(capfd, "keys", cwd=tmp_path)
+        assert listed.returncode == 0 and "detpg.exploration_std" in listed.stdout
+        unregister_algorithm("detpg")
+        monkeypatch.setenv("RLFIT_ALGORITHMS", "detpg")
+        refused = cli_in_process(capfd, "keys", cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+            "rlfit: error: RLFIT_ALGORITHMS holds 'detpg'; write name=package (e.g. td3=my_pkg.td3)"]
+        monkeypatch.setenv("RLFIT_ALGORITHMS", "detpg=tests.algos.nowhere")
+        missing = cli_in_process(capfd, "train", TOY, "--algo", "detpg", cwd=tmp_path)
+        assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+        assert "registered as tests.algos.nowhere, but tests.algos.nowhere cannot be imported" in missing.stderr
+        assert not list(tmp_path.glob("runs/*"))
+    finally:
+        unregister_algorithm("detpg")
+        register_algorithm("detpg", "tests.algos.detpg")
+
+
+def test_a_head_that_cannot_act_on_the_environment_is_one_line_before_anything_is_written(tmp_path):
+    with pytest.raises(UserError, match="'deterministic_tanh' acts on continuous actions but the environment has 3 "
+                                        "discrete actions"):
+        rlfit.train("tests.toy_env:make_discrete", "smoke", overrides=["algo=detpg"], run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
