@@ -1,5 +1,5 @@
 """`python -m rlfit`: the command line."""
 
-from rlfit.cli import main
+from rlfit.cli import run
 
-raise SystemExit(main())
+run()

@@ -8,6 +8,7 @@ written (disk full, over quota, read-only; one line on stderr); 5 out of device 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
@@ -72,6 +73,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rlfit: error: {describe(refused)}; free space (or make it writable), then run the command again",
               file=sys.stderr)
         return EXIT_WRITE_FAILED
+
+
+def run() -> None:
+    """The `rlfit` command: `main()` on the process's arguments, then the process ends with its exit code. Where a
+    program is still compiling in a background thread (a run that stopped before it needed its evaluation), the
+    process leaves with `os._exit` after flushing its output: the run's files are written and closed by then, and
+    the interpreter's teardown of a thread inside XLA's compile would abort it (exit -6) instead of the code."""
+    import os
+
+    from rlfit.hardware.compile_log import compiling_in_background
+
+    code = main()
+    if compiling_in_background():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def broken_pipe_exit() -> int:

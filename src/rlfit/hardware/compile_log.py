@@ -9,6 +9,7 @@ so blocks open in other threads at the same time (programs compiled concurrently
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -85,12 +86,35 @@ def timed_compile(name: str) -> Iterator[_Timing]:
 T = TypeVar("T")
 
 
+_BACKGROUND: set[threading.Thread] = set()
+"""Threads `in_background` started that may still be inside a compile."""
+
+
+def compiling_in_background() -> bool:
+    """Whether a thread `in_background` started is still running (inside XLA's compile, say)."""
+    return any(thread.is_alive() for thread in tuple(_BACKGROUND))
+
+
+def wait_for_background_compiles() -> None:
+    """Waits until every thread `in_background` started has finished. Registered with `atexit`: a daemon thread
+    still inside XLA's C++ compile when the interpreter finalizes is torn down mid-frame, which aborts the process
+    ("terminate called ... FATAL: exception not rethrown", exit -6). The command line does not wait: it leaves
+    with `os._exit` instead (`rlfit.cli.run`)."""
+    for thread in tuple(_BACKGROUND):
+        thread.join()
+
+
+atexit.register(wait_for_background_compiles)
+
+
 def in_background(work: Callable[[], T], name: str = "rlfit-compile") -> Future[T]:
     """`work()` started in a thread of its own; its future (the result, or the exception it raised).
 
     For compiles: tracing holds Python's lock, but XLA's compile releases it, so a program compiles while the
-    caller builds the training state, runs an iteration or compiles another. The thread is a daemon: a run
-    stopped by a signal exits without waiting for a compile nobody needs any more.
+    caller builds the training state, runs an iteration or compiles another. A process that ends while one is
+    still compiling (a run stopped by a signal before its first evaluation, an error) must not let the interpreter
+    tear the thread down: the command line leaves with `os._exit` (`rlfit.cli.run`), and a Python process waits
+    for it at exit (`wait_for_background_compiles`).
     """
     future: Future[T] = Future()
 
@@ -101,8 +125,12 @@ def in_background(work: Callable[[], T], name: str = "rlfit-compile") -> Future[
             future.set_result(work())
         except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
             future.set_exception(error)
+        finally:
+            _BACKGROUND.discard(threading.current_thread())
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    _BACKGROUND.add(thread)
+    thread.start()
     return future
 
 
