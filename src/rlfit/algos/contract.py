@@ -19,9 +19,11 @@ package)`, an entry point in the group `rlfit.algorithms`, or one line in `rlfit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+
+from rlfit.config.algorithms import AlgorithmConfig  # noqa: F401 - part of the contract, defined beside the names
 
 if TYPE_CHECKING:
     import jax
@@ -29,12 +31,28 @@ if TYPE_CHECKING:
     from rlfit.config.schema import Config
     from rlfit.envs.vec_env import VecEnv
     from rlfit.algos.common.normalizer import RunningStats
-    from rlfit.planning.plan import Plan
 
 PyTree = Any
 """Nested NamedTuples, dicts and lists of arrays (jax's pytrees); the contract never looks inside one."""
 Observation = Any
 """One observation as the environment gives it (possibly batched): an array or a dict of arrays."""
+
+
+class RunPlan(Protocol):
+    """What an algorithm's `build` reads of the run's plan (`rlfit.planning.plan.Plan`, which the planner makes
+    above the algorithms)."""
+
+    @property
+    def sizes(self) -> Sizes:
+        """The sizes this run compiles for."""
+
+    @property
+    def precision(self) -> str:
+        """'fp32', 'bf16' or 'fp16': the networks' compute dtype."""
+
+    @property
+    def backend(self) -> str:
+        """JAX's backend the run compiles for ('cpu', 'gpu', 'tpu')."""
 
 
 class TrainState(Protocol):
@@ -85,21 +103,6 @@ class Sizes(Protocol):
         """Policy steps of all environments together per iteration."""
 
     def _asdict(self) -> dict[str, Any]: ...
-
-
-class AlgorithmConfig(Protocol):
-    """An algorithm's pure-Python `config` module (no JAX): read while a config is resolved and checked."""
-
-    SECTION: type
-    """The frozen dataclass of its config section, named like the algorithm (`config.<name>`)."""
-    PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]]
-    """preset name -> config layer ({section: {key: value}}); 'default' at least."""
-
-    def published(self, env_name: str) -> dict[str, dict[str, Any]]:
-        """MuJoCo Playground's published settings for `env_name` as a config layer ({} where none)."""
-
-    def check(self, config: Config) -> None:
-        """Raises a one-line `rlfit.errors.UserError` for a value the algorithm cannot train with."""
 
 
 StateT = TypeVar("StateT", bound=TrainState)
@@ -226,7 +229,7 @@ class Algorithm(NamedTuple, Generic[SizesT]):
     smaller_sizes: Callable[[SizesT, str], SizesT | None]
     """(sizes, where) -> the next smaller configuration for the out-of-memory back-off, or None; `where` is
     'init' (creating the starting state ran out) or 'step' (compiling or running an iteration did)."""
-    build: Callable[[Config, Plan, VecEnv, Observation], Learner[Any, Any, Any]]
+    build: Callable[[Config, RunPlan, VecEnv, Observation], Learner[Any, Any, Any]]
     """(config, plan, train VecEnv, one unbatched observation example) -> Learner."""
     memory: MemoryRules[SizesT]
     non_finite_hint: str = "lower the learning rate"

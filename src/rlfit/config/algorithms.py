@@ -1,7 +1,7 @@
 """The algorithms rlfit knows: name -> the package that holds the algorithm (`rlfit.algos.registry.algorithm`
 loads its contract).
 
-Each package has `config.py` (pure Python, an `rlfit.algos.contract.AlgorithmConfig`: `SECTION`, the frozen
+Each package has `config.py` (pure Python, an `AlgorithmConfig`: `SECTION`, the frozen
 dataclass of its config section named like the algorithm; `PRESETS`; `published(env_name)`, MuJoCo
 Playground's settings as a config layer; `check(config)`) and `algorithm.py` (`ALGORITHM`, an
 `rlfit.algos.contract.Algorithm`; imports JAX).
@@ -15,11 +15,27 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import Any, Protocol, cast
 
-if TYPE_CHECKING:
-    from rlfit.algos.contract import AlgorithmConfig
+
+class AlgorithmConfig(Protocol):
+    """An algorithm's pure-Python `config` module (no JAX): read while a config is resolved and checked."""
+
+    SECTION: type
+    """The frozen dataclass of its config section, named like the algorithm (`config.<name>`)."""
+    PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    """preset name -> config layer ({section: {key: value}}); 'default' at least."""
+
+    def published(self, env_name: str) -> dict[str, dict[str, Any]]:
+        """MuJoCo Playground's published settings for `env_name` as a config layer ({} where none)."""
+
+    def check(self, config: Any) -> None:
+        """Raises a one-line `rlfit.errors.UserError` for a value the algorithm cannot train with. `config` is a
+        resolved `rlfit.config.schema.Config` (typed Any here: the schema imports this module)."""
+
+
 
 ALGORITHMS = {
     "ppo": "rlfit.algos.ppo",
