@@ -46,7 +46,8 @@ def main() -> None:
 
     from rlfit.config.schema import resolve
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.memory import MemoryModel, fit_memory_model
+    from rlfit.planning.memory import MemoryModel
+    from rlfit.run.sizing import fit_memory_model
 
     configure_jax("fp32")
     before = json.loads((RESULTS / "memory_prediction_cpu.json").read_text())

@@ -262,7 +262,8 @@ def fake_checks(monkeypatch):
     test name the device `probe_device` reports."""
     import dataclasses
 
-    from rlfit.hardware import checks, probe
+    from rlfit.hardware import probe
+    from rlfit.study import schedule
 
     real = probe.probe_device()
     state = {"runs": 0, "pass": True, "name": real.name}
@@ -274,8 +275,8 @@ def fake_checks(monkeypatch):
             on_result(result)
         return results
 
-    monkeypatch.setattr(checks, "run_checks", run_checks)
-    monkeypatch.setattr(probe, "probe_device", lambda: dataclasses.replace(real, name=state["name"]))
+    monkeypatch.setattr(schedule, "run_checks", run_checks)
+    monkeypatch.setattr(schedule, "probe_device", lambda: dataclasses.replace(real, name=state["name"]))
     return state
 
 

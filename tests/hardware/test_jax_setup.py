@@ -25,7 +25,7 @@ def two_layers(weights, x):
 COMPARE = """
 import json, jax, jax.numpy as jnp
 from rlfit.hardware.jax_setup import compile_ahead
-from tests.test_jax_setup import two_layers
+from tests.hardware.test_jax_setup import two_layers
 args = (jax.random.normal(jax.random.PRNGKey(0), (64, 64)), jax.random.normal(jax.random.PRNGKey(1), (32, 64)))
 default, plain = (compile_ahead(two_layers, *args, ynn_fusions=fusions) for fusions in (True, False))
 print(json.dumps({"default_ynn": "ynn" in default.as_text(), "plain_ynn": "ynn" in plain.as_text(),

@@ -114,10 +114,10 @@ from rlfit.run.build import Trainer
 real_compile = Trainer.compile
 
 
-def compile_or_run_out(self, state=None, say=None):
+def compile_or_run_out(self, *args, **kwargs):
     if self.plan.sizes.num_envs > 8:
         raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={self.plan.sizes.num_envs}")
-    return real_compile(self, state, say)
+    return real_compile(self, *args, **kwargs)
 
 
 Trainer.compile = compile_or_run_out

@@ -109,7 +109,7 @@ def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, 
     assert len(probes) == 2 and chosen not in probes
     assert steps.count(chosen) == 1  # training's step; the evaluation's 4 environments are the other compile
     summary = json.loads((run / "summary.json").read_text())
-    assert [p["name"] for p in summary["programs"]] == ["training step", "evaluation"]
+    assert [p["name"] for p in summary["programs"]] == ["training step", "evaluation", "starting state"]
 
 
 def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, model):

@@ -116,13 +116,21 @@ class _EchoFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exception = record.exc_info[1] if record.exc_info else None
-        if exception is not None and refusal(exception) is not None:
+        if exception is not None and (refusal(exception) is not None or _aftermath(str(exception))):
             return False
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a record that cannot format is left to logging
             return True
-        return _own_refusal(RuntimeError(message)) is None
+        return _own_refusal(RuntimeError(message)) is None and not _aftermath(message)
+
+
+def _aftermath(message: str) -> bool:
+    """Whether `message` is a write that failed only because a refused Orbax save was being cleaned up: another of
+    its threads still writing into the temporary folder the failure removed (TensorStore's `NOT_FOUND: Error
+    writing ...`)."""
+    return (bool(_ORBAX_SAVES["running"] or _ORBAX_SAVES["refused"])
+            and "NOT_FOUND: Error writing" in message)
 
 
 _ORBAX_SAVES = {"running": 0, "refused": False}

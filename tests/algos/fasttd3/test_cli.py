@@ -65,7 +65,7 @@ def test_a_fasttd3_run_records_its_algorithm_and_a_deterministic_policy(capsys, 
 
 
 def test_a_resumed_run_with_its_replay_buffer_is_bit_identical(tmp_path, capfd):
-    from tests.checkpoint.conftest import ToyCli
+    from tests.checkpoints.conftest import ToyCli
 
     cli_ = ToyCli(tmp_path, "fasttd3", capfd=capfd)
     settings = ("--set", "run.save_interval=3", "--set", "run.eval_every=4", "--quiet",
