@@ -9,6 +9,9 @@ Every encoder maps frames [B, T, H, W, C] (uint8, scaled to [0, 1] inside, or fl
 | simple3dcnn | CPU, more frames             | tanh(LayerNorm(Dense))      | rlfit.networks.simple3dcnn       |
 | r3d18       | GPU; torchvision weights     | pooled 512 (or projected)   | rlfit.networks.r3d18             |
 | timesformer | GPU; Hugging Face weights    | CLS token (or projected)    | rlfit.networks.timesformer       |
+
+Each module is a `rlfit.networks.frame_encoder.FrameEncoder`: the fields they share, the input scaling and the
+two output heads live there.
 """
 
 from __future__ import annotations

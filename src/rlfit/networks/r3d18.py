@@ -36,7 +36,6 @@ Parameter names (torchvision -> here): `stem.0` -> `stem_conv`, `stem.1` -> `ste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -44,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.networks.conv3d import Conv3D
-from rlfit.networks.frames import prepare_frames
+from rlfit.networks.frame_encoder import FrameEncoder
 
 NORMS = ("frozen_bn", "group")
 STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
@@ -99,27 +98,20 @@ class BasicBlock(nn.Module):
         return nn.relu(out + shortcut)
 
 
-class R3D18(nn.Module):
-    """[B, T, H, W, 3] uint8 or float -> [B, features] (the pooled 512, projected when features != 512)."""
+class R3D18(FrameEncoder):
+    """[B, T, H, W, 3] uint8 or float -> [B, features] (the pooled 512, projected when features != 512). The
+    fields every encoder has, the input scaling and the head: `FrameEncoder`."""
 
     features: int = WIDTH
     norm: str = "group"
-    mean: Sequence[float] | None = None
-    std: Sequence[float] | None = None
-    conv_impl: str = "native"
-    """How the 3D convolutions are computed (rlfit.networks.conv3d): 'native' or 'taps' (fast on a CPU)."""
-    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
-        x = prepare_frames(frames, self.mean, self.std, self.dtype)
+        x = self.prepare(frames)
         x = _conv(64, (3, 7, 7), (1, 2, 2), (1, 3, 3), self.conv_impl, self.dtype, "stem_conv")(x)
         x = nn.relu(_norm(self.norm, self.dtype, "stem_norm")(x))
         for stage, (channels, stride) in enumerate(STAGES, start=1):
             for block in range(BLOCKS_PER_STAGE):
                 x = BasicBlock(channels, stride if block == 0 else 1, self.norm, self.conv_impl, self.dtype,
                                name=f"layer{stage}_{block}")(x)
-        x = x.astype(jnp.float32).mean(axis=(1, 2, 3))  # AdaptiveAvgPool3d(1): [B, 512]
-        if self.features != WIDTH:
-            x = nn.Dense(self.features, param_dtype=jnp.float32, name="projection")(x)
-        return x
+        return self.projection_head(x.astype(jnp.float32).mean(axis=(1, 2, 3)))  # AdaptiveAvgPool3d(1): [B, 512]

@@ -7,31 +7,24 @@ convolution output is 35 * 35 * 32 = 39,200 wide; at 64x64, 25 * 25 * 32 = 20,00
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from rlfit.networks.conv2d import flax_conv
-from rlfit.networks.frames import prepare_frames
+from rlfit.networks.frame_encoder import FrameEncoder
 
 
-class Simple2DCNN(nn.Module):
-    """[B, T, H, W, C] uint8 or float -> [B, features] in (-1, 1); the T frames become T * C input channels."""
+class Simple2DCNN(FrameEncoder):
+    """[B, T, H, W, C] uint8 or float -> [B, features] in (-1, 1); the T frames become T * C input channels.
+    The fields every encoder has, the input scaling and the head: `FrameEncoder`."""
 
     features: int = 50
     filters: int = 32
-    mean: Sequence[float] | None = None
-    std: Sequence[float] | None = None
-    conv_impl: str = "native"
-    """How the convolutions are computed (rlfit.networks.conv2d: 'taps' on a CPU); the same parameters."""
-    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
-        x = prepare_frames(frames, self.mean, self.std, self.dtype)
+        x = self.prepare(frames)
         batch, time, height, width, channels = x.shape
         x = x.transpose(0, 2, 3, 1, 4).reshape(batch, height, width, time * channels)  # [B, H, W, T*C]
         for index, stride in enumerate((2, 1, 1, 1)):
@@ -39,7 +32,4 @@ class Simple2DCNN(nn.Module):
                         param_dtype=jnp.float32, conv_general_dilated=flax_conv(self.conv_impl),
                         name=f"conv_{index}")(x)
             x = nn.relu(x)
-        x = x.reshape(batch, -1)
-        x = nn.Dense(self.features, dtype=self.dtype, param_dtype=jnp.float32, name="dense")(x)
-        x = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32, name="norm")(x)
-        return jnp.tanh(x).astype(jnp.float32)
+        return self.tanh_head(x.reshape(batch, -1))

@@ -12,38 +12,27 @@ encoder has about 0.45 M parameters, 0.41 M of them in the dense layer. On a CPU
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
 from rlfit.networks.conv3d import Conv3D
-from rlfit.networks.frames import prepare_frames
+from rlfit.networks.frame_encoder import FrameEncoder
 
 LAYERS = ((16, (1, 2, 2)), (32, (1, 2, 2)), (32, (2, 2, 2)))
 """(filters, (time, height, width) strides) of each convolution."""
 
 
-class Simple3DCNN(nn.Module):
-    """[B, T, H, W, C] uint8 or float -> [B, features] in (-1, 1)."""
+class Simple3DCNN(FrameEncoder):
+    """[B, T, H, W, C] uint8 or float -> [B, features] in (-1, 1). The fields every encoder has, the input scaling
+    and the head: `FrameEncoder`."""
 
     features: int = 50
-    mean: Sequence[float] | None = None
-    std: Sequence[float] | None = None
-    conv_impl: str = "native"
-    """How the 3D convolutions are computed (rlfit.networks.conv3d): 'native' or 'taps' (fast on a CPU)."""
-    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
-        x = prepare_frames(frames, self.mean, self.std, self.dtype)  # [B, T, H, W, C]
+        x = self.prepare(frames)  # [B, T, H, W, C]
         for index, (filters, strides) in enumerate(LAYERS):
             x = Conv3D(filters, (3, 3, 3), strides=strides, padding="SAME", impl=self.conv_impl, dtype=self.dtype,
                        name=f"conv_{index}")(x)
             x = nn.relu(x)
-        x = x.reshape(x.shape[0], -1)
-        x = nn.Dense(self.features, dtype=self.dtype, param_dtype=jnp.float32, name="dense")(x)
-        x = nn.LayerNorm(dtype=self.dtype, param_dtype=jnp.float32, name="norm")(x)
-        return jnp.tanh(x).astype(jnp.float32)
+        return self.tanh_head(x.reshape(x.shape[0], -1))

@@ -44,7 +44,6 @@ which the converter drops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -52,7 +51,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.networks.conv2d import flax_conv
-from rlfit.networks.frames import prepare_frames
+from rlfit.networks.frame_encoder import FrameEncoder
 
 LN_EPS = 1e-6
 
@@ -169,8 +168,9 @@ class Layer(nn.Module):
         return tokens + _dense(width, self.dtype, "output")(hidden)
 
 
-class TimeSformer(nn.Module):
-    """[B, T, S, S, C] uint8 or float -> [B, features] (the final CLS token, projected when features != hidden)."""
+class TimeSformer(FrameEncoder):
+    """[B, T, S, S, C] uint8 or float -> [B, features] (the final CLS token, projected when features != hidden).
+    The fields every encoder has, the input scaling and the head: `FrameEncoder`."""
 
     features: int = 768
     frames: int = 8
@@ -181,11 +181,6 @@ class TimeSformer(nn.Module):
     heads: int = 12
     mlp_ratio: int = 4
     qkv_bias: bool = True
-    mean: Sequence[float] | None = None
-    std: Sequence[float] | None = None
-    conv_impl: str = "native"
-    """How the patch projection is computed (rlfit.networks.conv2d: 'taps' on a CPU); the same parameters."""
-    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, frames: jax.Array) -> jax.Array:
@@ -196,14 +191,11 @@ class TimeSformer(nn.Module):
         if self.image_size % self.patch_size or self.hidden % self.heads:
             raise ValueError(f"image size {self.image_size} must be a multiple of the patch size {self.patch_size} "
                              f"and hidden {self.hidden} a multiple of heads {self.heads}")
-        x = prepare_frames(frames, self.mean, self.std, self.dtype)
+        x = self.prepare(frames)
         num_patches = (self.image_size // self.patch_size) ** 2
         tokens = Embeddings(self.patch_size, self.hidden, self.frames, num_patches, conv_impl=self.conv_impl,
                             dtype=self.dtype, name="embeddings")(x)
         for index in range(self.depth):
             tokens = Layer(self.heads, self.frames, self.mlp_ratio, self.qkv_bias, self.dtype,
                            name=f"layer_{index}")(tokens)
-        out = _layer_norm(self.dtype, "layernorm")(tokens[:, 0]).astype(jnp.float32)  # CLS [B, D]
-        if self.features != self.hidden:
-            out = nn.Dense(self.features, param_dtype=jnp.float32, name="projection")(out)
-        return out
+        return self.projection_head(_layer_norm(self.dtype, "layernorm")(tokens[:, 0]).astype(jnp.float32))  # CLS

@@ -138,32 +138,44 @@ def make_train_iteration(
         env_state, data = collect(env, agent, state.params.policy, state.normalizer, state.env_state,
                                   collect_key, sizes.unroll_length, num_unrolls)
         data = split_envs(data, axis=1)  # [T, B, ...]: sequences stay on the device that collected them
-        stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
-        obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
-        # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
-        values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
-        next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
-        advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
-                                          data.truncation, ppo.discounting, ppo.gae_lambda)
-        noise = data.latent_noise if agent.latent_size else None
-        batch = split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise), axis=1)
+        stats, batch = loss_batch(agent, ppo, state, data)
         (params, opt_state, loss_scale), (terms, grad_norms, applied) = jax.lax.scan(
             lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state, state.loss_scale),
             jax.random.split(epochs_key, ppo.num_updates_per_batch))
-        num_applied = jnp.sum(applied)
-        mean_terms = jax.tree.map(jnp.mean, terms)
-        finite = jnp.logical_and(all_finite(mean_terms), all_finite(params))
-        metrics = IterationMetrics(
-            loss=mean_terms,
-            grad_norm=jnp.sum(grad_norms) / jnp.maximum(num_applied, 1),
-            skipped_updates=(applied.size - num_applied).astype(jnp.float32),
-            updates=num_applied.astype(jnp.int32),
-            loss_scale=loss_scale.scale if loss_scale is not None else jnp.asarray(0.0, jnp.float32),
-            episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
-            episode_return_sum=jnp.sum(data.finished_return),
-            episode_length_sum=jnp.sum(data.finished_length),
-            all_finite=finite,
-        )
+        metrics = iteration_metrics(terms, grad_norms, applied, loss_scale, params, data)
         return TrainState(params, opt_state, stats, env_state, key, loss_scale), metrics
 
     return train_iteration
+
+
+def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tuple[RunningStats, LossBatch]:
+    """The updated observation statistics and the epochs' batch from collected `data` [T, B, ...]: normalized
+    observations, values, GAE advantages and returns, split over the devices by sequence."""
+    stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
+    obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
+    # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
+    values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
+    next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
+    advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
+                                      data.truncation, ppo.discounting, ppo.gae_lambda)
+    noise = data.latent_noise if agent.latent_size else None
+    return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise), axis=1)
+
+
+def iteration_metrics(terms: LossTerms, grad_norms: jax.Array, applied: jax.Array, loss_scale: LossScale | None,
+                      params: AgentParams, data: Any) -> IterationMetrics:
+    """The iteration's metrics from the updates' per-minibatch outputs, the new parameters and the collected data."""
+    num_applied = jnp.sum(applied)
+    mean_terms = jax.tree.map(jnp.mean, terms)
+    finite = jnp.logical_and(all_finite(mean_terms), all_finite(params))
+    return IterationMetrics(
+        loss=mean_terms,
+        grad_norm=jnp.sum(grad_norms) / jnp.maximum(num_applied, 1),
+        skipped_updates=(applied.size - num_applied).astype(jnp.float32),
+        updates=num_applied.astype(jnp.int32),
+        loss_scale=loss_scale.scale if loss_scale is not None else jnp.asarray(0.0, jnp.float32),
+        episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
+        episode_return_sum=jnp.sum(data.finished_return),
+        episode_length_sum=jnp.sum(data.finished_length),
+        all_finite=finite,
+    )

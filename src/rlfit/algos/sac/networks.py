@@ -124,40 +124,13 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
     dtype = COMPUTE_DTYPES[precision]
     policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
     q_net = TwinQ(tuple(config.q_hidden), config.activation, config.q_layer_norm, dtype)
-
-    def policy_obs(obs):
-        return select_obs(obs, config.policy_obs_key)
-
-    def q_obs(obs):
-        return select_obs(obs, config.q_obs_key, config.policy_obs_key)
-
-    def encode(q_params, obs) -> Encoded:
-        return Encoded(policy_obs(obs), q_obs(obs))
-
-    def policy_head(params, inputs):
-        return policy_net.apply(params, inputs)
-
-    def q_head(params, inputs, action):
-        return q_net.apply(params, inputs, action)
-
     if encoder is not None:
         policy_net = PixelPolicy(make_encoder(encoder, dtype), policy_net)
         q_net = PixelTwinQ(make_encoder(encoder, dtype), q_net)
-
-        def policy_obs(obs):  # noqa: F811 (frames, batched for the encoder)
-            return obs[PIXELS_KEY]
-
-        q_obs = policy_obs
-
-        def encode(q_params, obs) -> Encoded:  # noqa: F811 (the features, once for both heads)
-            features = q_net.apply(q_params, obs[PIXELS_KEY], method=PixelTwinQ.features)
-            return Encoded(features, features)
-
-        def policy_head(params, features):  # noqa: F811
-            return policy_net.apply(params, features, method=lambda module, x: module.head(x))
-
-        def q_head(params, features, action):  # noqa: F811
-            return q_net.apply(params, features, action, method=lambda module, x, a: module.head(x, a))
+        functions = _pixel_functions(policy_net, q_net)
+    else:
+        functions = _vector_functions(policy_net, q_net, config)
+    policy_obs, q_obs, encode, policy_head, q_head = functions
 
     def init(key: jax.Array) -> SACParams:
         policy_key, q_key = jax.random.split(key)
@@ -178,3 +151,45 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
         q_head=q_head,
         encoder=encoder,
     )
+
+
+def _vector_functions(policy_net: nn.Module, q_net: nn.Module, config: SACConfig) -> tuple[Callable, ...]:
+    """(policy_obs, q_obs, encode, policy_head, q_head) for vector observations: each head reads its
+    observation key."""
+
+    def policy_obs(obs):
+        return select_obs(obs, config.policy_obs_key)
+
+    def q_obs(obs):
+        return select_obs(obs, config.q_obs_key, config.policy_obs_key)
+
+    def encode(q_params, obs) -> Encoded:
+        return Encoded(policy_obs(obs), q_obs(obs))
+
+    def policy_head(params, inputs):
+        return policy_net.apply(params, inputs)
+
+    def q_head(params, inputs, action):
+        return q_net.apply(params, inputs, action)
+
+    return policy_obs, q_obs, encode, policy_head, q_head
+
+
+def _pixel_functions(policy_net: PixelPolicy, q_net: PixelTwinQ) -> tuple[Callable, ...]:
+    """(policy_obs, q_obs, encode, policy_head, q_head) for camera frames: both heads read the Q encoder's
+    features, computed once."""
+
+    def frames(obs):  # batched for the encoder
+        return obs[PIXELS_KEY]
+
+    def encode(q_params, obs) -> Encoded:  # the features, once for both heads
+        features = q_net.apply(q_params, obs[PIXELS_KEY], method=PixelTwinQ.features)
+        return Encoded(features, features)
+
+    def policy_head(params, features):
+        return policy_net.apply(params, features, method=lambda module, x: module.head(x))
+
+    def q_head(params, features, action):
+        return q_net.apply(params, features, action, method=lambda module, x, a: module.head(x, a))
+
+    return frames, frames, encode, policy_head, q_head

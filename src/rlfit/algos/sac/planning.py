@@ -13,6 +13,7 @@ FastTD3 (`rlfit.algos.fasttd3`) stores its transitions in the same buffer and is
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rlfit.algos.contract import Choice, MemoryRules
@@ -24,68 +25,78 @@ def replay_memory_rules(section: str, fewest_rows: Callable[[Any], int] = lambda
     """The memory rules of a replay-buffer algorithm whose config section `section` has SAC's size fields
     (`num_envs`, `batch_size`, `min_replay_size`, `max_replay_size`, `policy_steps_per_iteration`);
     `fewest_rows(section config)` is the fewest policy steps its buffer may hold (SAC: 2)."""
-
-    def sizes(config: Any) -> SACSizes:
-        return section_sizes(getattr(config, section))
-
-    def measured(config: Any) -> tuple[SACSizes, ...]:
-        """The config's sizes at (num_envs, 2 capacity), (2 num_envs, 2 capacity), (num_envs, 3 capacity): the
-        model's three coefficients (compile-only, so the capacity costs nothing). Capacity is at least the
-        config's buffer, so no probe is a size the planner can choose (training never compiles a probe's size
-        again)."""
-        base = sizes(config)
-        rows = fewest_rows(getattr(config, section))
-        capacity = max(base.max_replay_size, 2 * rows * base.num_envs)  # the fewest rows even at 2 num_envs
-        return (base._replace(max_replay_size=2 * capacity),
-                base._replace(num_envs=2 * base.num_envs, max_replay_size=2 * capacity),
-                base._replace(max_replay_size=3 * capacity))
-
-    def min_policy_steps(config: Any) -> int:
-        """Rows the smallest allowed buffer has: min_replay_size in whole policy steps, at least fewest_rows."""
-        settings = getattr(config, section)
-        return max(fewest_rows(settings), -(-settings.min_replay_size // settings.num_envs))
-
-    def choose(config: Any, judge: Callable[[SACSizes], Any], cap: int | None) -> Any:
-        """The config's buffer if it fits, else the largest whole number of policy steps between min_replay_size
-        and max_replay_size that fits; None when even the smallest does not."""
-        base = sizes(config)
-        n = base.num_envs
-
-        def at(rows: int) -> Any:
-            return judge(base._replace(max_replay_size=rows * n))
-
-        fewest = min_policy_steps(config)
-        requested, smallest = judge(base), at(fewest)
-        reasons = [f"num_envs={n} and batch_size={base.batch_size} stay the config's (with grad_updates_per_step "
-                   "they set the updates per collected transition); the planner sizes the replay buffer"]
-        if requested.fits:
-            chosen = requested
-            reasons.append(f"max_replay_size={base.max_replay_size:,} from the config fits "
-                           f"(predicted {format_bytes(requested.predicted_bytes)})")
-        elif smallest.fits:
-            rows = largest_fitting_rows(lambda r: at(r).fits, fewest, base.max_replay_size // n)
-            chosen = at(rows)
-            reasons.append(f"memory, not the config, set max_replay_size: the config's {base.max_replay_size:,} "
-                           f"transitions are predicted at {format_bytes(requested.predicted_bytes)}, over the "
-                           f"budget; chose {chosen.sizes.max_replay_size:,}, the most whole policy steps that fit "
-                           f"(predicted {format_bytes(chosen.predicted_bytes)})")
-        else:
-            chosen = None
-            reasons.append(f"even the smallest buffer, {smallest.sizes.max_replay_size:,} transitions "
-                           f"({section}.min_replay_size={getattr(config, section).min_replay_size:,} in whole policy "
-                           f"steps of {n} environments, at least {fewest_rows(getattr(config, section))}), does not fit")
-        shown = {c.sizes.max_replay_size: c for c in (smallest, chosen, requested) if c is not None}
-        fix = (f"{section}.min_replay_size={getattr(config, section).min_replay_size:,} needs at least that buffer: "
-               f"lower it (or {section}.num_envs, {section}.batch_size, the network sizes), or pass a larger "
-               "--device-memory")
-        return Choice(tuple(shown[k] for k in sorted(shown)), chosen, tuple(reasons), smallest, fix)
-
     return MemoryRules(
         columns=("num_envs", "batch_size", "max_replay_size"),
-        measured_sizes=measured,
+        measured_sizes=partial(measured_sizes, section, fewest_rows),
         stored_transitions=stored_transitions,
-        choose=choose,
+        choose=partial(choose_buffer, section, fewest_rows),
     )
+
+
+def config_sizes(section: str, config: Any) -> SACSizes:
+    """The sizes of the config's section `section`."""
+    return section_sizes(getattr(config, section))
+
+
+def measured_sizes(section: str, fewest_rows: Callable[[Any], int], config: Any) -> tuple[SACSizes, ...]:
+    """The config's sizes at (num_envs, 2 capacity), (2 num_envs, 2 capacity), (num_envs, 3 capacity): the
+    model's three coefficients (compile-only, so the capacity costs nothing). Capacity is at least the
+    config's buffer, so no probe is a size the planner can choose (training never compiles a probe's size
+    again)."""
+    base = config_sizes(section, config)
+    rows = fewest_rows(getattr(config, section))
+    capacity = max(base.max_replay_size, 2 * rows * base.num_envs)  # the fewest rows even at 2 num_envs
+    return (base._replace(max_replay_size=2 * capacity),
+            base._replace(num_envs=2 * base.num_envs, max_replay_size=2 * capacity),
+            base._replace(max_replay_size=3 * capacity))
+
+
+def min_policy_steps(section: str, fewest_rows: Callable[[Any], int], config: Any) -> int:
+    """Rows the smallest allowed buffer has: min_replay_size in whole policy steps, at least fewest_rows."""
+    settings = getattr(config, section)
+    return max(fewest_rows(settings), -(-settings.min_replay_size // settings.num_envs))
+
+
+def choose_buffer(section: str, fewest_rows: Callable[[Any], int], config: Any,
+                  judge: Callable[[SACSizes], Any], cap: int | None) -> Any:
+    """The config's buffer if it fits, else the largest whole number of policy steps between min_replay_size
+    and max_replay_size that fits; None when even the smallest does not."""
+    base = config_sizes(section, config)
+    n = base.num_envs
+
+    def at(rows: int) -> Any:
+        return judge(base._replace(max_replay_size=rows * n))
+
+    fewest = min_policy_steps(section, fewest_rows, config)
+    requested, smallest = judge(base), at(fewest)
+    reasons = [f"num_envs={n} and batch_size={base.batch_size} stay the config's (with grad_updates_per_step "
+               "they set the updates per collected transition); the planner sizes the replay buffer"]
+    chosen, reason = _chosen_buffer(section, fewest_rows, config, base, at, fewest, requested, smallest)
+    reasons.append(reason)
+    shown = {c.sizes.max_replay_size: c for c in (smallest, chosen, requested) if c is not None}
+    fix = (f"{section}.min_replay_size={getattr(config, section).min_replay_size:,} needs at least that buffer: "
+           f"lower it (or {section}.num_envs, {section}.batch_size, the network sizes), or pass a larger "
+           "--device-memory")
+    return Choice(tuple(shown[k] for k in sorted(shown)), chosen, tuple(reasons), smallest, fix)
+
+
+def _chosen_buffer(section: str, fewest_rows: Callable[[Any], int], config: Any, base: SACSizes,
+                   at: Callable[[int], Any], fewest: int, requested: Any, smallest: Any) -> tuple[Any, str]:
+    """The judged buffer `choose_buffer` picks (None when none fits) and the reason it gives."""
+    n = base.num_envs
+    if requested.fits:
+        return requested, (f"max_replay_size={base.max_replay_size:,} from the config fits "
+                           f"(predicted {format_bytes(requested.predicted_bytes)})")
+    if smallest.fits:
+        rows = largest_fitting_rows(lambda r: at(r).fits, fewest, base.max_replay_size // n)
+        chosen = at(rows)
+        return chosen, (f"memory, not the config, set max_replay_size: the config's {base.max_replay_size:,} "
+                        f"transitions are predicted at {format_bytes(requested.predicted_bytes)}, over the "
+                        f"budget; chose {chosen.sizes.max_replay_size:,}, the most whole policy steps that fit "
+                        f"(predicted {format_bytes(chosen.predicted_bytes)})")
+    return None, (f"even the smallest buffer, {smallest.sizes.max_replay_size:,} transitions "
+                  f"({section}.min_replay_size={getattr(config, section).min_replay_size:,} in whole policy "
+                  f"steps of {n} environments, at least {fewest_rows(getattr(config, section))}), does not fit")
 
 
 def stored_transitions(sizes: SACSizes) -> int:

@@ -170,23 +170,30 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
 
     def train_step(state: SACState) -> tuple[SACState, SACMetrics]:
         state, (metrics, applied, skipped, out) = jax.lax.scan(policy_step, state, None, length=steps)
-        count = jnp.maximum(jnp.sum(applied), 1).astype(jnp.float32)
-        means = jax.tree.map(lambda x: jnp.sum(jnp.where(applied, x, 0.0)) / count, metrics)
-        finite = jnp.logical_and(all_finite(means), all_finite(state.params))
-        return state, SACMetrics(
-            critic_loss=means.critic_loss,
-            actor_loss=means.actor_loss,
-            alpha_loss=means.alpha_loss,
-            alpha=means.alpha,
-            entropy=means.entropy,
-            replay_size=state.replay.size * env.num_envs,
-            updates=jnp.sum(applied).astype(jnp.int32),
-            loss_scale=state.loss_scale.scale if state.loss_scale is not None else jnp.zeros((), jnp.float32),
-            skipped_updates=jnp.sum(skipped).astype(jnp.int32),
-            episodes_finished=jnp.sum(out.finished_length > 0).astype(jnp.float32),
-            episode_return_sum=jnp.sum(out.finished_return),
-            episode_length_sum=jnp.sum(out.finished_length),
-            all_finite=finite,
-        )
+        return state, step_metrics(env, state, metrics, applied, skipped, out)
 
     return train_step
+
+
+def step_metrics(env: VecEnv, state: SACState, metrics: UpdateMetrics, applied: jax.Array, skipped: jax.Array,
+                 out: StepOutput) -> SACMetrics:
+    """The step's metrics from its updates' outputs [steps, updates], the state after it and its environment
+    steps' outputs."""
+    count = jnp.maximum(jnp.sum(applied), 1).astype(jnp.float32)
+    means = jax.tree.map(lambda x: jnp.sum(jnp.where(applied, x, 0.0)) / count, metrics)
+    finite = jnp.logical_and(all_finite(means), all_finite(state.params))
+    return SACMetrics(
+        critic_loss=means.critic_loss,
+        actor_loss=means.actor_loss,
+        alpha_loss=means.alpha_loss,
+        alpha=means.alpha,
+        entropy=means.entropy,
+        replay_size=state.replay.size * env.num_envs,
+        updates=jnp.sum(applied).astype(jnp.int32),
+        loss_scale=state.loss_scale.scale if state.loss_scale is not None else jnp.zeros((), jnp.float32),
+        skipped_updates=jnp.sum(skipped).astype(jnp.int32),
+        episodes_finished=jnp.sum(out.finished_length > 0).astype(jnp.float32),
+        episode_return_sum=jnp.sum(out.finished_return),
+        episode_length_sum=jnp.sum(out.finished_length),
+        all_finite=finite,
+    )

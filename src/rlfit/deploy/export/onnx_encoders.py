@@ -23,7 +23,7 @@ before each, multi-head attention as MatMul, Softmax, MatMul (`_timesformer`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -261,23 +261,43 @@ class _Builder:
         return self.op("Slice", x, self.shape(start), self.shape(end), self.shape(axis))
 
 
+class _TokenShape(NamedTuple):
+    """TimeSformer's token grid: T frames of N patches, D wide, attention in `heads` heads."""
+
+    frames: int
+    patches: int
+    width: int
+    heads: int
+
+
 def _timesformer(spec: dict[str, Any], variables: dict[str, Any], x: str, out: str) -> tuple[list, list]:
     """[B, T, S, S, C] (scaled and normalized) -> TimeSformer's final CLS token [B, features], as
     `rlfit.networks.timesformer.TimeSformer` computes it (see its docstring for the token layout)."""
     from rlfit.networks.timesformer import PRESETS
 
     preset = PRESETS[spec.get("preset") or "small"]
-    frames, size, channels = int(spec["frames"]), int(spec["image_size"]), int(spec["channels"])
-    width, heads, patch = preset.hidden, preset.heads, preset.patch_size
-    grid = size // patch
-    patches = grid * grid
+    size, channels, patch = int(spec["image_size"]), int(spec["channels"]), preset.patch_size
+    shape = _TokenShape(int(spec["frames"]), (size // patch) ** 2, preset.hidden, preset.heads)
     params = variables["params"]
     g = _Builder("enc_tf")
-    end = np.iinfo(np.int64).max
+    tokens, batch = _tf_embeddings(g, params["embeddings"], x, shape, size, channels, patch)
+    for index in range(preset.depth):
+        tokens = _tf_layer(g, params[f"layer_{index}"], tokens, batch, shape)
+    cls = g.op("Gather", tokens, g.const(0, np.int64), axis=1)  # [B, D]
+    if "projection" in params:
+        g.dense(g.layer_norm(cls, params["layernorm"]), params["projection"], out=out)
+    else:
+        g.op("LayerNormalization", cls, g.const(params["layernorm"]["scale"]), g.const(params["layernorm"]["bias"]),
+             axis=-1, epsilon=LAYER_NORM_EPSILON, out=out)
+    return g.nodes, g.inits
 
-    # embeddings: [B*T, C, S, S] -> Conv -> [B, T, N, D] (+ position) -> [B, N, T, D] (+ time) -> [B, N*T, D]
+
+def _tf_embeddings(g: _Builder, embeddings: dict[str, Any], x: str, shape: _TokenShape, size: int, channels: int,
+                   patch: int) -> tuple[str, str]:
+    """The tokens [B, 1 + N*T, D] (CLS first) and the batch size [B]:
+    [B*T, C, S, S] -> Conv -> [B, T, N, D] (+ position) -> [B, N, T, D] (+ time) -> [B, N*T, D]."""
+    frames, patches, width = shape.frames, shape.patches, shape.width
     nchw = g.op("Transpose", g.op("Reshape", x, g.shape(-1, size, size, channels)), perm=[0, 3, 1, 2])
-    embeddings = params["embeddings"]
     conv_nodes, conv_inits = _conv("enc_tf_patch", nchw, embeddings["patch_projection"], (patch, patch),
                                    [0, 0, 0, 0], "enc_tf_patches")
     g.nodes += conv_nodes
@@ -291,46 +311,45 @@ def _timesformer(spec: dict[str, Any], variables: dict[str, Any], x: str, out: s
     batch = g.slice(g.op("Shape", tokens), 0, 1, 0)  # [B]
     cls = np.asarray(embeddings["cls_token"], np.float32) + position[None, :1]  # [1, 1, D]
     cls = g.op("Expand", g.const(cls), g.op("Concat", batch, g.shape(1, width), axis=0))
-    tokens = g.op("Concat", cls, tokens, axis=1)  # [B, 1 + N*T, D]
+    return g.op("Concat", cls, tokens, axis=1), batch  # [B, 1 + N*T, D]
 
-    def attention(x: str, layer: dict[str, Any]) -> str:
-        """[L, S, D] -> [L, S, D]: softmax(q k^T / sqrt(D / heads)) v per head, then the output Dense."""
-        head = width // heads
-        qkv = g.op("Reshape", g.dense(x, layer["qkv"]), g.shape(0, 0, 3, heads, head))
-        query, key, value = (g.op("Gather", qkv, g.const(index, np.int64), axis=2) for index in range(3))
-        logits = g.op("MatMul", g.op("Transpose", query, perm=[0, 2, 1, 3]), g.op("Transpose", key, perm=[0, 2, 3, 1]))
-        weights = g.op("Softmax", g.op("Mul", logits, g.const(head ** -0.5)), axis=-1)
-        context = g.op("MatMul", weights, g.op("Transpose", value, perm=[0, 2, 1, 3]))  # [L, heads, S, head]
-        context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), g.shape(0, 0, width))
-        return g.dense(context, layer["output"])
 
-    for index in range(preset.depth):
-        layer = params[f"layer_{index}"]
-        cls, rest = g.slice(tokens, 0, 1, 1), g.slice(tokens, 1, end, 1)
-        temporal = g.op("Reshape", rest, g.shape(-1, frames, width))  # [B*N, T, D]
-        temporal = attention(g.layer_norm(temporal, layer["temporal_layernorm"]), layer["temporal_attention"])
-        temporal = g.dense(g.op("Reshape", temporal, g.shape(-1, patches * frames, width)), layer["temporal_dense"])
-        rest = g.op("Add", rest, temporal)
-        spatial = g.op("Transpose", g.op("Reshape", rest, g.shape(-1, patches, frames, width)), perm=[0, 2, 1, 3])
-        spatial = g.op("Reshape", spatial, g.shape(-1, patches, width))  # [B*T, N, D]
-        copies = g.op("Expand", g.op("Unsqueeze", cls, g.shape(1)), g.op("Concat", batch, g.shape(frames, 1, width),
-                                                                              axis=0))
-        spatial = g.op("Concat", g.op("Reshape", copies, g.shape(-1, 1, width)), spatial, axis=1)  # [B*T, 1 + N, D]
-        spatial = attention(g.layer_norm(spatial, layer["layernorm_before"]), layer["attention"])
-        cls_residual = g.op("ReduceMean", g.op("Reshape", g.slice(spatial, 0, 1, 1), g.shape(-1, frames, width)),
-                            axes=[1], keepdims=1)  # [B, 1, D]
-        residual = g.op("Reshape", g.slice(spatial, 1, end, 1), g.shape(-1, frames, patches, width))
-        residual = g.op("Reshape", g.op("Transpose", residual, perm=[0, 2, 1, 3]), g.shape(-1, patches * frames, width))
-        tokens = g.op("Concat", g.op("Add", cls, cls_residual), g.op("Add", rest, residual), axis=1)
-        hidden = g.dense(g.layer_norm(tokens, layer["layernorm_after"]), layer["intermediate"])
-        gelu = g.op("Mul", g.op("Mul", hidden, g.const(0.5)),  # exact GELU: x/2 (1 + erf(x / sqrt 2))
-                    g.op("Add", g.const(1.0), g.op("Erf", g.op("Div", hidden, g.const(np.sqrt(2.0))))))
-        tokens = g.op("Add", tokens, g.dense(gelu, layer["output"]))
+def _tf_layer(g: _Builder, layer: dict[str, Any], tokens: str, batch: str, shape: _TokenShape) -> str:
+    """One layer on the tokens [B, 1 + N*T, D]: temporal attention, spatial attention (with each frame's copy of
+    the CLS token, the copies' results averaged), then the MLP with the exact GELU."""
+    frames, patches, width = shape.frames, shape.patches, shape.width
+    end = np.iinfo(np.int64).max
+    cls, rest = g.slice(tokens, 0, 1, 1), g.slice(tokens, 1, end, 1)
+    temporal = g.op("Reshape", rest, g.shape(-1, frames, width))  # [B*N, T, D]
+    temporal = _tf_attention(g, g.layer_norm(temporal, layer["temporal_layernorm"]), layer["temporal_attention"],
+                             shape)
+    temporal = g.dense(g.op("Reshape", temporal, g.shape(-1, patches * frames, width)), layer["temporal_dense"])
+    rest = g.op("Add", rest, temporal)
+    spatial = g.op("Transpose", g.op("Reshape", rest, g.shape(-1, patches, frames, width)), perm=[0, 2, 1, 3])
+    spatial = g.op("Reshape", spatial, g.shape(-1, patches, width))  # [B*T, N, D]
+    copies = g.op("Expand", g.op("Unsqueeze", cls, g.shape(1)), g.op("Concat", batch, g.shape(frames, 1, width),
+                                                                          axis=0))
+    spatial = g.op("Concat", g.op("Reshape", copies, g.shape(-1, 1, width)), spatial, axis=1)  # [B*T, 1 + N, D]
+    spatial = _tf_attention(g, g.layer_norm(spatial, layer["layernorm_before"]), layer["attention"], shape)
+    cls_residual = g.op("ReduceMean", g.op("Reshape", g.slice(spatial, 0, 1, 1), g.shape(-1, frames, width)),
+                        axes=[1], keepdims=1)  # [B, 1, D]
+    residual = g.op("Reshape", g.slice(spatial, 1, end, 1), g.shape(-1, frames, patches, width))
+    residual = g.op("Reshape", g.op("Transpose", residual, perm=[0, 2, 1, 3]), g.shape(-1, patches * frames, width))
+    tokens = g.op("Concat", g.op("Add", cls, cls_residual), g.op("Add", rest, residual), axis=1)
+    hidden = g.dense(g.layer_norm(tokens, layer["layernorm_after"]), layer["intermediate"])
+    gelu = g.op("Mul", g.op("Mul", hidden, g.const(0.5)),  # exact GELU: x/2 (1 + erf(x / sqrt 2))
+                g.op("Add", g.const(1.0), g.op("Erf", g.op("Div", hidden, g.const(np.sqrt(2.0))))))
+    return g.op("Add", tokens, g.dense(gelu, layer["output"]))
 
-    cls = g.op("Gather", tokens, g.const(0, np.int64), axis=1)  # [B, D]
-    if "projection" in params:
-        g.dense(g.layer_norm(cls, params["layernorm"]), params["projection"], out=out)
-    else:
-        g.op("LayerNormalization", cls, g.const(params["layernorm"]["scale"]), g.const(params["layernorm"]["bias"]),
-             axis=-1, epsilon=LAYER_NORM_EPSILON, out=out)
-    return g.nodes, g.inits
+
+def _tf_attention(g: _Builder, x: str, layer: dict[str, Any], shape: _TokenShape) -> str:
+    """[L, S, D] -> [L, S, D]: softmax(q k^T / sqrt(D / heads)) v per head, then the output Dense."""
+    width, heads = shape.width, shape.heads
+    head = width // heads
+    qkv = g.op("Reshape", g.dense(x, layer["qkv"]), g.shape(0, 0, 3, heads, head))
+    query, key, value = (g.op("Gather", qkv, g.const(index, np.int64), axis=2) for index in range(3))
+    logits = g.op("MatMul", g.op("Transpose", query, perm=[0, 2, 1, 3]), g.op("Transpose", key, perm=[0, 2, 3, 1]))
+    weights = g.op("Softmax", g.op("Mul", logits, g.const(head ** -0.5)), axis=-1)
+    context = g.op("MatMul", weights, g.op("Transpose", value, perm=[0, 2, 1, 3]))  # [L, heads, S, head]
+    context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), g.shape(0, 0, width))
+    return g.dense(context, layer["output"])
