@@ -6,35 +6,17 @@ actor output [..., A] before the tanh (the action is tanh of it); critic logits 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.distributional import atoms
+from rlfit.algos.sac.networks import TwinQ
 from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
 
-NUM_CRITICS = 2
-
-
-class TwinDistributionalQ(nn.Module):
-    """NUM_CRITICS independent critics: (obs [..., D], action [..., A]) -> logits [..., NUM_CRITICS, K]."""
-
-    hidden: Sequence[int]
-    num_atoms: int
-    activation: str = "relu"
-    layer_norm: bool = False
-    dtype: Any = jnp.float32
-
-    @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
-        x = jnp.concatenate([obs.astype(jnp.float32), action.astype(jnp.float32)], axis=-1)
-        logits = [MLP(tuple(self.hidden) + (self.num_atoms,), self.activation, self.dtype, self.layer_norm,
-                      name=f"critic_{index}")(x) for index in range(NUM_CRITICS)]
-        return jnp.stack(logits, axis=-2)
 
 
 class FastTD3Params(NamedTuple):
@@ -83,8 +65,8 @@ def make_fasttd3_networks(obs_example: Any, action_size: int, config: FastTD3Con
     compute dtype, fp32 or bf16 (parameters stay fp32)."""
     dtype = COMPUTE_DTYPES[precision]
     actor_net = MLP(tuple(config.actor_hidden) + (action_size,), config.activation, dtype)
-    critic_net = TwinDistributionalQ(tuple(config.critic_hidden), config.num_atoms, config.activation,
-                                     config.critic_layer_norm, dtype)
+    critic_net = TwinQ(tuple(config.critic_hidden), config.activation, config.critic_layer_norm, dtype,
+                       num_atoms=config.num_atoms)
 
     def policy_obs(obs):
         return select_obs(obs, config.policy_obs_key)
