@@ -1,4 +1,5 @@
-"""The persistent compile cache: a resumed run, in a new process, finds the programs its first session compiled.
+"""The persistent compile cache: a resumed run, in a new process, finds the programs its first session compiled
+(and rlfit's program store the traced programs, so that it does not trace them again).
 
 JAX names each cache entry after its program (`jit_train_iteration-<key>-cache`); a program lowered differently in
 the resumed process (another key) is compiled again and written as a second entry of the same name. So the test
@@ -63,13 +64,29 @@ def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path,
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [("training step", True),
                                                                           ("evaluation", True)]
+    # ... and neither traced nor lowered them again: both came from rlfit's program store
+    assert [(p["name"], p["from_store"]) for p in summary["programs"]] == [("training step", True),
+                                                                          ("evaluation", True)]
+    resumed_digest = summary["params_digest"]
     assert sum(p["compile_s"] for p in summary["programs"]) <= summary["compile_s"] + 1e-6
     # From the process's start to its first step: after the compiles, before the process ended.
     assert summary["compile_s"] < summary["time_to_first_step_s"] < wall_s
     # A resumed run restores its state: two programs, not the starting state's.
     assert "compiling 1 of 2: training step" in printed and "compiling 2 of 2: evaluation" in printed
     assert "starting state" not in printed
-    assert "compiled 1 of 2: training step in" in printed and "(from the compile cache)" in printed
+    assert "compiled 1 of 2: training step in" in printed
+    assert "(from the program store and the compile cache)" in printed
+
+    # The stored programs compute what the traced code computes: the same two iterations, uninterrupted, in a
+    # process with the store switched off, end with the same parameters.
+    plain = tmp_path / "plain"
+    rlfit(dict(env, RLFIT_PROGRAM_STORE="0"), "train", "CartpoleBalance", "--algo", algo, "--preset", "smoke",
+          "--set", f"run.num_timesteps={summary['env_steps']}", "--set", "run.eval_every=1",
+          "--run-dir", str(plain), "--quiet")
+    plain_summary = json.loads((plain / "summary.json").read_text())
+    assert plain_summary["env_steps"] == summary["env_steps"]
+    assert not any(p["from_store"] for p in plain_summary["programs"])
+    assert plain_summary["params_digest"] == resumed_digest
 
 
 def test_the_cache_directory_is_the_one_configured(tmp_path):

@@ -154,6 +154,16 @@ class RunConfig:
     number. Sizes stay global: `num_envs` is the total, split evenly over the devices."""
 
 
+HOST_LOOP_FIELDS = frozenset({
+    "num_timesteps", "eval_every", "save_interval", "keep_checkpoints", "continue_on_save_error", "fit_to_device",
+    "oom_backoff", "checkpoint_replay", "time_budget", "early_stop_patience", "early_stop_min_delta", "target_reward",
+    "wandb", "wandb_project", "wandb_entity", "wandb_group", "wandb_timeout_s"})
+"""`run` settings that only the host loop reads (how long, when to evaluate or save, where to log): rlfit's own
+algorithms never trace them into a program (what they size goes through the plan, whose sizes are part of every
+program's key), so a run that changes only these reuses stored programs (`rlfit.hardware.program_store`).
+tests/run/test_program_store.py checks it for every shipped algorithm."""
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole resolved configuration of one run; `config.ppo` / `config.sac` is an algorithm's section."""
@@ -178,6 +188,12 @@ class Config:
         return {"algo": self.algo, "env": plain(dataclasses.asdict(self.env)),
                 self.algo: plain(dataclasses.asdict(self.algos[self.algo])),
                 "network": plain(dataclasses.asdict(self.network)), "run": plain(dataclasses.asdict(self.run))}
+
+    def program_settings(self) -> dict[str, Any]:
+        """`to_dict_without_seed()` less `HOST_LOOP_FIELDS`: what rlfit's own compiled programs are built from."""
+        described = self.to_dict_without_seed()
+        described["run"] = {k: v for k, v in described["run"].items() if k not in HOST_LOOP_FIELDS}
+        return described
 
     def to_dict_without_seed(self) -> dict[str, Any]:
         """`to_dict()` less `run.seed`: what a compiled program depends on (the seed only enters its inputs)."""

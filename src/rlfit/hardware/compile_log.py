@@ -20,6 +20,8 @@ from concurrent.futures import Future
 from typing import NamedTuple, TypeVar
 
 HIT, MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+STORE_HIT = "/rlfit/program_store/hit"
+"""Recorded when a program comes from rlfit's store of traced programs (`rlfit.hardware.program_store`)."""
 
 
 class ProgramCompile(NamedTuple):
@@ -32,6 +34,9 @@ class ProgramCompile(NamedTuple):
     from_cache: bool | None
     """True: read from the persistent cache; False: compiled (and written there if it took >= 0.5 s);
     None: no cache was consulted (no cache folder)."""
+    from_store: bool = False
+    """True: the traced program came from rlfit's program store (`rlfit.hardware.program_store`), so the code was
+    neither traced nor lowered again."""
 
     def as_dict(self) -> dict[str, object]:
         return self._asdict()
@@ -43,7 +48,7 @@ _OPEN: dict[int, list[list[str]]] = {}
 
 
 def _listen(event: str, **_: object) -> None:
-    if event in (HIT, MISS):
+    if event in (HIT, MISS, STORE_HIT):
         with _LOCK:
             for events in _OPEN.get(threading.get_ident(), ()):
                 events.append(event)
@@ -80,7 +85,8 @@ def timed_compile(name: str) -> Iterator[_Timing]:
             _OPEN[thread].remove(events)
             if not _OPEN[thread]:
                 del _OPEN[thread]
-        timing.record = ProgramCompile(name, seconds, (events[-1] == HIT) if events else None)
+        lookups = [event for event in events if event != STORE_HIT]
+        timing.record = ProgramCompile(name, seconds, (lookups[-1] == HIT) if lookups else None, STORE_HIT in events)
 
 
 T = TypeVar("T")

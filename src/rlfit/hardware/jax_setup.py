@@ -43,13 +43,30 @@ def compiler_options(ynn_fusions: bool) -> dict[str, str]:
 
 
 def compile_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = (),
-                  ynn_fusions: bool = True, in_shardings: Any = None, out_shardings: Any = None) -> Any:
+                  ynn_fusions: bool = True, in_shardings: Any = None, out_shardings: Any = None,
+                  store_key: str | None = None) -> Any:
     """`fn` compiled ahead of time for `args` (arrays or ShapeDtypeStructs) with `compiler_options(ynn_fusions)`;
-    with `in_shardings`/`out_shardings` (a run over several devices, `rlfit.parallel.mesh`) laid out as they say."""
+    with `in_shardings`/`out_shardings` (a run over several devices, `rlfit.parallel.mesh`) laid out as they say;
+    with `store_key`, traced only when rlfit's program store does not hold it (`lower_ahead`)."""
+    return lower_ahead(fn, *args, donate_argnums=donate_argnums, in_shardings=in_shardings,
+                       out_shardings=out_shardings, store_key=store_key).compile(
+        compiler_options=compiler_options(ynn_fusions))
+
+
+def lower_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, ...] = (), in_shardings: Any = None,
+                out_shardings: Any = None, store_key: str | None = None) -> Any:
+    """`fn` jitted and lowered for `args`, not compiled. With `store_key` (everything `fn` depends on besides the
+    arguments and the installed packages) the traced program comes from, or goes to, rlfit's program store
+    (`rlfit.hardware.program_store`): a later process with the same key skips tracing and lowering `fn`."""
+    from rlfit.hardware.program_store import store_dir, traced
+
+    directory = store_dir() if store_key is not None else None
+    stored = traced(fn, args, store_key, directory) if directory is not None else None
+    if stored is not None:
+        fn = stored.function()
     layout = {name: value for name, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings))
               if value is not None}
-    return jax.jit(fn, donate_argnums=donate_argnums, **layout).lower(*args).compile(
-        compiler_options=compiler_options(ynn_fusions))
+    return jax.jit(fn, donate_argnums=donate_argnums, **layout).lower(*args)
 
 
 def cache_dir() -> Path:

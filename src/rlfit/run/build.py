@@ -22,9 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlfit.algos.contract import Learner
+from rlfit.config.algorithms import ALGORITHMS
 from rlfit.config.schema import Config
 from rlfit.envs import VecEnv, load_env
 from rlfit.envs.action_space import ActionSpace
+from rlfit.envs.fingerprint import model_digest
+from rlfit.envs.loading import FAMILIES
 from rlfit.envs.vec_env import episode_steps, observation_example
 from rlfit.networks import select_obs
 from rlfit.networks.heads import action_head
@@ -131,7 +134,8 @@ class Trainer:
             return _PROGRAMS[key](argument), None
         shardings = self.state_shardings if self.layout.parallel else self.layout.single
         with _announced(say, name, total, total) as timing, self.layout.compiling():
-            program = compile_ahead(init, argument, ynn_fusions=self.eval_ynn_fusions, out_shardings=shardings)
+            program = compile_ahead(init, argument, ynn_fusions=self.eval_ynn_fusions, out_shardings=shardings,
+                                    store_key=self.store_key(name) if traced else None)
         if _REUSE["enabled"] and traced:
             _PROGRAMS[key] = program
         return program(argument), timing.record
@@ -180,7 +184,27 @@ class Trainer:
                                  else self.abstract_state(),
                                  donate_argnums=(0,), ynn_fusions=self.step_ynn_fusions,
                                  in_shardings=(shardings,) if parallel else None,
-                                 out_shardings=(shardings, self.layout.replicated) if parallel else None)
+                                 out_shardings=(shardings, self.layout.replicated) if parallel else None,
+                                 store_key=self.store_key(PROGRAM_NAMES[0]))
+
+    def store_key(self, program: str) -> str | None:
+        """What `program` depends on besides its arguments and the installed packages, for the store of traced
+        programs (`rlfit.hardware.program_store`): its name, `program_key` and the environment's MuJoCo model. None
+        (not stored) for a run over several devices and for an environment from the user's own code
+        (`module:function`) or an algorithm registered from outside rlfit, which the store's digest cannot see.
+        Settings only the host loop reads (`rlfit.config.schema.HOST_LOOP_FIELDS`) are left out of the key."""
+        prefix, factory, _ = self.config.env.name.partition(":")
+        if self.layout.parallel or (factory and prefix not in FAMILIES) or not ALGORITHMS.get(
+                self.config.algo, "").startswith("rlfit."):
+            return None
+        return json.dumps({"program": program, "settings": self.config.program_settings(),
+                           "sizes": self.plan.sizes._asdict(), "backend": self.plan.backend, "impl": self.plan.impl,
+                           "precision": self.plan.precision, "model": self.model_digest}, sort_keys=True, default=str)
+
+    @functools.cached_property
+    def model_digest(self) -> str | None:
+        """`rlfit.envs.fingerprint.model_digest` of the run's environment (computed once)."""
+        return model_digest(self.env)
 
     @property
     def step_ynn_fusions(self) -> bool:
@@ -245,7 +269,7 @@ class Trainer:
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,
-                                 out_shardings=replicated)
+                                 out_shardings=replicated, store_key=self.store_key(PROGRAM_NAMES[1]))
 
 
 PROGRAMS_KEPT = 4
@@ -281,8 +305,11 @@ def _announced(say: Callable[[str], None] | None, name: str, number: int, total:
     with timed_compile(name) as timing:
         yield timing
     if say is not None:
-        source = {True: " (from the compile cache)", False: "", None: " (no compile cache)"}
-        say(f"compiled {number} of {total}: {name} in {timing.record.compile_s:.1f}s{source[timing.record.from_cache]}")
+        record = timing.record
+        source = {True: " (from the compile cache)", False: "", None: " (no compile cache)"}[record.from_cache]
+        if record.from_store:
+            source = " (from the program store" + (" and the compile cache)" if record.from_cache else ")")
+        say(f"compiled {number} of {total}: {name} in {record.compile_s:.1f}s{source}")
 
 
 def program_key(config: Config, plan: Plan) -> str:

@@ -16,7 +16,7 @@ from rlfit.algos.registry import algorithm
 from rlfit.config.schema import Config
 from rlfit.envs import load_env
 from rlfit.errors import UserError
-from rlfit.hardware.jax_setup import configure_jax
+from rlfit.hardware.jax_setup import configure_jax, lower_ahead
 from rlfit.hardware.probe import DeviceInfo, probe_device
 from rlfit.planning.budget import local_budget, stated_budget
 from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients, point_from_analysis
@@ -24,7 +24,7 @@ from rlfit.planning.plan import Plan, make_plan
 from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
                                     memory_plan_from_model, planned_device_count)
 from rlfit.hardware.units import format_bytes, parse_size
-from rlfit.run.build import Trainer
+from rlfit.run.build import PROGRAM_NAMES, Trainer
 
 
 PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
@@ -48,7 +48,8 @@ def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, d
     compiler options a probe of it compiles with). Traces; compiles nothing. (A run split over several
     devices is planned per device: `rlfit.planning.planner`.)"""
     trainer = Trainer.build(config, make_plan(config, sizes, devices=1), env=env)
-    lowered = jax.jit(trainer.train_iteration_fn(), donate_argnums=(0,)).lower(trainer.abstract_state())
+    lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
+                          store_key=trainer.store_key(PROGRAM_NAMES[0]))
     return lowered, probe_options(trainer.step_ynn_fusions)
 
 

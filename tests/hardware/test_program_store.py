@@ -1,0 +1,130 @@
+"""rlfit's store of traced programs (`rlfit.hardware.program_store`): a program found there is not traced again, gives
+the same results as the traced function, and a store that cannot be read or written only costs a trace."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlfit.hardware import program_store
+from rlfit.hardware.compile_log import timed_compile
+from rlfit.hardware.jax_setup import compile_ahead
+
+
+class Counted:
+    """A pytree function that counts how often JAX traces it."""
+
+    def __init__(self) -> None:
+        self.traces = 0
+
+    def __call__(self, state: dict, scale: jax.Array) -> tuple[dict, jax.Array]:
+        self.traces += 1
+        moved = {"x": state["x"] * scale + 1.0, "count": state["count"] + 1}
+        return moved, jnp.sum(moved["x"])
+
+
+def arguments(size: int = 4) -> tuple[dict, jax.Array]:
+    return {"x": jnp.arange(size, dtype=jnp.float32), "count": jnp.int32(0)}, jnp.float32(2.0)
+
+
+def test_a_stored_program_is_not_traced_again_and_computes_what_the_function_computes(tmp_path):
+    first = Counted()
+    stored = program_store.traced(first, arguments(), "key", tmp_path)
+    assert first.traces == 1 and len(list(tmp_path.glob("*.jaxprog"))) == 1
+
+    again = Counted()
+    with timed_compile("program") as timing:
+        loaded = program_store.traced(again, arguments(), "key", tmp_path)
+    assert again.traces == 0  # read from the store: the Python function never ran
+    assert timing.record.from_store
+    expected_state, expected_total = Counted()(*arguments())
+    for program in (stored, loaded):
+        state, total = jax.jit(program.function())(*arguments())
+        assert jax.tree.structure(state) == jax.tree.structure(expected_state)
+        np.testing.assert_array_equal(state["x"], expected_state["x"])
+        assert int(state["count"]) == 1 and float(total) == float(expected_total)
+
+
+def test_another_key_or_another_shape_is_another_entry(tmp_path):
+    counted = Counted()
+    program_store.traced(counted, arguments(4), "key", tmp_path)
+    program_store.traced(counted, arguments(5), "key", tmp_path)
+    program_store.traced(counted, arguments(4), "another key", tmp_path)
+    program_store.traced(counted, arguments(4), "key", tmp_path)
+    assert counted.traces == 3 and len(list(tmp_path.glob("*.jaxprog"))) == 3
+
+
+def test_an_unreadable_entry_is_traced_again_and_rewritten(tmp_path):
+    program_store.traced(Counted(), arguments(), "key", tmp_path)
+    (entry,) = tmp_path.glob("*.jaxprog")
+    entry.write_bytes(entry.read_bytes()[:100])  # cut short, as by a full disk
+    counted = Counted()
+    program = program_store.traced(counted, arguments(), "key", tmp_path)
+    assert counted.traces == 1
+    assert float(jax.jit(program.function())(*arguments())[1]) == 2 * (0 + 1 + 2 + 3) + 4
+    reread = Counted()
+    program_store.traced(reread, arguments(), "key", tmp_path)
+    assert reread.traces == 0
+
+
+def test_a_store_that_cannot_be_written_leaves_the_program_working(tmp_path):
+    blocked = tmp_path / "programs"
+    blocked.write_text("a file where the folder should be")
+    counted = Counted()
+    program = program_store.traced(counted, arguments(), "key", blocked)
+    assert counted.traces == 1 and blocked.read_text() == "a file where the folder should be"
+    assert int(jax.jit(program.function())(*arguments())[0]["count"]) == 1
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob("programs*.tmp"))
+
+
+def test_compile_ahead_uses_the_store_only_with_a_key_and_names_the_program_as_the_function(tmp_path, monkeypatch):
+    monkeypatch.setattr(program_store, "store_dir", lambda: tmp_path)
+    counted = Counted()
+    compiled = compile_ahead(counted, *arguments(), store_key="key")
+    assert counted.traces == 1 and len(list(tmp_path.glob("*.jaxprog"))) == 1
+    assert float(compiled(*arguments())[1]) == 16.0
+    compile_ahead(counted, *arguments(), store_key="key")
+    assert counted.traces == 1  # the second compile read the stored program
+    compile_ahead(counted, *arguments())
+    assert counted.traces == 2  # no key: traced as always
+
+    def train_iteration(state: dict, scale: jax.Array) -> tuple[dict, jax.Array]:
+        return Counted()(state, scale)
+
+    lowered_name = compile_ahead(train_iteration, *arguments(), store_key="named").as_text()
+    assert "jit_train_iteration" in lowered_name  # the compile cache's entry keeps the program's name
+
+
+@pytest.mark.parametrize("switch", ["0", "off", "false"])
+def test_the_store_is_off_when_switched_off_or_without_a_compile_cache(monkeypatch, tmp_path, switch):
+    monkeypatch.setenv(program_store.STORE_SWITCH, switch)
+    assert program_store.store_dir() is None
+    monkeypatch.delenv(program_store.STORE_SWITCH)
+    saved = jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache
+    try:
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+        jax.config.update("jax_enable_compilation_cache", True)
+        assert program_store.store_dir() == tmp_path / "programs"
+        jax.config.update("jax_enable_compilation_cache", False)
+        assert program_store.store_dir() is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved[0])
+        jax.config.update("jax_enable_compilation_cache", saved[1])
+
+
+def test_the_code_fingerprint_follows_an_edited_file(tmp_path, monkeypatch):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(program_store, "WATCHED_MODULES", ("pkg",))
+    program_store.code_fingerprint.cache_clear()
+    before = program_store.code_fingerprint()
+    program_store.code_fingerprint.cache_clear()
+    assert program_store.code_fingerprint() == before
+    (package / "__init__.py").write_text("X = 22\n")
+    program_store.code_fingerprint.cache_clear()
+    assert program_store.code_fingerprint() != before
+    program_store.code_fingerprint.cache_clear()
