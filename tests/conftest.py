@@ -131,3 +131,28 @@ def run_cli(tmp_path):
 
     return run
 
+
+SCHEDULED_FIRST = (
+    "tests/parallel/test_mesh.py", "tests/hardware/test_compile_cache.py", "tests/algos/sac/test_pixels.py",
+    "tests/parallel/test_distributed.py", "tests/run/test_determinism.py", "tests/envs/test_pixels.py",
+    "tests/deploy/play/test_play.py", "tests/cli/test_plan_doctor.py", "tests/study/test_group_runner.py",
+    "tests/cli/test_train_cli.py", "tests/algos/sac/test_planning.py", "tests/study/test_experiment.py",
+    "tests/networks/test_encoders.py",
+)
+"""The test files that take longest (a full run's `--durations=0`, summed per file), longest first. `make test`
+hands whole files to its two workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these start
+first and the many short files fill in behind them: the two workers finish within a short file of each other. (By
+default pytest-xdist starts the files with the most tests first, which left a one-test file of a minute or more
+running alone at the end.) A file missing from this list is only scheduled later, never skipped."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Moves the tests of SCHEDULED_FIRST's files to the front, in its order; every file keeps its tests' order."""
+    rank = {path: index for index, path in enumerate(SCHEDULED_FIRST)}
+
+    def file_rank(item) -> int:
+        path = Path(str(item.path))
+        relative = path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+        return rank.get(relative, len(rank))
+
+    items.sort(key=file_rank)
