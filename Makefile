@@ -29,7 +29,7 @@ test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site

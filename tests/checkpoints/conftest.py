@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,11 @@ REPO = Path(__file__).resolve().parents[2]
 TOY = ["tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50"]
 
 
-SHARED_CACHE = Path(tempfile.mkdtemp(prefix="rlfit-test-cache-"))
-"""One compilation cache for these tests' subprocesses (each test still gets its own run directories)."""
-
-
 def cli_env(tmp_path: Path) -> dict[str, str]:
+    """The test session's environment (its compile cache, tests/conftest.py, shared with the in-process runs) with
+    the repo root on PYTHONPATH (for tests.toy_env)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    env["RLFIT_CACHE_DIR"] = str(SHARED_CACHE)
     return env
 
 
