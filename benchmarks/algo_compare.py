@@ -1,7 +1,7 @@
 """Algorithms at equal wall clock (issue 32, item 3): FastTD3 against rlfit's SAC and PPO, each with its own preset,
 on several environments and seeds; the statistics are rlfit's own report (`rlfit report`).
 
-    .venv/bin/python benchmarks/algo_compare.py                        # 3 DM Control envs x 3 algos x 3 seeds, 2m each
+    .venv/bin/python benchmarks/algo_compare.py                        # 3 DM Control envs x 3 algos x 3 seeds, 90 s each
     .venv/bin/python benchmarks/algo_compare.py --budget 3m --seeds 0 1 2 3 4
     .venv/bin/python benchmarks/algo_compare.py --envs G1JoystickFlatTerrain --budget 20m   # the GPU comparison
     .venv/bin/python benchmarks/algo_compare.py --quick                # a check of the script (results/tmp/)
@@ -55,11 +55,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--algos", nargs="+", default=None, choices=ALGOS,
                         help="default: fasttd3 sac ppo (fasttd3 ppo on the G1/T1 humanoids)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budget", default="2m", help="run.time_budget of every run ('2m', '90s', '20m')")
+    parser.add_argument("--budget", default="90s", help="run.time_budget of every run ('2m', '90s', '20m')")
     parser.add_argument("--preset", default="auto", help="every algorithm's preset (auto: g1 for humanoids, else quick)")
-    parser.add_argument("--episodes", type=int, default=32, help="episodes of each final policy's evaluation")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes of each final policy's evaluation")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="for every run")
     parser.add_argument("--no-warm-up", action="store_true", help="no warm-up runs: first seeds compile in budget")
+    parser.add_argument("--cache", type=Path, default=None, help="compile cache to use (default: a new one in the work dir)")
     parser.add_argument("--warm-up-parallel", type=int, default=3, help="warm-up runs at once (they only compile)")
     parser.add_argument("--quick", action="store_true", help="one seed, 20 s runs, 4 episodes: checks the script only")
     parser.add_argument("--name", default="", help="record name (default algo_compare[_ENV])")
@@ -154,6 +155,7 @@ def run_trial(exp_dir: Path, algo: str, seed: int, env_vars: dict[str, str], log
         "final_policy_reward": (suites.get(SUITE) or {}).get("episode_reward"),
         **{key: summary.get(key) for key in ("stopped_by", "train_wall_s", "compile_s", "init_s", "eval_s",
                                              "env_steps", "iterations", "sps_mean", "final_eval_reward")},
+        "programs_from_cache": {p["name"]: p["from_cache"] for p in summary.get("programs", [])},
         "log": os.path.relpath(log, RESULTS.parent.parent),
     }
 
@@ -172,7 +174,8 @@ def warm_up(args: argparse.Namespace, work: Path, env_vars: dict[str, str]) -> l
 
     jobs = []
     for env in args.envs:
-        spec = manifest(env, argparse.Namespace(**{**vars(args), "seeds": [0], "budget": "1s"}))
+        warm = argparse.Namespace(**{**vars(args), "seeds": [0], "budget": "1s", "set": [*args.set, "run.eval_every=1"]})
+        spec = manifest(env, warm)  # one iteration and its evaluation: every program the measured runs load
         spec["name"] = f"warm_{env}"
         path = work / f"warm-{env}.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -207,7 +210,7 @@ def main() -> None:
     work = TMP / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     work.mkdir(parents=True)
     (work / "logs").mkdir()
-    env_vars = fresh_cache_env(work / "cache")
+    env_vars = fresh_cache_env(args.cache or work / "cache")
     record.update({"budget": args.budget, "episodes": args.episodes, "seeds": args.seeds, "work_dir": str(work),
                    "presets": {env: preset_for(env, args.preset) for env in args.envs}, "set": args.set,
                    "warm_up": not args.no_warm_up, "nice": 5,
