@@ -62,6 +62,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-warm-up", action="store_true", help="no warm-up runs: first seeds compile in budget")
     parser.add_argument("--cache", type=Path, default=None, help="compile cache to use (default: a new one in the work dir)")
     parser.add_argument("--warm-up-parallel", type=int, default=3, help="warm-up runs at once (they only compile)")
+    parser.add_argument("--warm-up-only", action="store_true", help="fill the compile cache (--cache), measure nothing")
     parser.add_argument("--quick", action="store_true", help="one seed, 20 s runs, 4 episodes: checks the script only")
     parser.add_argument("--name", default="", help="record name (default algo_compare[_ENV])")
     parser.add_argument("--child", nargs=3, metavar=("EXP_DIR", "VARIANT", "SEED"), help=argparse.SUPPRESS)
@@ -218,6 +219,8 @@ def main() -> None:
                                        "(starting state, programs from the warmed compile cache, iterations, periodic "
                                        "evaluations); process start, imports and the final evaluation excluded"})
     record["warm_up_runs"] = [] if args.no_warm_up else warm_up(args, work, env_vars)
+    if args.warm_up_only:
+        return
     experiments = start_experiments(args, work)
     runs = []
     for index, (env, algo, seed) in enumerate(schedule(args)):
