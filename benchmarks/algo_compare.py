@@ -19,7 +19,9 @@ whose trials this script trains one at a time, each in its own process under `ni
 seed, environment by environment, with the algorithms' order rotated each time, so that other load on the machine
 falls on every algorithm alike. The 1-minute load average is sampled every 10 s during each run. After training,
 each trial's final policy is evaluated on `--episodes` episodes (the suite `final-policy`, the deterministic
-policy), and `rlfit report` gives each algorithm's IQM and mean with 95% intervals and the pairwise differences.
+policy), and rlfit's report statistics (`rlfit.study.stats`) give each algorithm's IQM and mean with 95% intervals
+and the pairwise differences (`rlfit report` itself counts a trial stopped by its time budget as paused, not
+finished, and leaves it out).
 Preset `auto`: `g1` for the G1/T1 humanoids (algorithms fasttd3 and ppo, the ones with a g1 preset), else `quick`.
 """
 
@@ -36,9 +38,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
-from common import RESULTS, RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, start_record
+from common import RESULTS, TMP, finish_record, fresh_cache_env, load_1min, print_table, start_record
 
 DEFAULT_ENVS = ("CartpoleBalance", "CartpoleSwingup", "ReacherEasy")
 ALGOS = ("fasttd3", "sac", "ppo")
@@ -62,6 +65,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-warm-up", action="store_true", help="no warm-up runs: first seeds compile in budget")
     parser.add_argument("--cache", type=Path, default=None, help="compile cache to use (default: a new one in the work dir)")
     parser.add_argument("--warm-up-parallel", type=int, default=3, help="warm-up runs at once (they only compile)")
+    parser.add_argument("--order", choices=("seed", "env"), default="seed",
+                        help="seed: each seed over every environment in turn; env: one environment's seeds, then the next")
+    parser.add_argument("--report", type=Path, default=None, metavar="RECORD_JSON",
+                        help="train nothing: (re)write the reports of a record's experiments (after a stopped run)")
     parser.add_argument("--warm-up-only", action="store_true", help="fill the compile cache (--cache), measure nothing")
     parser.add_argument("--quick", action="store_true", help="one seed, 20 s runs, 4 episodes: checks the script only")
     parser.add_argument("--name", default="", help="record name (default algo_compare[_ENV])")
@@ -107,14 +114,17 @@ def start_experiments(args: argparse.Namespace, work: Path) -> dict[str, Path]:
 
 
 def schedule(args: argparse.Namespace) -> list[tuple[str, str, int]]:
-    """(env, algo, seed) in the order run: seed by seed, env by env, the algorithms' order rotated each time."""
+    """(env, algo, seed) in the order run, the algorithms' order rotated for each seed (and environment): seed by
+    seed over the environments (`--order seed`), or environment by environment, its seeds in turn (`--order env`:
+    an environment's comparison is complete before the next one starts)."""
     order, turn = [], 0
-    for seed in args.seeds:
-        for env in args.envs:
-            algos = algos_for(env, args)
-            rotated = algos[turn % len(algos):] + algos[:turn % len(algos)]
-            order += [(env, algo, seed) for algo in rotated]
-            turn += 1
+    pairs = ([(seed, env) for seed in args.seeds for env in args.envs] if args.order == "seed"
+             else [(seed, env) for env in args.envs for seed in args.seeds])
+    for seed, env in pairs:
+        algos = algos_for(env, args)
+        rotated = algos[turn % len(algos):] + algos[:turn % len(algos)]
+        order += [(env, algo, seed) for algo in rotated]
+        turn += 1
     return order
 
 
@@ -194,16 +204,13 @@ def warm_up(args: argparse.Namespace, work: Path, env_vars: dict[str, str]) -> l
         return list(pool.map(one, jobs))
 
 
-def report(exp_dir: Path) -> dict[str, Any]:
-    """`rlfit report EXP_DIR`, then the headline measure's estimates and comparisons from its results.json."""
-    subprocess.run([str(RLFIT), "report", str(exp_dir), "--quiet"], check=False)
-    return read_json(exp_dir / "report" / "results.json")
-
-
 def main() -> None:
     args = parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.report:
+        finish_with_reports(json.loads(args.report.read_text()), args.report)
         return
     name = args.name or ("algo_compare" + ("" if args.envs == list(DEFAULT_ENVS) else "_" + "_".join(args.envs)))
     name += "_quick" if args.quick else ""
@@ -222,6 +229,8 @@ def main() -> None:
     if args.warm_up_only:
         return
     experiments = start_experiments(args, work)
+    record["order"] = args.order
+    record["experiments"] = {env: str(path) for env, path in experiments.items()}
     runs = []
     for index, (env, algo, seed) in enumerate(schedule(args)):
         row = run_trial(experiments[env], algo, seed, env_vars, work / "logs" / f"{env}-{algo}-seed{seed}.log")
@@ -231,25 +240,50 @@ def main() -> None:
               f"process {row['process_wall_s']}s, load {row['loadavg_1min_mean']}", flush=True)
         record["runs"] = runs
         finish_record(dict(record))  # a partial record after each run
-    record["reports"] = {env: summarize(report(path)) for env, path in experiments.items()}
-    record["target"] = target(record["reports"])
+    record["experiments"] = {env: str(path) for env, path in experiments.items()}
+    finish_with_reports(record)
+
+
+def finish_with_reports(record: dict[str, Any], out: Path | None = None) -> None:
+    """Each environment's statistics (`statistics`), the target, a table, the record."""
+    runs = record.get("runs", [])
+    record["statistics"] = {env: statistics([r for r in runs if r["env"] == env])
+                            for env in dict.fromkeys(r["env"] for r in runs)}
+    record["target"] = target(record["statistics"])
     print_table([[r["env"], r["algo"], r["seed"], r["final_policy_reward"], r["env_steps"], r["train_wall_s"],
                   r["loadavg_1min_mean"]] for r in runs],
                 ["env", "algo", "seed", "final policy", "env steps", "train s", "load"])
-    finish_record(record)
+    finish_record(record, out)
 
 
-def summarize(results: dict[str, Any]) -> dict[str, Any]:
-    """The report's numbers for the headline measure and env_steps (what each algorithm did in the budget)."""
-    measures = results.get("measures", {})
-    return {key: measures.get(key) for key in (MEASURE, "env_steps")} | {"report_keys": sorted(results)}
+def statistics(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """rlfit's report statistics (`rlfit.study.stats`: IQM and mean with 95% intervals, pairwise differences) of
+    the final policies' rewards. `rlfit report` itself leaves these trials out: a trial stopped by run.time_budget
+    is paused, not finished, in an experiment (`rlfit experiment resume` would go on training it)."""
+    from rlfit.study.stats import compare, interval_estimates
+
+    scores = {}
+    for run in runs:
+        if run["final_policy_reward"] is not None:
+            scores.setdefault(run["algo"], []).append(run["final_policy_reward"])
+    arrays = {algo: np.array(values) for algo, values in scores.items()}
+    estimates = {algo: est._asdict() for algo, est in interval_estimates(arrays).items()}
+    pairs = [(a, b) for i, a in enumerate(arrays) for b in list(arrays)[i + 1:] if min(arrays[a].size, arrays[b].size) > 1]
+    comparisons = [compare(a, arrays[a], b, arrays[b])._asdict() for a, b in sorted(pairs, key=_fasttd3_first)]
+    steps = {algo: [r["env_steps"] for r in runs if r["algo"] == algo] for algo in arrays}
+    return {"measure": f"{SUITE}: mean return of the final deterministic policy", "scores": scores,
+            "estimates": estimates, "comparisons": comparisons, "env_steps": steps}
+
+
+def _fasttd3_first(pair: tuple[str, str]) -> tuple[int, str]:
+    return (0 if pair[0] == "fasttd3" else 1, pair[1])
 
 
 def target(reports: dict[str, Any]) -> dict[str, Any]:
     """Issue 32: FastTD3's IQM at least SAC's on two of three environments (as measured)."""
     wins = {}
     for env, entry in reports.items():
-        estimates = ((entry.get(MEASURE) or {}).get("estimates")) or {}
+        estimates = entry.get("estimates") or {}
         if "fasttd3" in estimates and "sac" in estimates:
             wins[env] = estimates["fasttd3"]["iqm"] >= estimates["sac"]["iqm"]
     return {"fasttd3_iqm_at_least_sac": wins, "met": sum(wins.values()) >= 2 if len(wins) >= 3 else None}
