@@ -45,3 +45,16 @@ def test_the_g1_preset_runs_fasttd3s_length_in_bf16():
     config = resolve("G1JoystickFlatTerrain", "g1", overrides=["algo=fasttd3"])
     assert config.run.num_timesteps == 100_000 * 1024  # total_timesteps counts policy steps of 1,024 environments
     assert config.run.precision == "bf16"  # amp with amp_dtype bf16: networks computed in bf16, parameters fp32
+
+
+@pytest.mark.parametrize(("env", "changes"), [
+    ("Go1JoystickFlatTerrain", {"std_min": 0.2, "std_max": 0.8, "policy_noise": 0.2, "grad_updates_per_step": 8}),
+    ("LeapCubeReorient", {"n_step": 3, "discounting": 0.99, "policy_noise": 0.2, "v_min": -50.0, "v_max": 50.0,
+                          "clipped_double_q": False}),
+    ("CheetahRun", {"n_step": 3, "v_min": -500.0, "v_max": 500.0, "std_min": 0.1, "policy_noise": 0.1}),
+])
+def test_the_default_preset_applies_fasttd3s_settings_for_the_tasks_it_names(env, changes):
+    """Go1JoystickFlatTerrainArgs, LeapCubeReorientArgs, CheetahRunArgs: MuJoCoPlaygroundArgs and their changes."""
+    expected = {**PLAYGROUND_ARGS, **changes}
+    config = resolve(env, "default", overrides=["algo=fasttd3"])
+    assert fasttd3_values(config, expected) == expected

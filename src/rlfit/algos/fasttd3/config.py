@@ -116,7 +116,7 @@ def check_fasttd3_config(config: FastTD3Config) -> None:
 
 PLAYGROUND_HUMANOIDS = ("G1JoystickFlatTerrain", "G1JoystickRoughTerrain", "T1JoystickFlatTerrain",
                         "T1JoystickRoughTerrain")
-"""The MuJoCo Playground environments FastTD3 publishes settings for (its MuJoCoPlaygroundArgs)."""
+"""Playground's humanoids, FastTD3's showcase: MuJoCoPlaygroundArgs unchanged."""
 
 PLAYGROUND_SETTINGS: dict[str, Any] = {
     "num_envs": 1024, "batch_size": 32768, "discounting": 0.97, "v_min": -10.0, "v_max": 10.0, "n_step": 1,
@@ -130,11 +130,24 @@ Checked against `fast_td3/hyperparams.py` in every version of FastTD3's reposito
 the table, and what rlfit does differently."""
 
 
+PLAYGROUND_TASKS: dict[str, dict[str, Any]] = {
+    **{name: {} for name in PLAYGROUND_HUMANOIDS},
+    **{name: {"std_min": 0.2, "std_max": 0.8, "policy_noise": 0.2, "grad_updates_per_step": 8}
+       for name in ("Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain", "Go1Getup")},
+    "LeapCubeReorient": {"n_step": 3, "discounting": 0.99, "policy_noise": 0.2, "v_min": -50.0, "v_max": 50.0,
+                         "clipped_double_q": False},
+    "LeapCubeRotateZAxis": {"discounting": 0.99, "policy_noise": 0.2, "clipped_double_q": False},
+    "CheetahRun": {"n_step": 3, "v_min": -500.0, "v_max": 500.0, "std_min": 0.1, "policy_noise": 0.1},
+}
+"""The Playground environments FastTD3 names in `hyperparams.py`, each with what its own Args class changes from
+MuJoCoPlaygroundArgs (PLAYGROUND_SETTINGS)."""
+
+
 def published(env_name: str) -> dict[str, dict[str, Any]]:
     """FastTD3's published settings for `env_name` as a config layer ({} where it publishes none)."""
-    if env_name not in PLAYGROUND_HUMANOIDS:
+    if env_name not in PLAYGROUND_TASKS:
         return {}
-    return {"fasttd3": dict(PLAYGROUND_SETTINGS)}
+    return {"fasttd3": {**PLAYGROUND_SETTINGS, **PLAYGROUND_TASKS[env_name]}}
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
