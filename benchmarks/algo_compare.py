@@ -67,6 +67,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warm-up-parallel", type=int, default=3, help="warm-up runs at once (they only compile)")
     parser.add_argument("--order", choices=("seed", "env"), default="seed",
                         help="seed: each seed over every environment in turn; env: one environment's seeds, then the next")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="each (environment, seed)'s algorithms at the same time, in the same wall-clock window")
     parser.add_argument("--report", type=Path, default=None, metavar="RECORD_JSON",
                         help="train nothing: (re)write the reports of a record's experiments (after a stopped run)")
     parser.add_argument("--warm-up-only", action="store_true", help="fill the compile cache (--cache), measure nothing")
@@ -126,6 +128,16 @@ def schedule(args: argparse.Namespace) -> list[tuple[str, str, int]]:
         order += [(env, algo, seed) for algo in rotated]
         turn += 1
     return order
+
+
+def rounds(order: list[tuple[str, str, int]], concurrent: bool) -> list[list[tuple[str, str, int]]]:
+    """The runs that start together: one at a time, or each (environment, seed)'s algorithms at once."""
+    if not concurrent:
+        return [[job] for job in order]
+    groups: dict[tuple[str, int], list[tuple[str, str, int]]] = {}
+    for job in order:
+        groups.setdefault((job[0], job[2]), []).append(job)
+    return list(groups.values())
 
 
 def child(exp_dir: str, variant: str, seed: str) -> None:
@@ -230,14 +242,18 @@ def main() -> None:
         return
     experiments = start_experiments(args, work)
     record["order"] = args.order
+    record["concurrent"] = args.concurrent
     record["experiments"] = {env: str(path) for env, path in experiments.items()}
     runs = []
-    for index, (env, algo, seed) in enumerate(schedule(args)):
-        row = run_trial(experiments[env], algo, seed, env_vars, work / "logs" / f"{env}-{algo}-seed{seed}.log")
-        runs.append({"env": env, **row})
-        print(f"[{index + 1}] {time.strftime('%H:%M:%S')} {env} {algo} seed {seed}: final policy "
-              f"{row['final_policy_reward']}, {row['env_steps']} steps in {row['train_wall_s']}s of training, "
-              f"process {row['process_wall_s']}s, load {row['loadavg_1min_mean']}", flush=True)
+    for group in rounds(schedule(args), args.concurrent):
+        with ThreadPoolExecutor(max_workers=len(group)) as pool:
+            rows = list(pool.map(lambda job: run_trial(experiments[job[0]], job[1], job[2], env_vars,
+                                                       work / "logs" / f"{job[0]}-{job[1]}-seed{job[2]}.log"), group))
+        for (env, algo, seed), row in zip(group, rows, strict=True):
+            runs.append({"env": env, "concurrent_with": [a for _, a, _ in group if a != algo], **row})
+            print(f"[{len(runs)}] {time.strftime('%H:%M:%S')} {env} {algo} seed {seed}: final policy "
+                  f"{row['final_policy_reward']}, {row['env_steps']} steps in {row['train_wall_s']}s of training, "
+                  f"process {row['process_wall_s']}s, load {row['loadavg_1min_mean']}", flush=True)
         record["runs"] = runs
         finish_record(dict(record))  # a partial record after each run
     record["experiments"] = {env: str(path) for env, path in experiments.items()}
