@@ -1,28 +1,32 @@
 """Algorithms at equal wall clock (issue 32, item 3): FastTD3 against rlfit's SAC and PPO, each with its own preset,
-on several environments and seeds; the statistics are rlfit's own report (`rlfit report`).
+on several environments and seeds, with the statistics of rlfit's report.
 
     .venv/bin/python benchmarks/algo_compare.py                        # 3 DM Control envs x 3 algos x 3 seeds, 90 s each
-    .venv/bin/python benchmarks/algo_compare.py --budget 3m --seeds 0 1 2 3 4
+    .venv/bin/python benchmarks/algo_compare.py --envs CartpoleSwingup CartpoleBalance --order env --concurrent \
+        --budget 4m --no-warm-up --cache benchmarks/results/tmp/algo_compare_cache   # as measured on 2026-11-24
     .venv/bin/python benchmarks/algo_compare.py --envs G1JoystickFlatTerrain --budget 20m   # the GPU comparison
     .venv/bin/python benchmarks/algo_compare.py --quick                # a check of the script (results/tmp/)
+    .venv/bin/python benchmarks/algo_compare.py --report benchmarks/results/algo_compare.json   # a stopped run's statistics
 
 Equal wall clock: every run gets the same `run.time_budget`, which rlfit counts from the start of its training
 session (building the starting state, loading or compiling the programs, the iterations and their periodic
 evaluations; not the process start, Python's imports or the final evaluation) and honours by not starting an
 iteration that would not fit. `run.num_timesteps` is set far beyond what fits, so the budget ends every run. Before
 the measured runs, one warm-up run per (environment, algorithm) fills a compile cache that the measured runs share
-(`--no-warm-up`: each (environment, algorithm)'s first seed compiles inside its budget), so the budget buys
-training, not XLA.
+(`--no-warm-up` with `--cache DIR`: a cache warmed before; without a warm cache each (environment, algorithm)'s
+first seed compiles inside its budget), so the budget buys training, not XLA.
 
 Each environment is an experiment (`rlfit experiment`'s directory: one variant per algorithm, one trial per seed)
-whose trials this script trains one at a time, each in its own process under `nice -n 5`, interleaved: seed by
-seed, environment by environment, with the algorithms' order rotated each time, so that other load on the machine
-falls on every algorithm alike. The 1-minute load average is sampled every 10 s during each run. After training,
-each trial's final policy is evaluated on `--episodes` episodes (the suite `final-policy`, the deterministic
-policy), and rlfit's report statistics (`rlfit.study.stats`) give each algorithm's IQM and mean with 95% intervals
-and the pairwise differences (`rlfit report` itself counts a trial stopped by its time budget as paused, not
-finished, and leaves it out).
-Preset `auto`: `g1` for the G1/T1 humanoids (algorithms fasttd3 and ppo, the ones with a g1 preset), else `quick`.
+whose trials this script trains, each in its own process under `nice -n 5`. By default one at a time, interleaved:
+seed by seed over the environments (`--order env`: an environment's seeds, then the next environment), with the
+algorithms' order rotated each time, so that other load on the machine falls on every algorithm alike. With
+`--concurrent` an (environment, seed)'s algorithms run at the same time, in one wall-clock window under the same
+load. The 1-minute load average is sampled every 10 s during each run. After training, each trial's final policy
+is evaluated on `--episodes` episodes (the suite `final-policy`, the deterministic policy), and rlfit's report
+statistics (`rlfit.study.stats`) give each algorithm's IQM and mean with 95% intervals and the pairwise
+differences (`rlfit report` itself counts a trial stopped by its time budget as paused, not finished, and leaves
+it out). Preset `auto`: `g1` for the G1/T1 humanoids (algorithms fasttd3 and ppo, the ones with a g1 preset), else
+`quick`.
 """
 
 from __future__ import annotations
@@ -69,8 +73,9 @@ def parse_args() -> argparse.Namespace:
                         help="seed: each seed over every environment in turn; env: one environment's seeds, then the next")
     parser.add_argument("--concurrent", action="store_true",
                         help="each (environment, seed)'s algorithms at the same time, in the same wall-clock window")
-    parser.add_argument("--report", type=Path, default=None, metavar="RECORD_JSON",
-                        help="train nothing: (re)write the reports of a record's experiments (after a stopped run)")
+    parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="RECORD_JSON",
+                        help="train nothing: the statistics of the records' runs, written into the first record "
+                             "(after a stopped run, or to join runs measured by several commands)")
     parser.add_argument("--warm-up-only", action="store_true", help="fill the compile cache (--cache), measure nothing")
     parser.add_argument("--quick", action="store_true", help="one seed, 20 s runs, 4 episodes: checks the script only")
     parser.add_argument("--name", default="", help="record name (default algo_compare[_ENV])")
@@ -222,7 +227,12 @@ def main() -> None:
         child(*args.child)
         return
     if args.report:
-        finish_with_reports(json.loads(args.report.read_text()), args.report)
+        records = [json.loads(path.read_text()) for path in args.report]
+        joined = {**records[0], "runs": [run for record in records for run in record.get("runs", [])]}
+        if len(records) > 1:
+            joined["joined"] = [{key: record.get(key) for key in ("command", "date", "git", "loadavg_1min_start",
+                                                                  "loadavg_1min_end", "work_dir")} for record in records]
+        finish_with_reports(joined, args.report[0])
         return
     name = args.name or ("algo_compare" + ("" if args.envs == list(DEFAULT_ENVS) else "_" + "_".join(args.envs)))
     name += "_quick" if args.quick else ""

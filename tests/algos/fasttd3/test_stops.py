@@ -1,13 +1,15 @@
 """FastTD3 stopped safely: a non-finite loss stops with exit 3 and its own hint; SIGTERM mid-run saves the
-iteration in flight and exits 143, and the resumed run ends
-bit-identical to an uninterrupted one (every checkpointed array: parameters, both AdamW states, the replay
-buffer, the exploration stds, the environments, the keys)."""
+iteration in flight and exits 143, kill -9 leaves the last checkpoint, and either run resumed ends bit-identical
+to an uninterrupted one (every checkpointed array: parameters, both AdamW states, the replay buffer, the
+exploration stds, the environments, the keys)."""
 
 from __future__ import annotations
 
 import json
 import re
 import signal
+
+import pytest
 
 from tests.checkpoints.test_stops import LONG, wait_for_rows
 
@@ -17,19 +19,25 @@ def arrays(run_dir, iteration: int) -> list[dict]:
     return json.loads((run_dir / "checkpoints" / f"{iteration:08d}" / "meta.json").read_text())["arrays"]
 
 
-def test_sigterm_then_resume_ends_bit_identical_to_a_straight_run(tmp_path, capfd):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_stopped_run_resumed_ends_bit_identical_to_a_straight_run(tmp_path, capfd, signum):
+    """SIGTERM: exit 143 with the iteration in flight saved; kill -9: only the starting checkpoint (saves every
+    1,000 iterations), from which the resume trains everything again."""
     from tests.checkpoints.conftest import ToyCli
 
     cli = ToyCli(tmp_path, "fasttd3", capfd=capfd)
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(stopped), "--quiet")
     wait_for_rows(stopped, 3, process)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stderr
     logged = cli.train_rows(stopped)[-1]["iteration"]
-    assert sorted(int(p.name) for p in (stopped / "checkpoints").iterdir()) == [0, logged]
-    assert cli.summary(stopped)["stopped_by"] == "SIGTERM"
+    saved = sorted(int(p.name) for p in (stopped / "checkpoints").iterdir())
+    if signum == signal.SIGTERM:
+        assert process.returncode == 143, stderr
+        assert saved == [0, logged] and cli.summary(stopped)["stopped_by"] == "SIGTERM"
+    else:
+        assert process.returncode == -signal.SIGKILL and saved == [0]
 
     total = logged + 2
     resumed = cli.run("resume", str(stopped), "--iterations", str(total), "--quiet")
