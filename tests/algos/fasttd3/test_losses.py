@@ -14,7 +14,7 @@ from rlfit.algos.fasttd3.networks import make_fasttd3_networks
 from rlfit.algos.fasttd3.nstep import NStepBatch
 from tests.algos.fasttd3.test_distributional import reference_projection
 
-CONFIG = FastTD3Config(actor_hidden=(16,), critic_hidden=(16,), num_atoms=11, v_min=-5.0, v_max=5.0,
+CONFIG = FastTD3Config(n_step=3, actor_hidden=(16,), critic_hidden=(16,), num_atoms=11, v_min=-5.0, v_max=5.0,
                        actor_init_scale=1.0)
 
 

@@ -18,7 +18,7 @@ from rlfit.envs.vec_env import VecEnv
 from rlfit.networks.heads import DETERMINISTIC_TANH
 from tests.toy_env import make as make_toy
 
-CONFIG = FastTD3Config(num_envs=4, batch_size=16, grad_updates_per_step=1, policy_delay=2, min_replay_size=32,
+CONFIG = FastTD3Config(n_step=3, num_envs=4, batch_size=16, grad_updates_per_step=1, policy_delay=2, min_replay_size=32,
                        max_replay_size=400, actor_hidden=(16,), critic_hidden=(16,), num_atoms=11, v_min=-10.0,
                        v_max=60.0, tau=0.25, std_min=0.1, std_max=0.3)
 
@@ -69,7 +69,7 @@ def test_fasttd3_learns_the_toy_env():
     possible is about 48)."""
     from rlfit.run.evaluate import make_evaluator
 
-    config = FastTD3Config(num_envs=16, batch_size=128, grad_updates_per_step=2, min_replay_size=256,
+    config = FastTD3Config(n_step=3, num_envs=16, batch_size=128, grad_updates_per_step=2, min_replay_size=256,
                            max_replay_size=20_000, actor_hidden=(32, 32), critic_hidden=(64, 64), num_atoms=51,
                            v_min=-10.0, v_max=60.0, tau=0.05, discounting=0.95, std_min=0.05, std_max=0.4,
                            policy_noise=0.2, learning_rate=1e-3, actor_learning_rate=1e-3)

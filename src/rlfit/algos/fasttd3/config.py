@@ -29,8 +29,9 @@ class FastTD3Config:
     """AdamW weight decay of both networks (FastTD3: 0.1)."""
     discounting: float = 0.99
     """Discount factor gamma."""
-    n_step: int = 3
-    """Rewards summed per target (n-step return); a window stops early where its episode ends."""
+    n_step: int = 1
+    """Rewards summed per target (n-step return); a window stops early where its episode ends (FastTD3: 1, and 3
+    for its DM Control example; the quick and smoke presets use 3)."""
     tau: float = 0.1
     """Soft target update of the critics after every gradient update: target <- (1 - tau) target + tau online."""
     grad_updates_per_step: int = 2
@@ -115,23 +116,38 @@ def check_fasttd3_config(config: FastTD3Config) -> None:
 
 PLAYGROUND_HUMANOIDS = ("G1JoystickFlatTerrain", "G1JoystickRoughTerrain", "T1JoystickFlatTerrain",
                         "T1JoystickRoughTerrain")
-"""The MuJoCo Playground environments FastTD3 publishes settings for (its MuJoCoPlaygroundArgs)."""
+"""Playground's humanoids, FastTD3's showcase: MuJoCoPlaygroundArgs unchanged."""
 
 PLAYGROUND_SETTINGS: dict[str, Any] = {
-    "num_envs": 1024, "batch_size": 32768, "discounting": 0.97, "v_min": -10.0, "v_max": 10.0, "n_step": 3,
+    "num_envs": 1024, "batch_size": 32768, "discounting": 0.97, "v_min": -10.0, "v_max": 10.0, "n_step": 1,
     "num_atoms": 101, "max_replay_size": 1024 * 10 * 1024, "min_replay_size": 10 * 1024, "tau": 0.1,
     "grad_updates_per_step": 2, "policy_delay": 2, "std_min": 0.001, "std_max": 0.4, "policy_noise": 0.001,
     "noise_clip": 0.5,
 }
 """FastTD3's settings for Playground's humanoids in rlfit's keys (its buffer of 10 x 1024 transitions per
-environment, learning_starts of 10 policy steps)."""
+environment, learning_starts of 10 policy steps; its MuJoCoPlaygroundArgs keep BaseArgs' 1-step returns).
+Checked against `fast_td3/hyperparams.py` in every version of FastTD3's repository; docs/algorithms/fasttd3.md has
+the table, and what rlfit does differently."""
+
+
+PLAYGROUND_TASKS: dict[str, dict[str, Any]] = {
+    **{name: {} for name in PLAYGROUND_HUMANOIDS},
+    **{name: {"std_min": 0.2, "std_max": 0.8, "policy_noise": 0.2, "grad_updates_per_step": 8}
+       for name in ("Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain", "Go1Getup")},
+    "LeapCubeReorient": {"n_step": 3, "discounting": 0.99, "policy_noise": 0.2, "v_min": -50.0, "v_max": 50.0,
+                         "clipped_double_q": False},
+    "LeapCubeRotateZAxis": {"discounting": 0.99, "policy_noise": 0.2, "clipped_double_q": False},
+    "CheetahRun": {"n_step": 3, "v_min": -500.0, "v_max": 500.0, "std_min": 0.1, "policy_noise": 0.1},
+}
+"""The Playground environments FastTD3 names in `hyperparams.py`, each with what its own Args class changes from
+MuJoCoPlaygroundArgs (PLAYGROUND_SETTINGS)."""
 
 
 def published(env_name: str) -> dict[str, dict[str, Any]]:
     """FastTD3's published settings for `env_name` as a config layer ({} where it publishes none)."""
-    if env_name not in PLAYGROUND_HUMANOIDS:
+    if env_name not in PLAYGROUND_TASKS:
         return {}
-    return {"fasttd3": dict(PLAYGROUND_SETTINGS)}
+    return {"fasttd3": {**PLAYGROUND_SETTINGS, **PLAYGROUND_TASKS[env_name]}}
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
@@ -141,23 +157,23 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "fasttd3": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 2, "min_replay_size": 1024,
                     "max_replay_size": 200_000, "policy_steps_per_iteration": 64, "discounting": 0.99,
                     "v_min": -10.0, "v_max": 110.0, "num_atoms": 51, "tau": 0.05, "std_min": 0.05, "std_max": 0.4,
-                    "policy_noise": 0.2, "actor_hidden": (64, 64), "critic_hidden": (128, 128)},
+                    "policy_noise": 0.2, "n_step": 3, "actor_hidden": (64, 64), "critic_hidden": (128, 128)},
         "run": {"num_timesteps": 200_000, "eval_every": 5, "num_eval_envs": 16},
     },
     # FastTD3's base settings (and its published ones for Playground's humanoids).
     "default": {},
     # FastTD3's G1 flat-terrain run (G1JoystickFlatTerrain; 100,000 policy steps): 1,024 environments, batches
-    # of 32,768, 101 atoms, 3-step returns.
+    # of 32,768, 101 atoms, 1-step returns, networks computed in bf16 (its AMP).
     "g1": {
         "fasttd3": dict(PLAYGROUND_SETTINGS),
         "run": {"num_timesteps": 100_000 * 1024, "eval_every": 50, "num_eval_envs": 128, "save_interval": 50,
-                "fit_to_device": True},
+                "fit_to_device": True, "precision": "bf16"},
     },
     # One tiny iteration of anything (checks the pipeline, learns nothing): 8 envs x 8 policy steps = 64 env
     # steps per iteration, as the other algorithms' smoke presets.
     "smoke": {
         "fasttd3": {"num_envs": 8, "batch_size": 8, "grad_updates_per_step": 2, "min_replay_size": 40,
-                    "max_replay_size": 512, "policy_steps_per_iteration": 8, "num_atoms": 11, "v_min": -10.0,
+                    "max_replay_size": 512, "policy_steps_per_iteration": 8, "n_step": 3, "num_atoms": 11, "v_min": -10.0,
                     "v_max": 10.0, "actor_hidden": (32, 32), "critic_hidden": (32, 32)},
         "env": {"episode_length": 100},
         "run": {"num_timesteps": 64, "eval_every": 0, "num_eval_envs": 4},
