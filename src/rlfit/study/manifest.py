@@ -14,6 +14,7 @@ measures to compare and stages. Read and validated whole before anything runs.
     seeds_per_program: auto       # seeds trained in one compiled program: auto (planned per device) or a count
     suites:                       # evaluations of every trained policy on shifted conditions
       slow-control: {set: {env.overrides: {ctrl_dt: 0.02}}, episodes: 32}
+      slow-control-sampled: {set: {env.overrides: {ctrl_dt: 0.02}}, policy: stochastic}  # default: most-likely
     measures: [final_eval_reward] # summary.json fields compared between variants (suites are added)
     correlations: [{x: ppo.learning_rate, y: final_eval_reward}]
     ratios:                       # mean(numerator) / mean(denominator) per variant, both measures as compared
@@ -40,11 +41,12 @@ from typing import Any
 import yaml
 
 from rlfit.errors import UserError, did_you_mean
+from rlfit.study.suite_policies import MOST_LIKELY_POLICY, POLICIES
 
 TOP_KEYS = ("name", "env", "algo", "preset", "set", "variants", "grid", "seeds", "seeds_per_program", "suites",
             "measures", "correlations", "ratios", "reference_return", "stages")
 VARIANT_KEYS = ("name", "set")
-SUITE_KEYS = ("set", "episodes")
+SUITE_KEYS = ("set", "episodes", "policy")
 STAGE_KEYS = ("set", "seeds", "seeds_per_program", "episodes")
 CORRELATION_KEYS = ("x", "y")
 RATIO_KEYS = ("numerator", "denominator")
@@ -76,6 +78,9 @@ class Suite:
     overrides: Mapping[str, Any]
     """'section.key' -> value applied to a trained trial's config to build the environment it is evaluated on."""
     episodes: int
+    policy: str = "most-likely"
+    """Which policy acts (`rlfit.study.suite_policies.POLICIES`): 'most-likely' (the mode of its distribution, as
+    the policy file deploys it) or 'stochastic' (sampled actions, as it trained)."""
 
 
 @dataclass(frozen=True)
@@ -314,7 +319,11 @@ def _suites(raw: Any, episodes: Any, where: str) -> tuple[Suite, ...]:
         if not isinstance(overrides.get("env.overrides", {}), Mapping):
             raise UserError(f"{where}: suites.{name}.set: env.overrides must be a mapping (e.g. {{ctrl_dt: 0.02}}), "
                             f"got {overrides['env.overrides']!r}")
-        suites.append(Suite(str(name), overrides, count))
+        policy = spec.get("policy", MOST_LIKELY_POLICY)
+        if policy not in POLICIES:
+            raise UserError(f"{where}: suites.{name}.policy must be one of {', '.join(POLICIES)}, got {policy!r}"
+                            f"{did_you_mean(str(policy), POLICIES)}")
+        suites.append(Suite(str(name), overrides, count, policy))
     return tuple(suites)
 
 
