@@ -104,6 +104,11 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
             if name not in measures and name not in keys:
                 raise UserError(f"{where}: correlation names '{name}', which is neither a measure "
                                 f"({', '.join(measures)}) nor a config key")
+    for index, names in enumerate(manifest.generalization):
+        for role, name in zip(("ood", "in_distribution", "description"), names):
+            if name not in measures:
+                raise UserError(f"{where}: generalization[{index}].{role} names '{name}', which is not a measure"
+                                f"{did_you_mean(name, list(measures))}; choose from {', '.join(measures)}")
     try:
         check_ratios(manifest.ratios, measures)
     except UserError as error:
