@@ -68,7 +68,10 @@ def fit_generalization(ood: Sequence[float], in_distribution: Sequence[float], d
                        groups: Sequence[Any], method: str = VARIANT_MEANS, confidence: float = 0.95
                        ) -> GeneralizationFit:
     """Fits ood ~ 1 + in_distribution + log2(description_bits) by `method` (METHODS), variants `groups` (all [n])."""
-    import statsmodels.api as sm
+    try:
+        import statsmodels.api as sm
+    except ImportError:
+        raise UserError("the generalization fit needs statsmodels; install it with pip install 'rlfit[study]'") from None
 
     if method not in METHODS:
         raise UserError(f"unknown generalization fit '{method}'; choose {' or '.join(METHODS)}")
