@@ -295,3 +295,20 @@ def test_a_success_rates_evaluation_noise_is_binomial(tmp_path):
     rates = numbers["measures"]["suite/own/success_rate"]["values"]["a"]
     expected = math.sqrt(np.mean([p * (1 - p) / 99 for p in rates]))
     assert noise["eval_se"] == pytest.approx(expected) and noise["episodes"] == 100
+
+
+def test_a_measure_every_seed_scores_the_same_is_reported_untested_not_a_crash(tmp_path):
+    """A pipeline-check stage can leave a success rate of 0 in every trial: Welch's t is undefined there, so the
+    comparison says so and stays out of the Holm family instead of stopping the report."""
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    for trial in experiment.manifest.trials():
+        path = experiment.trial_dir(trial) / "suites.json"
+        suites = json.loads(path.read_text())
+        suites["in-distribution"].update(success_rate=0.0)
+        path.write_text(json.dumps(suites))
+    report.write_report(experiment)
+    numbers = json.loads((tmp_path / "report" / "results.json").read_text())
+    comparison = numbers["measures"]["suite/in-distribution/success_rate"]["comparisons"][0]
+    assert comparison["p_adjusted"] is None and comparison["verdict"].startswith("not tested")
+    tested = sum(1 for m in numbers["measures"].values() for c in m["comparisons"] if c["welch_p"] is not None)
+    assert numbers["family_size"] == tested + sum(1 for c in numbers["correlations"] if c.get("pearson_p") is not None)

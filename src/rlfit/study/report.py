@@ -309,7 +309,13 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
         numbers["figures"]["suites"] = plots.suite_plot(suite_estimates, experiment.report_dir / "suites.png",
                                                         f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
     numbers["correlations"] = correlation_entries(experiment, results)
-    family = [c for entry in numbers["measures"].values() for c in entry["comparisons"]]
+    comparisons = [c for entry in numbers["measures"].values() for c in entry["comparisons"]]
+    family = [c for c in comparisons if c.get("welch_p") is not None]  # None: Welch's t undefined (no spread)
+    for c in comparisons:
+        if c.get("welch_p") is None:
+            c["p_adjusted"] = None
+            c["verdict"] = (f"not tested: every seed of both variants scored the same, so Welch's t is undefined "
+                            f"(difference {c['mean_diff']:.3g})")
     tested = [c for c in numbers["correlations"] if c.get("pearson_p") is not None]
     adjusted = adjust([c["welch_p"] for c in family] + [c["pearson_p"] for c in tested], correction)
     from rlfit.study.stats import Comparison, comparison_verdict

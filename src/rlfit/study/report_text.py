@@ -141,9 +141,10 @@ def comparison_line(c: dict[str, Any], correction: str) -> str:
     iqm = fmt_interval(c["iqm_diff"], c["iqm_diff_low"], c["iqm_diff_high"], sign=True)
     better = fmt_interval(c["prob_improvement"], c["prob_improvement_low"], c["prob_improvement_high"])
     return (f"- `{c['a']}` - `{c['b']}`: mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. "
-            f"Welch's t = {c['welch_t']:.2f} (df {c['welch_df']:.1f}), p = {fmt_p(c['welch_p'])}, {name}-adjusted "
-            f"p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {c['mannwhitney_u']:g}, p = {fmt_p(c['mannwhitney_p'])} "
-            f"(unadjusted); Hedges' g = {c['effect_size']:+.2f}. **{c.get('verdict', '')}**")
+            f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}, "
+            f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
+            f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted); Hedges' g = {fmt_number(c['effect_size'])}. "
+            f"**{c.get('verdict', '')}**")
 
 
 def noise_lines(noise: dict[str, Any]) -> list[str]:
