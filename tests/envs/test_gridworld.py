@@ -64,7 +64,9 @@ def place(env: GridWorld, agent, goal, obstacle_cells=()) -> SimpleState:
     obstacles = np.zeros((env.config.size + 2 * env.pad,) * 2, bool)
     for row, col in obstacle_cells:
         obstacles[row + env.pad, col + env.pad] = True
-    info = GridInfo(jnp.asarray(obstacles), jnp.array(agent, jnp.int32), jnp.array(goal, jnp.int32), jnp.int32(0))
+    side = obstacles.shape[0]
+    info = GridInfo(jnp.asarray(obstacles), jnp.array(agent, jnp.int32), jnp.array(goal, jnp.int32), jnp.int32(0),
+                    jnp.zeros((side, side, env.config.distractors), bool))
     zero = jnp.float32(0.0)
     return SimpleState(env._observe(info), zero, zero, {"reached_goal": zero}, info)
 

@@ -197,3 +197,41 @@ def test_a_reference_return_must_be_a_positive_number(value):
     with pytest.raises(UserError, match=r"^the manifest: reference_return must be a positive number"):
         parse_manifest({"name": "x", "env": "CartpoleBalance", "reference_return": value})
     assert parse_manifest({"name": "x", "env": "CartpoleBalance", "reference_return": 1000}).reference_return == 1000.0
+
+
+def test_a_suite_names_the_policy_it_evaluates_most_likely_by_default():
+    suites = {"own": {}, "sampled": {"policy": "stochastic", "episodes": 4}}
+    manifest = parse_manifest({**BASE, "suites": suites})
+    assert [(s.name, s.policy) for s in manifest.suites] == [("own", "most-likely"), ("sampled", "stochastic")]
+
+
+def test_an_unknown_suite_policy_is_one_line_naming_the_choices():
+    with pytest.raises(UserError) as error:
+        parse_manifest({**BASE, "suites": {"own": {"policy": "stochastc"}}}, where="m.yaml")
+    message = str(error.value)
+    assert message.startswith("m.yaml: suites.own.policy must be one of most-likely, stochastic, got 'stochastc'")
+    assert "(did you mean stochastic?)" in message and "\n" not in message
+
+
+def test_generalization_entries_are_triples_of_measures():
+    entry = {"ood": "suite/shifted/success_rate", "in_distribution": "final_eval_reward",
+             "description": "final_description_length_bits"}
+    manifest = parse_manifest({**BASE, "generalization": [entry]})
+    assert manifest.generalization == (("suite/shifted/success_rate", "final_eval_reward",
+                                        "final_description_length_bits"),)
+    with pytest.raises(UserError, match=r"generalization\[0\]: unknown key"):
+        parse_manifest({**BASE, "generalization": [{**entry, "x": "y"}]}, where="m.yaml")
+
+
+def test_a_generalization_entry_naming_no_measure_is_one_line():
+    from rlfit.study.experiment import check_manifest
+
+    entry = {"ood": "suite/shifted/succes_rate", "in_distribution": "final_eval_reward",
+             "description": "final_description_length_bits"}
+    manifest = parse_manifest({**BASE, "measures": ["final_eval_reward", "final_description_length_bits"],
+                               "generalization": [entry]})
+    with pytest.raises(UserError) as error:
+        check_manifest(manifest, "m.yaml")
+    message = str(error.value)
+    assert message.startswith("m.yaml: generalization[0].ood names 'suite/shifted/succes_rate', which is not a measure")
+    assert "suite/shifted/success_rate" in message and "\n" not in message

@@ -241,3 +241,74 @@ def test_returns_are_also_shown_divided_by_the_manifests_reference_return(tmp_pa
     assert "Normalized return: a return divided by the manifest's reference return, 100." in text
     bits = text.split("## final_description_length_bits")[1].split("##")[0]
     assert "mean / reference" not in bits  # bits are not a return
+
+
+def generalization_experiment(path) -> Experiment:
+    """Four variants x 3 seeds with success rates in and out of distribution and a description length per trial."""
+    rng = np.random.default_rng(4)
+    raw = {"name": "gen", "env": "CartpoleBalance", "preset": "quick", "seeds": 3,
+           "variants": [{"name": n, "set": {"ppo.learning_rate": lr}}
+                        for n, lr in zip("abcd", (1e-3, 3e-4, 1e-4, 3e-5))],
+           "suites": {"own": {"episodes": 100}, "shifted": {"episodes": 100}}, "measures": ["final_eval_reward"],
+           "generalization": [{"ood": "suite/shifted/success_rate", "in_distribution": "suite/own/success_rate",
+                               "description": "suite/own/description_length_bits"}]}
+    experiment = Experiment(path, parse_manifest(raw))
+    for index, trial in enumerate(experiment.manifest.trials()):
+        run_dir = experiment.trial_dir(trial)
+        run_dir.mkdir(parents=True)
+        own = float(rng.uniform(0.5, 0.9))
+        bits = 2.0 ** ("abcd".index(trial.variant) * 2 + rng.uniform(0, 0.5))
+        shifted = own * 0.8 - 0.01 * math.log2(bits) + float(rng.normal(0, 0.02))
+        (run_dir / "summary.json").write_text(json.dumps({"stopped_by": None, "final_eval_reward": own}))
+        (run_dir / "suites.json").write_text(json.dumps({
+            "own": {"episode_reward": own, "success_rate": own, "description_length_bits": bits, "episodes": 100},
+            "shifted": {"episode_reward": shifted, "success_rate": shifted, "episodes": 100}}))
+        (run_dir / "config.yaml").write_text(yaml.safe_dump({"ppo": {"learning_rate": 1e-3}}))
+    return experiment
+
+
+def test_the_generalization_fit_is_reported_with_both_methods_and_a_figure(tmp_path):
+    from rlfit.study.generalization import CLUSTER_ROBUST, VARIANT_MEANS, fit_generalization
+
+    experiment = generalization_experiment(tmp_path)
+    report.write_report(experiment)
+    entry = json.loads((tmp_path / "report" / "results.json").read_text())["generalization"][0]
+    rows = [(json.loads((experiment.trial_dir(t) / "suites.json").read_text()), t.variant)
+            for t in experiment.manifest.trials()]
+    columns = ([r["shifted"]["success_rate"] for r, _ in rows], [r["own"]["success_rate"] for r, _ in rows],
+               [r["own"]["description_length_bits"] for r, _ in rows], [v for _, v in rows])
+    for method in (VARIANT_MEANS, CLUSTER_ROBUST):
+        expected = fit_generalization(*columns, method=method).coefficients["log2_description_bits"]
+        got = entry["fits"][method]["coefficients"]["log2_description_bits"]
+        assert (got["estimate"], got["low"], got["high"]) == pytest.approx((expected.estimate, expected.low,
+                                                                            expected.high))
+    assert entry["n"] == 12 and entry["groups"] == 4 and (tmp_path / "report" / entry["figure"]).is_file()
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Learned worse or generalized worse?" in text and "12 trials in 4 variants" in text
+
+
+def test_a_success_rates_evaluation_noise_is_binomial(tmp_path):
+    experiment = generalization_experiment(tmp_path)
+    report.write_report(experiment)
+    numbers = json.loads((tmp_path / "report" / "results.json").read_text())
+    noise = numbers["measures"]["suite/own/success_rate"]["evaluation_noise"]["a"]
+    rates = numbers["measures"]["suite/own/success_rate"]["values"]["a"]
+    expected = math.sqrt(np.mean([p * (1 - p) / 99 for p in rates]))
+    assert noise["eval_se"] == pytest.approx(expected) and noise["episodes"] == 100
+
+
+def test_a_measure_every_seed_scores_the_same_is_reported_untested_not_a_crash(tmp_path):
+    """A pipeline-check stage can leave a success rate of 0 in every trial: Welch's t is undefined there, so the
+    comparison says so and stays out of the Holm family instead of stopping the report."""
+    experiment = finished_experiment(tmp_path, {**MANIFEST, "ratios": []}, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
+    for trial in experiment.manifest.trials():
+        path = experiment.trial_dir(trial) / "suites.json"
+        suites = json.loads(path.read_text())
+        suites["in-distribution"].update(success_rate=0.0)
+        path.write_text(json.dumps(suites))
+    report.write_report(experiment)
+    numbers = json.loads((tmp_path / "report" / "results.json").read_text())
+    comparison = numbers["measures"]["suite/in-distribution/success_rate"]["comparisons"][0]
+    assert comparison["p_adjusted"] is None and comparison["verdict"].startswith("not tested")
+    tested = sum(1 for m in numbers["measures"].values() for c in m["comparisons"] if c["welch_p"] is not None)
+    assert numbers["family_size"] == tested + sum(1 for c in numbers["correlations"] if c.get("pearson_p") is not None)

@@ -100,7 +100,8 @@ class Checkpointer:
 
         t = self.trainer
         policy_params, stats = acting
+        latent = None
         if t.learner.deployable is not None:
-            policy_params = t.learner.deployable(policy_params)
+            latent, policy_params = policy_params, t.learner.deployable(policy_params)
         save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_space,
-                    t.config.env.name, t.plan.precision, t.config.algo)
+                    t.config.env.name, t.plan.precision, t.config.algo, latent_params=latent)

@@ -44,6 +44,9 @@ FORMAT_VERSION = 2
 space's stochastic head) is written as version 1, which older rlfit reads correctly; any other head as 2."""
 DESCRIPTION_FILE = "policy.json"
 WEIGHTS_FILE = "weights.npz"
+LATENT_FILE = "latent.npz"
+"""Optional: a bottleneck policy's unfolded params {'params/trunk/dense_0/kernel': ...}, for its stochastic policy
+and description length (the deployable weights fold z = mean away)."""
 NETWORK_KIND = "mlp"
 """An MLP whose output is the action distribution's logits (`action_space`), on a vector observation."""
 ENCODER_NETWORK_KIND = "encoder_mlp"
@@ -69,12 +72,15 @@ class PolicyFiles(NamedTuple):
 
 
 def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: PolicySpec, obs_example: Any,
-                action_space: ActionSpace, env_name: str, precision: str, algorithm: str) -> None:
+                action_space: ActionSpace, env_name: str, precision: str, algorithm: str,
+                latent_params: Any = None) -> None:
     """Writes the policy to `directory` atomically (a temporary folder renamed into place).
 
     `policy_params`: the policy MLP's flax params; `stats`: the training RunningStats (a pytree like one
     observation); `spec`: the acting network (`Learner.policy`); `obs_example`: one unbatched observation
-    (array or dict) for its shapes; `algorithm`: the algorithm that trained it (recorded).
+    (array or dict) for its shapes; `algorithm`: the algorithm that trained it (recorded). `latent_params`: with an
+    information bottleneck, its unfolded flax params (trunk, mu, raw_sigma, out), written beside the weights as
+    `LATENT_FILE` so the stochastic policy and its description length can be evaluated again (`rlfit.study`).
     """
     directory = Path(directory)
     obs_key = policy_obs_key(obs_example, spec.obs_key)
@@ -91,6 +97,8 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
         description["weights_sha256"] = hashlib.sha256(weights_bytes).hexdigest()
         write_synced(staging / WEIGHTS_FILE, weights_bytes)
         write_synced(staging / DESCRIPTION_FILE, (json.dumps(description, indent=2) + "\n").encode())
+        if latent_params is not None:
+            write_synced(staging / LATENT_FILE, _npz_bytes(flatten_params(latent_params)))
         swap_into_place(staging, directory)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

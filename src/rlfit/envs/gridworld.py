@@ -11,9 +11,20 @@ stops growing) checks it, and a `lax.while_loop` redraws the obstacles (start an
 if none is solvable, the obstacles are cleared. No Python control flow depends on traced values: `reset` and `step`
 compile once whatever layout is drawn.
 
-Observation [view_size * view_size * 3] float32 (or + 2 with `goal_offset`): an egocentric window centred on the
-agent, shape [view_size, view_size, 3] flattened in row-major order, channel last: 0 wall (outside the walkable
-square), 1 obstacle, 2 goal. Its length does not depend on `size`, so a policy trained on 8x8 runs on 16x16.
+Observation [view_size * view_size * (3 + distractors)] float32 (or + 2 with `goal_offset`): an egocentric window
+centred on the agent, shape [view_size, view_size, 3 + distractors] flattened in row-major order, channel last: 0 wall
+(outside the walkable square), 1 obstacle, 2 goal, then `distractors` nuisance channels. Its length does not depend on
+`size`, so a policy trained on 8x8 runs on 16x16.
+
+Distractors (nuisance features, off by default): `distractors` extra channels of "coloured floor tiles", each cell of
+the padded grid (walls included) lit with probability `distractor_density`, drawn once per episode from a key of their
+own (`fold_in(reset key, DISTRACTOR_SALT)`), so they move with the view like the obstacles but are independent of the
+layout, the start, the goal, the rewards and the dynamics: the same reset key gives the same layout, rewards and
+episode whatever the distractor settings. A suite that changes only `distractor_density` is a shift of nuisance
+features alone, which an agent that discards them is unaffected by.
+
+`GridWorld.reference_returns` searches the shortest path from an episode's start to its goal (a breadth-first flood
+fill), so an evaluation can score the episode against the optimum.
 """
 
 from __future__ import annotations
@@ -35,6 +46,8 @@ MAX_TRIES = 16
 """Obstacle draws per reset before falling back to an empty layout."""
 MOVES = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]], np.int32)
 """[4, 2] (d_row, d_col) of up, right, down, left."""
+DISTRACTOR_SALT = 0xD157
+"""Distractors are drawn from fold_in(reset key, DISTRACTOR_SALT): the layout's own draws are unchanged by them."""
 
 
 class GridConfig(NamedTuple):
@@ -56,6 +69,12 @@ class GridConfig(NamedTuple):
     """Added to the reward when a move is blocked by a wall or obstacle (negative to punish; 0: just blocked)."""
     goal_offset: bool = False
     """Append the goal's (d_col, d_row) / size, clipped to [-1, 1], to the observation."""
+    distractors: int = 0
+    """Nuisance channels appended to every cell of the observation window (0: none): random tiles irrelevant to the
+    task, drawn per episode."""
+    distractor_density: float = 0.5
+    """Probability that each cell of each distractor channel is lit; in [0, 1]. Changing it shifts only the nuisance
+    features."""
 
 
 class GridInfo(NamedTuple):
@@ -69,6 +88,8 @@ class GridInfo(NamedTuple):
     """[2] int32 (row, col) of the goal in the walkable square."""
     steps: jax.Array
     """[] int32 steps since the reset."""
+    distractors: jax.Array
+    """[P, P, distractors] bool nuisance tiles of this episode ([P, P, 0] without distractors)."""
 
 
 class GridWorld:
@@ -78,12 +99,15 @@ class GridWorld:
     """
 
     num_actions = 4
+    success_on_termination = True
+    """An episode ends in a terminal state only by reaching the goal (`rlfit.study.episodes` counts it a success)."""
 
     def __init__(self, config: GridConfig = GridConfig()):
         validate(config)
         self.config = config
         self.pad = config.view_size // 2
-        self.observation_size = config.view_size**2 * 3 + (2 if config.goal_offset else 0)
+        self.channels = 3 + config.distractors
+        self.observation_size = config.view_size**2 * self.channels + (2 if config.goal_offset else 0)
         inside = np.zeros((config.size + 2 * self.pad,) * 2, bool)
         inside[self.pad : self.pad + config.size, self.pad : self.pad + config.size] = True
         self.walls = ~inside  # [P, P] bool, True outside the walkable square
@@ -93,8 +117,11 @@ class GridWorld:
         place_key, obstacle_key = jax.random.split(key)
         agent, goal = _place(place_key, self.config)
         obstacles = _solvable_obstacles(obstacle_key, agent, goal, self.config)
-        size = self.config.size
-        info = GridInfo(jnp.pad(obstacles, self.pad), _position(agent, size), _position(goal, size), jnp.int32(0))
+        size, side = self.config.size, self.config.size + 2 * self.pad
+        distractors = jax.random.bernoulli(jax.random.fold_in(key, DISTRACTOR_SALT), self.config.distractor_density,
+                                           (side, side, self.config.distractors))
+        info = GridInfo(jnp.pad(obstacles, self.pad), _position(agent, size), _position(goal, size), jnp.int32(0),
+                        distractors)
         zero = jnp.zeros((), jnp.float32)
         return SimpleState(self._observe(info), zero, zero, {"reached_goal": zero}, info)
 
@@ -111,12 +138,22 @@ class GridWorld:
         info = info._replace(agent=agent, steps=info.steps + 1)
         return SimpleState(self._observe(info), reward.astype(jnp.float32), reached, {"reached_goal": reached}, info)
 
+    def reference_returns(self, state: SimpleState, env_steps: int) -> tuple[jax.Array, jax.Array]:
+        """(optimal, failing) returns [] of the episode that starts at `state` and lasts at most `env_steps` steps
+        (the shortest path is searched here, not at every reset, so training does not pay for it)."""
+        info, size, pad = state.info, self.config.size, self.pad
+        free = ~info.obstacles[pad : pad + size, pad : pad + size]
+        moves = path_length(free, info.agent[0] * size + info.agent[1], info.goal[0] * size + info.goal[1])
+        return reference_returns(self.config, moves, env_steps)
+
     def _observe(self, info: GridInfo) -> jax.Array:
         """[observation_size] float32: the [view, view, 3] window around the agent, flattened (+ goal offset)."""
         view = self.config.view_size
         goal = jnp.zeros_like(info.obstacles).at[info.goal[0] + self.pad, info.goal[1] + self.pad].set(True)
-        channels = jnp.stack([jnp.asarray(self.walls), info.obstacles, goal], axis=-1).astype(jnp.float32)
-        window = jax.lax.dynamic_slice(channels, (info.agent[0], info.agent[1], 0), (view, view, 3)).reshape(-1)
+        task = jnp.stack([jnp.asarray(self.walls), info.obstacles, goal], axis=-1)
+        channels = jnp.concatenate([task, info.distractors], axis=-1).astype(jnp.float32)
+        window = jax.lax.dynamic_slice(channels, (info.agent[0], info.agent[1], 0), (view, view, self.channels))
+        window = window.reshape(-1)
         if not self.config.goal_offset:
             return window
         offset = (info.goal - info.agent)[::-1].astype(jnp.float32) / self.config.size
@@ -161,6 +198,33 @@ def reachable(free: jax.Array, start: jax.Array) -> jax.Array:
         return grown, jnp.any(grown != reached)
 
     return jax.lax.while_loop(lambda carry: carry[1], grow, (seed, jnp.array(True)))[0]
+
+
+def path_length(free: jax.Array, start: jax.Array, goal: jax.Array) -> jax.Array:
+    """[] int32 moves of a shortest 4-neighbour path from flat index `start` to `goal` through the [S, S] bool `free`
+    cells (breadth-first: the reached set grows by one move per iteration); -1 if the goal is unreachable."""
+    seed = jnp.zeros(free.size, bool).at[start].set(True).reshape(free.shape)
+
+    def grow(carry):
+        reached, moves, _ = carry
+        p = jnp.pad(reached, 1)
+        grown = (reached | p[:-2, 1:-1] | p[2:, 1:-1] | p[1:-1, :-2] | p[1:-1, 2:]) & free
+        return grown, moves + 1, jnp.any(grown != reached)
+
+    def searching(carry):
+        reached, _, growing = carry
+        return growing & ~reached.reshape(-1)[goal]
+
+    reached, moves, _ = jax.lax.while_loop(searching, grow, (seed, jnp.int32(0), jnp.array(True)))
+    return jnp.where(reached.reshape(-1)[goal], moves, -1).astype(jnp.int32)
+
+
+def reference_returns(config: GridConfig, shortest_path: jax.Array, episode_length: int) -> tuple[jax.Array, jax.Array]:
+    """(optimal, failing) returns [...] of episodes whose shortest paths are `shortest_path` [...] moves: optimal
+    walks a shortest path (goal_reward - step_cost * moves), failing never reaches the goal in `episode_length` steps
+    and never bumps (-step_cost * episode_length). Without an obstacle penalty every return lies between them."""
+    optimal = config.goal_reward - config.step_cost * shortest_path.astype(jnp.float32)
+    return optimal, jnp.full_like(optimal, -config.step_cost * episode_length)
 
 
 def _solvable_obstacles(key: jax.Array, agent: jax.Array, goal: jax.Array, config: GridConfig) -> jax.Array:
@@ -221,3 +285,9 @@ def validate(config: GridConfig) -> None:
         raise UserError(f"gridworld view_size must be an odd integer >= 3 (e.g. 5), got {view!r}")
     if not isinstance(config.goal_offset, bool):
         raise UserError(f"gridworld goal_offset must be true or false, got {config.goal_offset!r}")
+    count = config.distractors
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise UserError(f"gridworld distractors must be an integer >= 0 (nuisance channels, e.g. 3), got {count!r}")
+    density = config.distractor_density
+    if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0 <= density <= 1:
+        raise UserError(f"gridworld distractor_density must be a number in [0, 1], got {density!r}")

@@ -85,7 +85,12 @@ def unknown_key_message(key: str, name: str, valid: list[str]) -> str:
 
 def check_env_config(name: str, overrides: Mapping[str, Any]) -> None:
     """What loading environment `name` with `overrides` would refuse, found without building it: an unknown
-    Playground name, an unknown override key."""
+    Playground name, an unknown override key, and a gridworld setting's value (its settings are checked in Python,
+    nothing compiled)."""
     if ":" not in name:
         check_playground_name(name)
     check_env_overrides(name, overrides)
+    if name.startswith("gridworld:"):
+        from rlfit.envs import gridworld
+
+        gridworld.load(name.partition(":")[2], overrides)

@@ -93,7 +93,7 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
         config = variant_config(manifest, variant.name, where)
         for suite in manifest.suites:
             check_suite(config, suite, where)
-    measures = measure_names(manifest)
+    measures = measure_names(manifest) + suite_field_names(manifest)
     for measure in manifest.measures:
         if measure not in SUMMARY_MEASURES:
             raise UserError(f"{where}: measures: unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
@@ -104,6 +104,11 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
             if name not in measures and name not in keys:
                 raise UserError(f"{where}: correlation names '{name}', which is neither a measure "
                                 f"({', '.join(measures)}) nor a config key")
+    for index, names in enumerate(manifest.generalization):
+        for role, name in zip(("ood", "in_distribution", "description"), names):
+            if name not in measures:
+                raise UserError(f"{where}: generalization[{index}].{role} names '{name}', which is not a measure"
+                                f"{did_you_mean(name, list(measures))}; choose from {', '.join(measures)}")
     try:
         check_ratios(manifest.ratios, measures)
     except UserError as error:
@@ -170,6 +175,15 @@ def check_ratios(ratios: Sequence[tuple[str, str]], measures: Sequence[str]) -> 
 def measure_names(manifest: Manifest) -> list[str]:
     """The manifest's measures and one `suite/<name>` per suite."""
     return [*manifest.measures, *(f"suite/{s.name}" for s in manifest.suites)]
+
+
+def suite_field_names(manifest: Manifest) -> list[str]:
+    """`suite/<name>/<field>` for every suite and optional field a suite evaluation may record (success rate,
+    normalized return, description length: `rlfit.study.measures.SUITE_FIELDS`), which correlations and ratios may
+    name."""
+    from rlfit.study.measures import SUITE_FIELDS
+
+    return [f"suite/{s.name}/{field}" for s in manifest.suites for field in SUITE_FIELDS]
 
 
 def start_experiment(manifest_path: str | Path, stage: str | None = None, command_line: Sequence[str] = (),

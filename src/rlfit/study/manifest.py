@@ -14,10 +14,13 @@ measures to compare and stages. Read and validated whole before anything runs.
     seeds_per_program: auto       # seeds trained in one compiled program: auto (planned per device) or a count
     suites:                       # evaluations of every trained policy on shifted conditions
       slow-control: {set: {env.overrides: {ctrl_dt: 0.02}}, episodes: 32}
+      slow-control-sampled: {set: {env.overrides: {ctrl_dt: 0.02}}, policy: stochastic}  # default: most-likely
     measures: [final_eval_reward] # summary.json fields compared between variants (suites are added)
     correlations: [{x: ppo.learning_rate, y: final_eval_reward}]
     ratios:                       # mean(numerator) / mean(denominator) per variant, both measures as compared
       - {numerator: suite/slow-control, denominator: final_eval_reward}
+    generalization:               # optional: ood ~ in_distribution + log2(description), variant as grouping factor
+      - {ood: suite/slow-control, in_distribution: final_eval_reward, description: final_description_length_bits}
     reference_return: 1000        # optional: the report also gives returns divided by this (here the most a
                                   # DM Control episode can earn: 1000 steps of reward at most 1)
     stages:                       # --stage NAME: its `set` (and `seeds`, `episodes`) apply over the base
@@ -40,14 +43,16 @@ from typing import Any
 import yaml
 
 from rlfit.errors import UserError, did_you_mean
+from rlfit.study.suite_policies import MOST_LIKELY_POLICY, POLICIES
 
 TOP_KEYS = ("name", "env", "algo", "preset", "set", "variants", "grid", "seeds", "seeds_per_program", "suites",
-            "measures", "correlations", "ratios", "reference_return", "stages")
+            "measures", "correlations", "ratios", "generalization", "reference_return", "stages")
 VARIANT_KEYS = ("name", "set")
-SUITE_KEYS = ("set", "episodes")
+SUITE_KEYS = ("set", "episodes", "policy")
 STAGE_KEYS = ("set", "seeds", "seeds_per_program", "episodes")
 CORRELATION_KEYS = ("x", "y")
 RATIO_KEYS = ("numerator", "denominator")
+GENERALIZATION_KEYS = ("ood", "in_distribution", "description")
 GPU_TEST_STAGE = "gpu-test"
 DEFAULT_MEASURES = ("final_eval_reward",)
 DEFAULT_SUITE_EPISODES = 32
@@ -76,6 +81,9 @@ class Suite:
     overrides: Mapping[str, Any]
     """'section.key' -> value applied to a trained trial's config to build the environment it is evaluated on."""
     episodes: int
+    policy: str = "most-likely"
+    """Which policy acts (`rlfit.study.suite_policies.POLICIES`): 'most-likely' (the mode of its distribution, as
+    the policy file deploys it) or 'stochastic' (sampled actions, as it trained)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,9 @@ class Manifest:
     ('stages.<stage>.set', ...), ('--set', ...) (to name where a bad key was written)."""
     reference_return: float | None = None
     """A return the report divides returns by (the optimum where known), or None: raw returns only."""
+    generalization: tuple[tuple[str, str, str], ...] = ()
+    """(ood, in_distribution, description) measure names: the report fits ood ~ in_distribution + log2(description)
+    with the variant as grouping factor (`rlfit.study.generalization`)."""
 
     def trials(self) -> list[Trial]:
         """Every (variant, seed), variant by variant."""
@@ -192,6 +203,7 @@ def parse_manifest(raw: Mapping[str, Any], stage: str | None = None, command_lin
         measures=tuple(_strings(raw.get("measures", list(DEFAULT_MEASURES)), f"{where}: measures")),
         correlations=_pairs(raw.get("correlations", []), "correlations", CORRELATION_KEYS, where),
         ratios=_pairs(raw.get("ratios", []), "ratios", RATIO_KEYS, where),
+        generalization=_pairs(raw.get("generalization", []), "generalization", GENERALIZATION_KEYS, where),
         stage=stage, raw=dict(raw), layers=tuple((entry, layer) for entry, layer in layers if layer),
         reference_return=_reference_return(raw.get("reference_return"), where))
 
@@ -314,7 +326,11 @@ def _suites(raw: Any, episodes: Any, where: str) -> tuple[Suite, ...]:
         if not isinstance(overrides.get("env.overrides", {}), Mapping):
             raise UserError(f"{where}: suites.{name}.set: env.overrides must be a mapping (e.g. {{ctrl_dt: 0.02}}), "
                             f"got {overrides['env.overrides']!r}")
-        suites.append(Suite(str(name), overrides, count))
+        policy = spec.get("policy", MOST_LIKELY_POLICY)
+        if policy not in POLICIES:
+            raise UserError(f"{where}: suites.{name}.policy must be one of {', '.join(POLICIES)}, got {policy!r}"
+                            f"{did_you_mean(str(policy), POLICIES)}")
+        suites.append(Suite(str(name), overrides, count, policy))
     return tuple(suites)
 
 
@@ -349,16 +365,16 @@ def parse_seeds_per_program(value: Any, where: str) -> int | None:
     raise UserError(f"{where}: seeds_per_program must be 'auto' or a positive count, got {value!r}")
 
 
-def _pairs(value: Any, section: str, keys: tuple[str, str], where: str) -> tuple[tuple[str, str], ...]:
-    """A manifest list of two-key mappings (`correlations`: x, y; `ratios`: numerator, denominator) as pairs."""
+def _pairs(value: Any, section: str, keys: tuple[str, ...], where: str) -> tuple[tuple[str, ...], ...]:
+    """A manifest list of mappings with `keys` (`correlations`: x, y; `ratios`: numerator, denominator;
+    `generalization`: ood, in_distribution, description) as tuples in that order."""
     if not isinstance(value, list):
         raise UserError(f"{where}: {section} must be a list of {{{', '.join(keys)}}}, got {value!r}")
     pairs = []
     for index, item in enumerate(value):
         item = _mapping(item, f"{where}: {section}[{index}]")
         _check_keys(item, keys, f"{where}: {section}[{index}]")
-        first, second = (_text(item.get(key), f"{where}: {section}[{index}].{key}") for key in keys)
-        pairs.append((first, second))
+        pairs.append(tuple(_text(item.get(key), f"{where}: {section}[{index}].{key}") for key in keys))
     return tuple(pairs)
 
 

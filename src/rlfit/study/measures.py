@@ -41,8 +41,14 @@ SUMMARY_INFO = {
 }
 SUITE_FIELDS = {
     "success_rate": MeasureInfo("fraction of the suite's episodes that reached the goal", "fraction of episodes", True, ""),
-    "normalized_reward": MeasureInfo("return divided by the reference return the evaluation recorded",
-                                     "fraction of the reference return", True, ""),
+    "normalized_reward": MeasureInfo("mean over episodes of (return - failing) / (optimal - failing): 0 for an "
+                                     "episode that never reaches the goal, 1 for a shortest path (gridworld)",
+                                     "fraction of the optimum's margin over failing", True, ""),
+    "description_length_bits": MeasureInfo("the policy's description length of one observation: the bottleneck's "
+                                           "rate over the states the suite's episodes visited",
+                                           "bits per step", False, ""),
+    "description_length_bits_per_episode": MeasureInfo("the bottleneck's rate summed over each episode of the suite, "
+                                                       "averaged over episodes", "bits per episode", False, ""),
 }
 """Optional fields of a trial's suites.json entry, compared as suite/<name>/<field> when recorded."""
 

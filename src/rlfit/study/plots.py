@@ -243,3 +243,24 @@ def _save(figure: Figure, path: Path | str) -> Path:
     figure.savefig(buffer, format="png", dpi=110)
     write_atomic(path, buffer.getvalue())
     return path
+
+
+def scatter_by_variant(x: np.ndarray, y: np.ndarray, labels: Sequence[str], path: Path | str, xlabel: str, ylabel: str,
+                       title: str) -> Path:
+    """Points of shape (n,) coloured by `labels` (each trial's variant) with the line y = x dashed: a point below it
+    kept less out of distribution than it earned in distribution. Written to `path` as PNG."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    figure = Figure(figsize=(6.5, 4.5), layout="constrained")
+    axes = figure.add_subplot()
+    for index, name in enumerate(dict.fromkeys(labels)):
+        chosen = np.array([label == name for label in labels])
+        axes.scatter(x[chosen], y[chosen], color=_COLOURS[index % len(_COLOURS)], alpha=0.8, zorder=3,
+                     label=f"{name} (n={int(chosen.sum())})")
+    low, high = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
+    axes.plot([low, high], [low, high], color="black", linestyle="--", linewidth=1, label="y = x")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, fontsize=9)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7)
+    return _save(figure, path)

@@ -31,7 +31,10 @@ from rlfit.study.experiment import (SUITES_FILE, Experiment, failed_trials, meas
 from rlfit.study.manifest import Trial
 from rlfit.study.measures import SUITE_FIELDS
 
-TRIAL_FILES_IN_ZIP = ("config.yaml", "plan.json", "summary.json", "metrics.jsonl", SUITES_FILE)
+TRIAL_FILES_IN_ZIP = ("config.yaml", "plan.json", "summary.json", "metrics.jsonl", SUITES_FILE, "policy/policy.json",
+                      "policy/weights.npz", "policy/latent.npz")
+"""Each trial's files in the zip: enough to re-read every number and, with the final policy (and a bottleneck's
+unfolded params), to evaluate it again."""
 BOOTSTRAP_REPS = 2000
 ALPHA = 0.05
 """The family-wise (Holm) or false-discovery (BH) level a difference is called at."""
@@ -82,6 +85,7 @@ def collect(experiment: Experiment) -> list[TrialResult]:
         evals = [r for r in rows if r.get("kind") == "eval"]
         curve = (np.array([r["env_steps"] for r in evals], float), np.array([r["eval/episode_reward"] for r in evals], float))
         noise = {f"suite/{name}": _standard_error(r.get("episode_reward_std"), r.get("episodes")) for name, r in suites.items()}
+        noise.update(suite_field_noise(suites))
         if evals and summary.get("final_eval_reward") == evals[-1]["eval/episode_reward"]:
             episodes = (config.get("run") or {}).get("num_eval_envs")
             noise["final_eval_reward"] = _standard_error(evals[-1].get("eval/episode_reward_std"), episodes)
@@ -89,6 +93,19 @@ def collect(experiment: Experiment) -> list[TrialResult]:
         results.append(TrialResult(trial, values, curve, _wall_at(rows, curve[0]),
                                    {k: v for k, v in noise.items() if v is not None}, policies))
     return results
+
+
+def suite_field_noise(suites: dict[str, Any]) -> dict[str, tuple[float, int] | None]:
+    """suite/<name>/<field> -> (standard error, episodes) of the success rate (a binomial proportion: its SD over
+    episodes is sqrt(p (1 - p))) and the normalized return (its recorded SD over episodes)."""
+    noise: dict[str, tuple[float, int] | None] = {}
+    for name, r in suites.items():
+        if isinstance(r.get("success_rate"), (int, float)):
+            p = float(r["success_rate"])
+            noise[f"suite/{name}/success_rate"] = _standard_error(math.sqrt(max(p * (1.0 - p), 0.0)), r.get("episodes"))
+        if "normalized_reward_std" in r:
+            noise[f"suite/{name}/normalized_reward"] = _standard_error(r["normalized_reward_std"], r.get("episodes"))
+    return noise
 
 
 def _standard_error(std: Any, episodes: Any) -> tuple[float, int] | None:
@@ -292,7 +309,13 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
         numbers["figures"]["suites"] = plots.suite_plot(suite_estimates, experiment.report_dir / "suites.png",
                                                         f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
     numbers["correlations"] = correlation_entries(experiment, results)
-    family = [c for entry in numbers["measures"].values() for c in entry["comparisons"]]
+    comparisons = [c for entry in numbers["measures"].values() for c in entry["comparisons"]]
+    family = [c for c in comparisons if c.get("welch_p") is not None]  # None: Welch's t undefined (no spread)
+    for c in comparisons:
+        if c.get("welch_p") is None:
+            c["p_adjusted"] = None
+            c["verdict"] = (f"not tested: every seed of both variants scored the same, so Welch's t is undefined "
+                            f"(difference {c['mean_diff']:.3g})")
     tested = [c for c in numbers["correlations"] if c.get("pearson_p") is not None]
     adjusted = adjust([c["welch_p"] for c in family] + [c["pearson_p"] for c in tested], correction)
     from rlfit.study.stats import Comparison, comparison_verdict
@@ -306,7 +329,28 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
     for entry in numbers["measures"].values():
         entry.pop("_estimates")
     numbers["ratios"] = ratio_entries(results, manifest.ratios, variants, manifest.suites)
+    numbers["generalization"] = generalization_entries(experiment, results)
     return numbers
+
+
+def generalization_entries(experiment: Experiment, results: list[TrialResult]) -> list[dict[str, Any]]:
+    """Per manifest `generalization` entry: both fits of ood ~ in_distribution + log2(description) (variant as the
+    grouping factor, `rlfit.study.generalization`) and a scatter of ood against in_distribution, coloured by variant."""
+    from rlfit.study import plots
+    from rlfit.study.generalization import fit_entry
+    from rlfit.study.measures import axis_label
+
+    entries = []
+    for index, (ood, in_distribution, description) in enumerate(experiment.manifest.generalization):
+        entry = fit_entry(results, ood, in_distribution, description)
+        pairs = paired_values(results, in_distribution, ood)
+        if len(pairs) >= 3 and "refused" not in entry:
+            labels = [r.trial.variant for r in results if _has_pair(r, in_distribution, ood)]
+            entry["figure"] = plots.scatter_by_variant(
+                pairs[:, 0], pairs[:, 1], labels, experiment.report_dir / f"generalization-{index}.png",
+                axis_label(in_distribution), axis_label(ood), f"{ood} against {in_distribution} (y = x dashed)").name
+        entries.append(entry)
+    return entries
 
 
 def recorded_suite_fields(results: list[TrialResult], manifest: Any) -> list[str]:

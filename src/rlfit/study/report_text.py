@@ -53,6 +53,7 @@ def markdown(experiment: Any, numbers: dict[str, Any]) -> str:
         lines += ["## Evaluation suites", "", f"![suites]({numbers['figures']['suites']})", ""]
     lines += correlation_lines(numbers)
     lines += ratio_lines(numbers["ratios"])
+    lines += generalization_lines(numbers.get("generalization", []))
     lines += ["Every number above is in `results.json`.", ""]
     return "\n".join(lines)
 
@@ -140,9 +141,10 @@ def comparison_line(c: dict[str, Any], correction: str) -> str:
     iqm = fmt_interval(c["iqm_diff"], c["iqm_diff_low"], c["iqm_diff_high"], sign=True)
     better = fmt_interval(c["prob_improvement"], c["prob_improvement_low"], c["prob_improvement_high"])
     return (f"- `{c['a']}` - `{c['b']}`: mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. "
-            f"Welch's t = {c['welch_t']:.2f} (df {c['welch_df']:.1f}), p = {fmt_p(c['welch_p'])}, {name}-adjusted "
-            f"p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {c['mannwhitney_u']:g}, p = {fmt_p(c['mannwhitney_p'])} "
-            f"(unadjusted); Hedges' g = {c['effect_size']:+.2f}. **{c.get('verdict', '')}**")
+            f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}, "
+            f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
+            f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted); Hedges' g = {fmt_number(c['effect_size'])}. "
+            f"**{c.get('verdict', '')}**")
 
 
 def noise_lines(noise: dict[str, Any]) -> list[str]:
@@ -219,3 +221,31 @@ def fmt_ratio(estimate: dict[str, Any]) -> str:
 
 def fmt_overrides(overrides: Any) -> str:
     return ", ".join(f"`{k}={v}`" for k, v in dict(overrides).items()) or "none"
+
+
+def generalization_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """Per generalization fit: its coefficients with intervals, headline (variant means) and cluster-robust."""
+    if not entries:
+        return []
+    lines = ["## Learned worse or generalized worse?", "",
+             "Out-of-distribution performance modelled as a + b x in-distribution + c x log2(description length), "
+             "the variant as grouping factor (`rlfit.study.generalization`). c < 0: agents that describe their "
+             "observations in fewer bits keep more out of distribution than their in-distribution performance "
+             "predicts; an interval on c that covers 0 means no such effect is detectable here.", ""]
+    for e in entries:
+        lines += [f"### `{e['ood']}` from `{e['in_distribution']}` and log2 `{e['description']}`", ""]
+        if "refused" in e:
+            lines += [f"Not fitted: {e['refused']}.", ""]
+            continue
+        lines += ["| fit | b (in-distribution) [95% CI] | c (per doubling of bits) [95% CI] | p (c = 0) | df | R^2 |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for fit in e["fits"].values():
+            b, c = fit["coefficients"]["in_distribution"], fit["coefficients"]["log2_description_bits"]
+            lines.append(f"| {fit['method']} | {fmt_interval(b['estimate'], b['low'], b['high'])} | "
+                         f"{fmt_interval(c['estimate'], c['low'], c['high'], sign=True)} | {fmt_p(c['p_value'])} | "
+                         f"{fit['degrees_of_freedom']} | {fit['r_squared']:.2f} |")
+        lines += ["", f"{e['n']} trials in {e['groups']} variants. The first row is the headline; the second uses the "
+                  "spread within variants too, and its intervals are too narrow with this few variants.", ""]
+        if "figure" in e:
+            lines += [f"![generalization]({e['figure']})", ""]
+    return lines
