@@ -12,6 +12,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.stats
@@ -180,10 +181,7 @@ def scatter_figure(x: np.ndarray, y: np.ndarray, corr: Correlation, xlabel: str,
     labels = list(labels) if labels is not None else ["trials"] * x.size
     figure = Figure(figsize=(6.5, 4.5), layout="constrained")
     axes = figure.add_subplot()
-    for index, name in enumerate(dict.fromkeys(labels)):
-        chosen = np.array([label == name for label in labels])
-        axes.scatter(x[chosen], y[chosen], color=_COLOURS[index % len(_COLOURS)], alpha=0.8, zorder=3,
-                     label=f"{name} (n={int(chosen.sum())})")
+    _scatter_variants(axes, x, y, labels)
     x_scale, y_scale = axis_scale(x), axis_scale(y)
     u, v = on_scale(x, x_scale), on_scale(y, y_scale)
     if x.size >= 3 and np.ptp(u) > 0 and "symlog" not in (x_scale, y_scale):
@@ -245,6 +243,15 @@ def _save(figure: Figure, path: Path | str) -> Path:
     return path
 
 
+def _scatter_variants(axes: Any, x: np.ndarray, y: np.ndarray, labels: Sequence[str]) -> None:
+    """Points (x, y) of shape (n,) on `axes`, one colour per variant in `labels` (first-seen order), each labelled
+    with its count."""
+    for index, name in enumerate(dict.fromkeys(labels)):
+        chosen = np.array([label == name for label in labels])
+        axes.scatter(x[chosen], y[chosen], color=_COLOURS[index % len(_COLOURS)], alpha=0.8, zorder=3,
+                     label=f"{name} (n={int(chosen.sum())})")
+
+
 def scatter_by_variant(x: np.ndarray, y: np.ndarray, labels: Sequence[str], path: Path | str, xlabel: str, ylabel: str,
                        title: str) -> Path:
     """Points of shape (n,) coloured by `labels` (each trial's variant) with the line y = x dashed: a point below it
@@ -252,10 +259,7 @@ def scatter_by_variant(x: np.ndarray, y: np.ndarray, labels: Sequence[str], path
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     figure = Figure(figsize=(6.5, 4.5), layout="constrained")
     axes = figure.add_subplot()
-    for index, name in enumerate(dict.fromkeys(labels)):
-        chosen = np.array([label == name for label in labels])
-        axes.scatter(x[chosen], y[chosen], color=_COLOURS[index % len(_COLOURS)], alpha=0.8, zorder=3,
-                     label=f"{name} (n={int(chosen.sum())})")
+    _scatter_variants(axes, x, y, labels)
     low, high = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
     axes.plot([low, high], [low, high], color="black", linestyle="--", linewidth=1, label="y = x")
     axes.set_xlabel(xlabel)
