@@ -1,6 +1,9 @@
 """rlfit: train robot control policies with PPO or SAC on MuJoCo Playground in JAX, sized to the hardware it finds."""
 
+from rlfit.hardware import warp_import as _warp_import
 from rlfit.versions import __version__
+
+_warp_import.install()  # MJX skips NVIDIA Warp where it cannot run (a CPU-only JAX): seconds off every start
 
 
 def train(*args, **kwargs):

@@ -31,10 +31,14 @@ FAMILIES = {"gymnax": "gymnax", "xminigrid": "XLand-MiniGrid", "gridworld": "gri
 
 
 def choose_impl(requested: str, backend: str | None = None) -> str:
-    """'auto' -> 'jax' on CPU (warp is far slower there), 'warp' on GPU when warp is installed."""
+    """'auto' -> 'jax' on CPU (warp is far slower there), 'warp' on GPU when warp is installed; 'warp' asked for
+    where JAX runs on no GPU is refused (MuJoCo Warp needs a CUDA GPU; on a CPU MJX fails inside its step)."""
+    backend = backend or jax.default_backend()
+    if requested == "warp" and backend == "cpu":
+        raise UserError("env.impl=warp needs a CUDA GPU (MuJoCo Warp) and JAX runs on the CPU here: "
+                        "use env.impl=jax or env.impl=auto")
     if requested != "auto":
         return requested
-    backend = backend or jax.default_backend()
     if backend == "cpu":
         return "jax"
     try:
