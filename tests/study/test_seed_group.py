@@ -64,3 +64,38 @@ def test_a_seed_does_not_depend_on_the_seeds_beside_it():
         b, _ = other.step(b)
     for ours, theirs in zip(jax.tree.leaves(lane(a, 2)), jax.tree.leaves(lane(b, 1))):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_a_group_starts_where_each_seed_starts_alone_and_a_second_group_reads_its_programs_from_the_store(
+        tmp_path, monkeypatch):
+    """A group's starting state is, lane by lane, bit for bit a solo run's; its step and evaluation are kept in the
+    program store (a gridworld: a built-in environment, whose programs are stored), so a second process's group
+    (here: a new Trainer) traces neither."""
+    from rlfit.hardware import program_store
+
+    monkeypatch.setattr(program_store, "store_dir", lambda: tmp_path)
+    exported = []
+    export = program_store._export
+    monkeypatch.setattr(program_store, "_export", lambda fn, *rest: exported.append(fn) or export(fn, *rest))
+
+    def trainer(seed: int) -> Trainer:
+        config = resolve("gridworld:Empty-5x5", "smoke", overrides=[f"run.seed={seed}"])
+        return Trainer.build(config, make_plan(config, config_sizes(config)))
+
+    group = SeedGroup.build(trainer(0), (3, 4))
+    state = group.init()
+    for index, seed in enumerate((3, 4)):
+        alone = trainer(seed).init_state()
+        for ours, theirs in zip(jax.tree.leaves(lane(state, index)), jax.tree.leaves(alone)):
+            np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    group.compile(state)
+    assert len(exported) == 3  # the starting state (one for every seed), the group's step and its evaluation
+    entries = sorted(tmp_path.glob("*.jaxprog"))
+
+    again = SeedGroup.build(trainer(9), (3, 4))
+    again.compile(again.init())
+    assert len(exported) == 3 and sorted(tmp_path.glob("*.jaxprog")) == entries
+    first, _ = group.step(jax.tree.map(jax.numpy.copy, state))
+    second, _ = again.step(jax.tree.map(jax.numpy.copy, state))
+    for ours, theirs in zip(jax.tree.leaves(first), jax.tree.leaves(second)):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

@@ -125,20 +125,26 @@ class Trainer:
         of a compile per small operation that runs eagerly), and that program's compile. `say` hears it as program
         `total` of `total`. Inside `reusing_programs()` a later seed reuses the program (no compile: None)."""
         seed = self.config.run.seed
-        traced = -2**31 <= seed < 2**31  # PRNGKey of an int32 seed is PRNGKey of the same Python int
+        program, record = self.starting_state_program(seed, say, total)
+        return program(np.int32(seed if seed_is_traced(seed) else 0)), record
+
+    def starting_state_program(self, seed: int, say: Callable[[str], None] | None = None,
+                               total: int = len(PROGRAM_NAMES)) -> tuple[Callable[[Any], Any], ProgramCompile | None]:
+        """The compiled program that makes the fresh training state of an int32 seed, its argument (a seed outside
+        int32 is built in, and the program then ignores its argument), and its compile (None when reused)."""
+        traced = seed_is_traced(seed)
         init = (lambda s: self.learner.init(s)) if traced else (lambda _: self.learner.init(seed))
-        argument = np.int32(seed if traced else 0)
         name = PROGRAM_NAMES[2]
         key = ("starting state", program_key(self.config, self.plan))
-        if _REUSE["enabled"] and key in _PROGRAMS:  # an experiment's next seed: the same program
-            return _PROGRAMS[key](argument), None
+        if _REUSE["enabled"] and traced and key in _PROGRAMS:  # an experiment's next seed: the same program
+            return _PROGRAMS[key], None
         shardings = self.state_shardings if self.layout.parallel else self.layout.single
         with _announced(say, name, total, total) as timing, self.layout.compiling():
-            program = compile_ahead(init, argument, ynn_fusions=self.eval_ynn_fusions, out_shardings=shardings,
-                                    store_key=self.store_key(name) if traced else None)
+            program = compile_ahead(init, np.int32(seed if traced else 0), ynn_fusions=self.eval_ynn_fusions,
+                                    out_shardings=shardings, store_key=self.store_key(name) if traced else None)
         if _REUSE["enabled"] and traced:
             _PROGRAMS[key] = program
-        return program(argument), timing.record
+        return program, timing.record
 
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
@@ -310,6 +316,12 @@ def _announced(say: Callable[[str], None] | None, name: str, number: int, total:
         if record.from_store:
             source = " (from the program store" + (" and the compile cache)" if record.from_cache else ")")
         say(f"compiled {number} of {total}: {name} in {record.compile_s:.1f}s{source}")
+
+
+def seed_is_traced(seed: int) -> bool:
+    """Whether `seed` can be the starting-state program's int32 argument (PRNGKey of an int32 seed is PRNGKey of the
+    same Python int); a seed outside int32 is built into the program instead."""
+    return -2**31 <= seed < 2**31
 
 
 def program_key(config: Config, plan: Plan) -> str:

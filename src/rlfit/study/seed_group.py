@@ -25,9 +25,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from rlfit.run.evaluate import EvalMetrics, make_evaluator
 from rlfit.hardware.jax_setup import compile_ahead
+from rlfit.run.build import PROGRAM_NAMES, seed_is_traced
+from rlfit.run.evaluate import EvalMetrics, make_evaluator
 from rlfit.run.loop import eval_key
 
 
@@ -57,12 +59,20 @@ class SeedGroup:
         return cls(trainer, tuple(int(s) for s in seeds))
 
     def init(self) -> Any:
-        """The stacked fresh states of every seed (each `learner.init(seed)`, the same as a solo run's)."""
-        return stack([self.trainer.learner.init(seed) for seed in self.seeds])
+        """The stacked fresh states of every seed, each made by the program that makes a solo run's (one compile,
+        or a program-store and compile-cache hit, for all the seeds)."""
+        programs = {}
+        states = []
+        for seed in self.seeds:
+            traced = seed_is_traced(seed)
+            if traced not in programs or not traced:
+                programs[traced] = self.trainer.starting_state_program(seed)[0]
+            states.append(programs[traced](np.int32(seed if traced else 0)))
+        return stack(states)
 
     def abstract_state(self) -> Any:
         """The stacked state's shapes and dtypes, nothing allocated."""
-        return jax.eval_shape(self.init)
+        return jax.eval_shape(lambda: stack([self.trainer.learner.init(seed) for seed in self.seeds]))
 
     def compile(self, state: Any | None = None) -> float:
         """Compiles the vmapped step (state donated) and evaluator for `state`'s shapes (default: the abstract
@@ -74,13 +84,16 @@ class SeedGroup:
         started = time.perf_counter()
         state = state if state is not None else self.abstract_state()
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+        group = f"{len(self.seeds)} seeds"
         self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,),
-                                   ynn_fusions=trainer.step_ynn_fusions)
+                                   ynn_fusions=trainer.step_ynn_fusions,
+                                   store_key=trainer.store_key(f"{PROGRAM_NAMES[0]} of {group}"))
         policy_params, stats = jax.eval_shape(jax.vmap(learner.acting), abstract)
         keys = jax.ShapeDtypeStruct((len(self.seeds), 2), jnp.uint32)
         evaluator = jax.vmap(make_evaluator(trainer.eval_env, learner.policy_logits, learner.policy_rate,
                                                  learner.policy.head))
-        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions)
+        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions,
+                                       store_key=trainer.store_key(f"{PROGRAM_NAMES[1]} of {group}"))
         return time.perf_counter() - started
 
     def with_seeds(self, seeds: Sequence[int]) -> SeedGroup:
