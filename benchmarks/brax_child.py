@@ -14,6 +14,7 @@ Imports only Brax, Playground, the standard library and psutil when present (thi
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -101,6 +102,11 @@ def train(spec: dict) -> dict:
     algo = next(name for name in TRAINERS if name in spec)
     train_fn, network_factory = TRAINERS[algo]
     env_started = time.perf_counter()
+    if os.environ.get("RLFIT_MENAGERIE_PATH"):  # robots (G1) from the same offline Menagerie copy rlfit reads
+        from etils import epath
+        from mujoco_playground._src import mjx_env
+
+        mjx_env.MENAGERIE_PATH = epath.Path(os.environ["RLFIT_MENAGERIE_PATH"])
     env = registry.load(spec["env"], config_overrides={"impl": "jax"})
     env_loaded = time.perf_counter()
     kwargs = dict(spec[algo])
