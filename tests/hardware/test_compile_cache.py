@@ -42,13 +42,19 @@ def rlfit(env: dict[str, str], *args: str) -> tuple[str, float]:
     return done.stdout + done.stderr, time.perf_counter() - started
 
 
+ENVS = {"ppo": "CartpoleBalance", "sac": "gymnax:Pendulum-v1"}
+"""PPO on an MJX environment; SAC on a pure-JAX one (a built-in family, whose programs are stored too), which
+compiles in a fraction of the time: what is checked (placements, program keys, the store) does not depend on
+the physics."""
+
+
 @pytest.mark.parametrize("algo", ["ppo", "sac"])
 def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path, algo):
     # Every program is written to the cache, however fast it compiles (rlfit's threshold of 0.5 s would leave out
     # the checksums' program on a quiet machine, and make the test depend on the machine's speed).
     env = dict(cli_environment(), RLFIT_CACHE_DIR=str(tmp_path / "cache"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     run_dir = tmp_path / "run"
-    rlfit(env, "train", "CartpoleBalance", "--algo", algo, "--preset", "smoke", "--set", "run.num_timesteps=1",
+    rlfit(env, "train", ENVS[algo], "--algo", algo, "--preset", "smoke", "--set", "run.num_timesteps=1",
           "--set", "run.eval_every=1", "--set", "run.save_interval=1", "--run-dir", str(run_dir), "--quiet")
     first = entries(tmp_path / "cache")
     for program in PROGRAMS[algo]:
@@ -80,7 +86,7 @@ def test_a_resumed_process_compiles_nothing_its_first_session_compiled(tmp_path,
     # The stored programs compute what the traced code computes: the same two iterations, uninterrupted, in a
     # process with the store switched off, end with the same parameters.
     plain = tmp_path / "plain"
-    rlfit(dict(env, RLFIT_PROGRAM_STORE="0"), "train", "CartpoleBalance", "--algo", algo, "--preset", "smoke",
+    rlfit(dict(env, RLFIT_PROGRAM_STORE="0"), "train", ENVS[algo], "--algo", algo, "--preset", "smoke",
           "--set", f"run.num_timesteps={summary['env_steps']}", "--set", "run.eval_every=1",
           "--run-dir", str(plain), "--quiet")
     plain_summary = json.loads((plain / "summary.json").read_text())

@@ -128,3 +128,44 @@ def test_the_code_fingerprint_follows_an_edited_file(tmp_path, monkeypatch):
     program_store.code_fingerprint.cache_clear()
     assert program_store.code_fingerprint() != before
     program_store.code_fingerprint.cache_clear()
+
+
+def test_result_shapes_are_read_from_the_store_instead_of_traced_and_equal_jax_eval_shape(tmp_path):
+    """(A new Counted each time: JAX itself would not trace the same function object twice for the same shapes.)"""
+    expected = jax.eval_shape(Counted(), *arguments())
+    first_fn, again_fn = Counted(), Counted()
+    first = program_store.result_shapes(first_fn, arguments(), "key", tmp_path)
+    again = program_store.result_shapes(again_fn, arguments(), "key", tmp_path)
+    assert (first_fn.traces, again_fn.traces) == (1, 0) and len(list(tmp_path.glob("*.shapes"))) == 1
+    for shapes in (first, again):
+        assert jax.tree.structure(shapes) == jax.tree.structure(expected)
+        assert [(s.shape, s.dtype, s.weak_type) for s in jax.tree.leaves(shapes)] == [
+            (s.shape, s.dtype, s.weak_type) for s in jax.tree.leaves(expected)]
+    other_shape, other_key = Counted(), Counted()
+    program_store.result_shapes(other_shape, arguments(5), "key", tmp_path)
+    program_store.result_shapes(other_key, arguments(), "another key", tmp_path)
+    assert (other_shape.traces, other_key.traces) == (1, 1) and len(list(tmp_path.glob("*.shapes"))) == 3
+
+
+def test_result_shapes_without_a_key_or_with_an_unreadable_entry_are_traced(tmp_path):
+    program_store.result_shapes(Counted(), arguments(), None, tmp_path)
+    assert not list(tmp_path.iterdir())
+    program_store.result_shapes(Counted(), arguments(), "key", tmp_path)
+    (entry,) = tmp_path.glob("*.shapes")
+    entry.write_bytes(b"cut short")
+    retraced = Counted()
+    shapes = program_store.result_shapes(retraced, arguments(), "key", tmp_path)
+    assert retraced.traces == 1 and shapes[0]["x"].shape == (4,)
+    read = Counted()
+    program_store.result_shapes(read, arguments(), "key", tmp_path)
+    assert read.traces == 0  # rewritten whole
+
+
+def test_result_shapes_of_jax_key_types_are_correct_and_not_stored(tmp_path):
+    def keys(seed):
+        return {"key": jax.random.key(seed), "x": jnp.zeros(3)}
+
+    for _ in range(2):
+        shapes = program_store.result_shapes(keys, (np.int32(0),), "key", tmp_path)
+        assert jax.dtypes.issubdtype(shapes["key"].dtype, jax.dtypes.prng_key) and shapes["x"].shape == (3,)
+    assert not list(tmp_path.glob("*.shapes"))

@@ -81,3 +81,31 @@ def test_programs_of_an_algorithm_or_environment_from_outside_rlfit_are_not_stor
         assert Trainer.build(outsider, make_plan(outsider)).store_key("training step") is None
     finally:
         unregister_algorithm("detpg")
+
+
+def test_a_trainers_abstract_state_read_from_the_store_is_the_traced_one(tmp_path, monkeypatch):
+    """The training state's shapes (every program is compiled for them) come from the store in a second process
+    (here: a second Trainer) and equal those traced from `init`."""
+    import jax
+
+    from rlfit.hardware import program_store
+
+    monkeypatch.setattr(program_store, "store_dir", lambda: tmp_path)
+    config = resolve("gridworld:Empty-5x5", "smoke")
+
+    def abstract(trainer):
+        return [(leaf.shape, leaf.dtype, leaf.sharding) for leaf in jax.tree.leaves(trainer.abstract_state())]
+
+    traced = Trainer.build(config, make_plan(config))
+    reference = traced.abstract_of(jax.eval_shape(lambda: traced.learner.init(config.run.seed)))
+    assert abstract(traced) == [(leaf.shape, leaf.dtype, leaf.sharding) for leaf in jax.tree.leaves(reference)]
+    assert len(list(tmp_path.glob("*.shapes"))) == 1
+    second = Trainer.build(config, make_plan(config))
+    monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: pytest.fail("traced again"))
+    assert abstract(second) == abstract(traced)
+    assert jax.tree.structure(second.abstract_state()) == jax.tree.structure(reference)
+    # the programs compiled for these shapes are stored under their pickled structure: the same in both processes
+    import pickle
+
+    assert pickle.dumps(jax.tree.structure(second.abstract_state())) == pickle.dumps(
+        jax.tree.structure(traced.abstract_state()))

@@ -192,17 +192,74 @@ def _read(entry: Path) -> StoredProgram | None:
 
 
 def _write(entry: Path, stored: StoredProgram) -> None:
-    """Writes the entry whole or not at all (a temporary file renamed into place); a failure (a full disk, a
-    read-only folder, a structure that cannot be pickled) leaves the store as it was."""
+    """Writes the entry whole or not at all (see `_write_record`)."""
+    _write_record(entry, {"format": FORMAT, "exported": bytes(stored.exported.serialize()), "in_tree": stored.in_tree,
+                          "out_tree": stored.out_tree, "name": stored.name})
+
+
+def _write_record(entry: Path, record: dict[str, Any]) -> None:
+    """Writes `record` pickled, whole or not at all (see `_write_bytes`)."""
+    try:
+        data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a structure that cannot be pickled is not stored
+        return
+    _write_bytes(entry, data)
+
+
+def _write_bytes(entry: Path, data: bytes) -> None:
+    """Writes `data` whole or not at all (a temporary file renamed into place); a failure (a full disk, a
+    read-only folder) leaves the store as it was."""
     temporary: Path | None = None
     try:
-        record = {"format": FORMAT, "exported": bytes(stored.exported.serialize()), "in_tree": stored.in_tree,
-                  "out_tree": stored.out_tree, "name": stored.name}
         entry.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=entry.parent, prefix=entry.name, suffix=".tmp", delete=False) as file:
             temporary = Path(file.name)
-            pickle.dump(record, file, protocol=pickle.HIGHEST_PROTOCOL)
+            file.write(data)
         os.replace(temporary, entry)
     except Exception:  # noqa: BLE001 - an entry not written only costs the next process a trace
         if temporary is not None:
             temporary.unlink(missing_ok=True)
+
+
+def result_shapes(fn: Callable[..., Any], args: Sequence[Any], key: str | None,
+                  directory: Path | None = None) -> Any:
+    """`jax.eval_shape(fn, *args)` (a pytree of ShapeDtypeStructs), kept in the store under `key` (what `fn`
+    depends on besides its arguments and the installed packages, as for `traced`): a later process reads the
+    shapes in milliseconds instead of tracing `fn` (a training state's `init`: most of a second for a MuJoCo
+    environment). With no key or no store (`directory`, default `store_dir()`), just `jax.eval_shape`.
+
+    The process that traces returns the shapes as the entry holds them (unpickled from the bytes it writes), as
+    every later process does: a pytree structure unpickled is equal to the traced one but may pickle to other
+    bytes (objects its nodes shared become copies), and the programs compiled for these shapes are stored under a
+    digest of their arguments' pickled structure (`traced`), which must not depend on which process traced."""
+    directory = directory if directory is not None else (store_dir() if key is not None else None)
+    if key is None or directory is None:
+        return jax.eval_shape(fn, *args)
+    leaves, in_tree = jax.tree.flatten(tuple(args))
+    try:
+        tree_bytes = pickle.dumps(in_tree, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return jax.eval_shape(fn, *args)
+    entry = directory / f"{entry_digest(key + ' (shapes)', leaves, tree_bytes)}.shapes"
+    try:
+        return _shapes_of(pickle.loads(entry.read_bytes()))
+    except Exception:  # noqa: BLE001 - none yet, or unreadable: traced, and (re)written below
+        pass
+    shapes = jax.eval_shape(fn, *args)
+    out_leaves, out_tree = jax.tree.flatten(shapes)
+    if not all(isinstance(leaf.dtype, np.dtype) for leaf in out_leaves):  # JAX's key types: not kept
+        return shapes
+    try:
+        data = pickle.dumps({"format": FORMAT, "out_tree": out_tree, "leaves": [
+            (tuple(leaf.shape), leaf.dtype.str, bool(leaf.weak_type)) for leaf in out_leaves]},
+            protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a structure that cannot be pickled: not kept
+        return shapes
+    _write_bytes(entry, data)
+    return _shapes_of(pickle.loads(data))
+
+
+def _shapes_of(record: dict[str, Any]) -> Any:
+    """The pytree of ShapeDtypeStructs a `.shapes` record holds."""
+    return record["out_tree"].unflatten([jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype), weak_type=weak)
+                                         for shape, dtype, weak in record["leaves"]])

@@ -29,6 +29,7 @@ from rlfit.envs.action_space import ActionSpace
 from rlfit.envs.fingerprint import model_digest
 from rlfit.envs.loading import FAMILIES
 from rlfit.envs.vec_env import episode_steps, observation_example
+from rlfit.hardware.program_store import result_shapes
 from rlfit.networks import select_obs
 from rlfit.networks.heads import action_head
 from rlfit.run.evaluate import EvalMetrics, make_evaluator
@@ -148,8 +149,10 @@ class Trainer:
 
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
-        device), without allocating or running anything."""
-        return self.abstract_of(jax.eval_shape(lambda: self.learner.init(self.config.run.seed)))
+        device), without allocating or running anything; read from the program store when a process with the
+        same settings traced them before (`rlfit.hardware.program_store.result_shapes`)."""
+        return self.abstract_of(result_shapes(lambda seed: self.learner.init(seed), (np.int32(0),),
+                                              self.store_key(f"{PROGRAM_NAMES[2]} shapes")))
 
     def abstract_of(self, state: Any) -> Any:
         """`state`'s leaves (arrays or shapes) as the ShapeDtypeStructs every program is compiled for: the same
