@@ -84,8 +84,8 @@ def test_programs_of_an_algorithm_or_environment_from_outside_rlfit_are_not_stor
 
 
 def test_a_trainers_abstract_state_read_from_the_store_is_the_traced_one(tmp_path, monkeypatch):
-    """The training state's shapes (every program is compiled for them) come from the store in a second process
-    (here: a second Trainer) and equal those traced from `init`."""
+    """The training state's shapes (every program is compiled for them) and the observation's (the networks are
+    built for them) come from the store in a second process (here: a second Trainer) and equal those traced."""
     import jax
 
     from rlfit.hardware import program_store
@@ -99,9 +99,11 @@ def test_a_trainers_abstract_state_read_from_the_store_is_the_traced_one(tmp_pat
     traced = Trainer.build(config, make_plan(config))
     reference = traced.abstract_of(jax.eval_shape(lambda: traced.learner.init(config.run.seed)))
     assert abstract(traced) == [(leaf.shape, leaf.dtype, leaf.sharding) for leaf in jax.tree.leaves(reference)]
-    assert len(list(tmp_path.glob("*.shapes"))) == 1
-    second = Trainer.build(config, make_plan(config))
+    assert len(list(tmp_path.glob("*.shapes"))) == 2  # the state's and the observation's
     monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: pytest.fail("traced again"))
+    second = Trainer.build(config, make_plan(config))
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), second.obs_example) == jax.tree.map(
+        lambda x: (x.shape, x.dtype), traced.obs_example)
     assert abstract(second) == abstract(traced)
     assert jax.tree.structure(second.abstract_state()) == jax.tree.structure(reference)
     # the programs compiled for these shapes are stored under their pickled structure: the same in both processes

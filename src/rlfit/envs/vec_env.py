@@ -128,7 +128,10 @@ def episode_steps(env_config: Any, env: Any) -> int:
     return min(steps, max(1, int(limit) // env_config.action_repeat)) if limit else steps
 
 
-def observation_example(env: Any) -> Any:
-    """One unbatched observation of `env` as zeros (shapes from an abstract reset, nothing run)."""
-    shapes = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), jnp.uint32)).obs
+def observation_example(env: Any, store_key: str | None = None) -> Any:
+    """One unbatched observation of `env` as zeros (shapes from an abstract reset, nothing run; with `store_key`,
+    what the reset depends on, read from the program store when a process traced it before)."""
+    from rlfit.hardware.program_store import result_shapes
+
+    shapes = result_shapes(lambda key: env.reset(key).obs, (jax.ShapeDtypeStruct((2,), jnp.uint32),), store_key)
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)

@@ -105,11 +105,15 @@ class Trainer:
         episode_length = episode_steps(config.env, env)
         train_env = VecEnv(env, plan.sizes.num_envs, episode_length, config.env.action_repeat)
         eval_env = VecEnv(env, config.run.num_eval_envs, episode_length, config.env.action_repeat)
-        obs_example = observation_example(env)
+        layout = DeviceLayout(plan.devices)
+        digest = model_digest(env)
+        obs_example = observation_example(env, stored_program_key(config, plan, layout, digest, "observation shapes"))
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
         select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
         action_head(learner.policy.head, train_env.action_space)  # a head that cannot act here: the same
-        return cls(config, plan, env, train_env, eval_env, learner, obs_example, DeviceLayout(plan.devices))
+        trainer = cls(config, plan, env, train_env, eval_env, learner, obs_example, layout)
+        trainer.__dict__["model_digest"] = digest  # computed once (`model_digest`)
+        return trainer
 
     @property
     def action_space(self) -> ActionSpace:
@@ -198,17 +202,8 @@ class Trainer:
 
     def store_key(self, program: str) -> str | None:
         """What `program` depends on besides its arguments and the installed packages, for the store of traced
-        programs (`rlfit.hardware.program_store`): its name, `program_key` and the environment's MuJoCo model. None
-        (not stored) for a run over several devices and for an environment from the user's own code
-        (`module:function`) or an algorithm registered from outside rlfit, which the store's digest cannot see.
-        Settings only the host loop reads (`rlfit.config.schema.HOST_LOOP_FIELDS`) are left out of the key."""
-        prefix, factory, _ = self.config.env.name.partition(":")
-        if self.layout.parallel or (factory and prefix not in FAMILIES) or not ALGORITHMS.get(
-                self.config.algo, "").startswith("rlfit."):
-            return None
-        return json.dumps({"program": program, "settings": self.config.program_settings(),
-                           "sizes": self.plan.sizes._asdict(), "backend": self.plan.backend, "impl": self.plan.impl,
-                           "precision": self.plan.precision, "model": self.model_digest}, sort_keys=True, default=str)
+        programs (`rlfit.hardware.program_store`): `stored_program_key` of this run."""
+        return stored_program_key(self.config, self.plan, self.layout, self.model_digest, program)
 
     @functools.cached_property
     def model_digest(self) -> str | None:
@@ -319,6 +314,22 @@ def _announced(say: Callable[[str], None] | None, name: str, number: int, total:
         if record.from_store:
             source = " (from the program store" + (" and the compile cache)" if record.from_cache else ")")
         say(f"compiled {number} of {total}: {name} in {record.compile_s:.1f}s{source}")
+
+
+def stored_program_key(config: Config, plan: Plan, layout: DeviceLayout, digest: str | None,
+                       program: str) -> str | None:
+    """What `program` of a run depends on besides its arguments and the installed packages, for the store of
+    traced programs (`rlfit.hardware.program_store`): its name, the config's program settings, the plan and the
+    environment's MuJoCo model (`digest`). None (not stored) for a run over several devices and for an environment
+    from the user's own code (`module:function`) or an algorithm registered from outside rlfit, which the store's
+    digest cannot see. Settings only the host loop reads (`rlfit.config.schema.HOST_LOOP_FIELDS`) are left out."""
+    prefix, factory, _ = config.env.name.partition(":")
+    if layout.parallel or (factory and prefix not in FAMILIES) or not ALGORITHMS.get(config.algo, "").startswith(
+            "rlfit."):
+        return None
+    return json.dumps({"program": program, "settings": config.program_settings(), "sizes": plan.sizes._asdict(),
+                       "backend": plan.backend, "impl": plan.impl, "precision": plan.precision, "model": digest},
+                      sort_keys=True, default=str)
 
 
 def seed_is_traced(seed: int) -> bool:
