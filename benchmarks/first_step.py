@@ -269,6 +269,7 @@ def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) 
         marks[name] = since_process_start()
         phase[0] = following
 
+    import rlfit  # noqa: F401 - first, as the `rlfit` command imports it (MJX then skips Warp on a CPU-only JAX)
     import jax  # noqa: F401
     import mujoco_playground  # noqa: F401 - Playground's import, counted here as in brax_child.py
 
