@@ -13,6 +13,7 @@ from rlfit.run.loop import eval_key
 from rlfit.study.seed_group import SeedGroup, lane, stack
 from rlfit.run.build import Trainer
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+from tests.seed_groups import train_group_and_alone
 
 ITERATIONS = 3
 
@@ -28,13 +29,7 @@ def test_stack_and_lane_are_inverse():
 def test_a_seed_in_a_group_of_four_equals_the_seed_alone():
     config = resolve(TOY_ENV, "smoke", overrides=list(TOY_TRAIN_OVERRIDES))
     trainer = Trainer.build(config, make_plan(config, config_sizes(config)))
-    group = SeedGroup.build(trainer, (5, 6, 7, 8))
-    grouped = group.init()
-    alone = trainer.learner.init(7)
-    step = trainer.compile_iteration(alone)
-    for _ in range(ITERATIONS):
-        grouped, grouped_metrics = group.step(grouped)
-        alone, alone_metrics = step(alone)
+    group, grouped, grouped_metrics, alone, alone_metrics = train_group_and_alone(trainer, (5, 6, 7, 8), 7, ITERATIONS)
     seed7 = lane(grouped, 2)
     for ours, theirs in zip(jax.tree.leaves(seed7.params), jax.tree.leaves(alone.params)):
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5, atol=1e-5)

@@ -14,6 +14,7 @@ from rlfit.run.build import Trainer
 from rlfit.run.loop import eval_key
 from rlfit.study.seed_group import SeedGroup, lane
 from tests.conftest import TOY_ENV
+from tests.seed_groups import train_group_and_alone
 
 ITERATIONS = 3
 OVERRIDES = ("algo=fasttd3", "env.episode_length=50", "fasttd3.num_envs=4", "fasttd3.batch_size=16",
@@ -28,13 +29,7 @@ def trainer():
 
 
 def test_a_fasttd3_seed_in_a_group_equals_the_seed_alone(trainer):
-    group = SeedGroup.build(trainer, (3, 4, 5))
-    grouped = group.init()
-    alone = trainer.learner.init(4)
-    step = trainer.compile_iteration(alone)
-    for _ in range(ITERATIONS):
-        grouped, _ = group.step(grouped)
-        alone, _ = step(alone)
+    group, grouped, _, alone, _ = train_group_and_alone(trainer, (3, 4, 5), 4, ITERATIONS)
     seed4 = lane(grouped, 1)
     leaves = jax.tree.leaves_with_path(seed4)
     assert len(leaves) == len(jax.tree.leaves(alone))
