@@ -95,6 +95,8 @@ class Trainer:
     """One unbatched observation of zeros (shapes and dtypes of the environment's observations)."""
     layout: DeviceLayout
     """The devices the run is split over (`plan.devices`) and how its state lies on them."""
+    model_digest: str | None
+    """`rlfit.envs.fingerprint.model_digest` of the environment (None without a MuJoCo model)."""
 
     @classmethod
     def build(cls, config: Config, plan: Plan, env: Any | None = None) -> Trainer:
@@ -111,9 +113,7 @@ class Trainer:
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
         select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
         action_head(learner.policy.head, train_env.action_space)  # a head that cannot act here: the same
-        trainer = cls(config, plan, env, train_env, eval_env, learner, obs_example, layout)
-        trainer.__dict__["model_digest"] = digest  # computed once (`model_digest`)
-        return trainer
+        return cls(config, plan, env, train_env, eval_env, learner, obs_example, layout, digest)
 
     @property
     def action_space(self) -> ActionSpace:
@@ -131,12 +131,12 @@ class Trainer:
         `total` of `total`. Inside `reusing_programs()` a later seed reuses the program (no compile: None)."""
         seed = self.config.run.seed
         program, record = self.starting_state_program(seed, say, total)
-        return program(np.int32(seed if seed_is_traced(seed) else 0)), record
+        return program(seed_argument(seed)), record
 
     def starting_state_program(self, seed: int, say: Callable[[str], None] | None = None,
                                total: int = len(PROGRAM_NAMES)) -> tuple[Callable[[Any], Any], ProgramCompile | None]:
-        """The compiled program that makes the fresh training state of an int32 seed, its argument (a seed outside
-        int32 is built in, and the program then ignores its argument), and its compile (None when reused)."""
+        """The compiled program that makes the fresh training state of `seed` from `seed_argument(seed)` (an int32
+        seed is the argument; a seed outside int32 is built in), and its compile (None when reused)."""
         traced = seed_is_traced(seed)
         init = (lambda s: self.learner.init(s)) if traced else (lambda _: self.learner.init(seed))
         name = PROGRAM_NAMES[2]
@@ -145,7 +145,7 @@ class Trainer:
             return _PROGRAMS[key], None
         shardings = self.state_shardings if self.layout.parallel else self.layout.single
         with _announced(say, name, total, total) as timing, self.layout.compiling():
-            program = compile_ahead(init, np.int32(seed if traced else 0), ynn_fusions=self.eval_ynn_fusions,
+            program = compile_ahead(init, seed_argument(seed), ynn_fusions=self.eval_ynn_fusions,
                                     out_shardings=shardings, store_key=self.store_key(name) if traced else None)
         if _REUSE["enabled"] and traced:
             _PROGRAMS[key] = program
@@ -204,11 +204,6 @@ class Trainer:
         """What `program` depends on besides its arguments and the installed packages, for the store of traced
         programs (`rlfit.hardware.program_store`): `stored_program_key` of this run."""
         return stored_program_key(self.config, self.plan, self.layout, self.model_digest, program)
-
-    @functools.cached_property
-    def model_digest(self) -> str | None:
-        """`rlfit.envs.fingerprint.model_digest` of the run's environment (computed once)."""
-        return model_digest(self.env)
 
     @property
     def step_ynn_fusions(self) -> bool:
@@ -336,6 +331,11 @@ def seed_is_traced(seed: int) -> bool:
     """Whether `seed` can be the starting-state program's int32 argument (PRNGKey of an int32 seed is PRNGKey of the
     same Python int); a seed outside int32 is built into the program instead."""
     return -2**31 <= seed < 2**31
+
+
+def seed_argument(seed: int) -> np.int32:
+    """The starting-state program's argument for `seed`: the seed itself, or 0 when it is built in."""
+    return np.int32(seed if seed_is_traced(seed) else 0)
 
 
 def program_key(config: Config, plan: Plan) -> str:

@@ -25,10 +25,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from rlfit.hardware.jax_setup import compile_ahead
-from rlfit.run.build import PROGRAM_NAMES, seed_is_traced
+from rlfit.run.build import PROGRAM_NAMES, seed_argument, seed_is_traced
 from rlfit.run.evaluate import EvalMetrics, make_evaluator
 from rlfit.run.loop import eval_key
 
@@ -61,13 +60,15 @@ class SeedGroup:
     def init(self) -> Any:
         """The stacked fresh states of every seed, each made by the program that makes a solo run's (one compile,
         or a program-store and compile-cache hit, for all the seeds)."""
-        programs = {}
+        shared = None  # one program for every int32 seed; a seed outside int32 is built into a program of its own
         states = []
         for seed in self.seeds:
-            traced = seed_is_traced(seed)
-            if traced not in programs or not traced:
-                programs[traced] = self.trainer.starting_state_program(seed)[0]
-            states.append(programs[traced](np.int32(seed if traced else 0)))
+            if seed_is_traced(seed):
+                shared = shared or self.trainer.starting_state_program(seed)[0]
+                program = shared
+            else:
+                program = self.trainer.starting_state_program(seed)[0]
+            states.append(program(seed_argument(seed)))
         return stack(states)
 
     def abstract_state(self) -> Any:
