@@ -97,8 +97,9 @@ def traced(fn: Callable[..., Any], args: Sequence[Any], key: str, directory: Pat
         stored = _export(fn, leaves, in_tree)
     except Exception:  # noqa: BLE001 - a program jax.export cannot hold (or a bug in `fn`): the caller traces it
         return None    # itself, and a real error is raised there as it would be without the store
-    _write(entry, stored)
-    return stored
+    written = _keep(entry, {"format": FORMAT, "exported": bytes(stored.exported.serialize()),
+                            "in_tree": stored.in_tree, "out_tree": stored.out_tree, "name": stored.name})
+    return _program_of(written) if written is not None else stored
 
 
 def _export(fn: Callable[..., Any], leaves: list[Any], in_tree: Any) -> StoredProgram:
@@ -182,28 +183,31 @@ def _read(entry: Path) -> StoredProgram | None:
     short by a full disk)."""
     try:
         with entry.open("rb") as file:
-            record = pickle.load(file)
-        return StoredProgram(jax.export.deserialize(bytearray(record["exported"])), record["in_tree"],
-                             record["out_tree"], record["name"])
+            return _program_of(pickle.load(file))
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - any unreadable entry is traced again and rewritten
         return None
 
 
-def _write(entry: Path, stored: StoredProgram) -> None:
-    """Writes the entry whole or not at all (see `_write_record`)."""
-    _write_record(entry, {"format": FORMAT, "exported": bytes(stored.exported.serialize()), "in_tree": stored.in_tree,
-                          "out_tree": stored.out_tree, "name": stored.name})
+def _program_of(record: dict[str, Any]) -> StoredProgram:
+    """The program a `.jaxprog` record holds."""
+    return StoredProgram(jax.export.deserialize(bytearray(record["exported"])), record["in_tree"], record["out_tree"],
+                         record["name"])
 
 
-def _write_record(entry: Path, record: dict[str, Any]) -> None:
-    """Writes `record` pickled, whole or not at all (see `_write_bytes`)."""
+def _keep(entry: Path, record: dict[str, Any]) -> dict[str, Any] | None:
+    """Writes `record` to `entry` (whole or not at all) and returns it as a later process will read it: unpickled
+    from the bytes written. The process that traced uses that copy too, because a pytree structure unpickled equals
+    the traced one but may pickle to other bytes (objects its nodes shared become copies), and programs compiled
+    for a result's shapes are stored under a digest of their arguments' pickled structure: that digest must not
+    depend on which process traced. None when the record cannot be pickled (nothing is written)."""
     try:
         data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - a structure that cannot be pickled is not stored
-        return
+        return None
     _write_bytes(entry, data)
+    return pickle.loads(data)
 
 
 def _write_bytes(entry: Path, data: bytes) -> None:
@@ -226,12 +230,8 @@ def result_shapes(fn: Callable[..., Any], args: Sequence[Any], key: str | None,
     """`jax.eval_shape(fn, *args)` (a pytree of ShapeDtypeStructs), kept in the store under `key` (what `fn`
     depends on besides its arguments and the installed packages, as for `traced`): a later process reads the
     shapes in milliseconds instead of tracing `fn` (a training state's `init`: most of a second for a MuJoCo
-    environment). With no key or no store (`directory`, default `store_dir()`), just `jax.eval_shape`.
-
-    The process that traces returns the shapes as the entry holds them (unpickled from the bytes it writes), as
-    every later process does: a pytree structure unpickled is equal to the traced one but may pickle to other
-    bytes (objects its nodes shared become copies), and the programs compiled for these shapes are stored under a
-    digest of their arguments' pickled structure (`traced`), which must not depend on which process traced."""
+    environment). With no key or no store (`directory`, default `store_dir()`), just `jax.eval_shape`. The process
+    that traces returns the shapes as a later process reads them (`_keep`)."""
     directory = directory if directory is not None else (store_dir() if key is not None else None)
     if key is None or directory is None:
         return jax.eval_shape(fn, *args)
@@ -249,14 +249,9 @@ def result_shapes(fn: Callable[..., Any], args: Sequence[Any], key: str | None,
     out_leaves, out_tree = jax.tree.flatten(shapes)
     if not all(isinstance(leaf.dtype, np.dtype) for leaf in out_leaves):  # JAX's key types: not kept
         return shapes
-    try:
-        data = pickle.dumps({"format": FORMAT, "out_tree": out_tree, "leaves": [
-            (tuple(leaf.shape), leaf.dtype.str, bool(leaf.weak_type)) for leaf in out_leaves]},
-            protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - a structure that cannot be pickled: not kept
-        return shapes
-    _write_bytes(entry, data)
-    return _shapes_of(pickle.loads(data))
+    written = _keep(entry, {"format": FORMAT, "out_tree": out_tree, "leaves": [
+        (tuple(leaf.shape), leaf.dtype.str, bool(leaf.weak_type)) for leaf in out_leaves]})
+    return _shapes_of(written) if written is not None else shapes
 
 
 def _shapes_of(record: dict[str, Any]) -> Any:
