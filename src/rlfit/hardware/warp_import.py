@@ -72,6 +72,9 @@ class _LoaderWithoutWarp(importlib.abc.Loader):
     def __init__(self, loader: importlib.abc.Loader):
         self.loader = loader
 
+    def __getattr__(self, name: str) -> Any:  # the rest of the loader's interface (get_source, is_package, ...)
+        return getattr(self.loader, name)
+
     def create_module(self, spec: Any) -> Any:
         return self.loader.create_module(spec)
 
