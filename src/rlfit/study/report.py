@@ -330,6 +330,9 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
         entry.pop("_estimates")
     numbers["ratios"] = ratio_entries(results, manifest.ratios, variants, manifest.suites)
     numbers["generalization"] = generalization_entries(experiment, results)
+    from rlfit.study.plateau import plateau_entries
+
+    numbers["plateau"] = plateau_entries(variant_curves(results, variants))
     return numbers
 
 

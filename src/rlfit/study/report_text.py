@@ -47,6 +47,7 @@ def markdown(experiment: Any, numbers: dict[str, Any]) -> str:
     lines = setup_lines(experiment, numbers) + method_lines(numbers) + definition_lines(numbers)
     if "learning_curves" in numbers["figures"]:
         lines += [f"![learning curves]({numbers['figures']['learning_curves']})", ""]
+    lines += plateau_lines(numbers.get("plateau", {}))
     for measure, entry in numbers["measures"].items():
         lines += measure_lines(measure, entry, numbers)
     if "suites" in numbers["figures"]:
@@ -133,6 +134,26 @@ def measure_lines(measure: str, entry: dict[str, Any], numbers: dict[str, Any]) 
         lines += [f"Performance profile (the fraction of seeds above each threshold, 95% percentile bootstrap band): "
                   f"![profile]({profile})", ""]
     return lines
+
+
+def plateau_lines(plateau: dict[str, Any]) -> list[str]:
+    """The late rise of each variant's evaluation return (`rlfit.study.plateau`); nothing for an old results.json."""
+    if not plateau:
+        return []
+    lines = ["## Has training plateaued?", "",
+             "Late rise: per seed, the mean evaluation return over the last quarter of its evaluations (after the "
+             "first) minus the mean over the quarter before; mean over seeds with a 95% t interval. An interval "
+             "covering 0 finds no rise at this number of seeds; its upper end bounds the rise still possible.", "",
+             "| variant | seeds | last quarter (env steps) | return there | late rise [95% CI] | verdict |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for variant, e in plateau.items():
+        if "note" in e:
+            lines.append(f"| {variant} | | | | | {e['note']} |")
+            continue
+        first, last = e["last_quarter_steps"]
+        lines.append(f"| {variant} | {e['seeds']} | {first:,.0f}-{last:,.0f} | {fmt_number(e['last_quarter_return'])} "
+                     f"| {fmt_interval(e['mean'], e['low'], e['high'], sign=True)} | {e['verdict']} |")
+    return lines + [""]
 
 
 def comparison_line(c: dict[str, Any], correction: str) -> str:
