@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import COMPILE_LINE  # noqa: E402
 from common import REPO, RESULTS, finish_record, load_1min, print_table, start_record  # noqa: E402
 
-MENAGERIE = REPO.parent.parent / "shared" / "assets" / "mujoco_menagerie"
+MENAGERIE = (REPO / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
 """The shared Menagerie copy G1 needs (as tests/envs/test_assets.py finds it); RLFIT_MENAGERIE_PATH wins."""
 STEP, EVALUATION = "jit(train_iteration)", "jit(evaluate)"
 
