@@ -229,8 +229,9 @@ def main() -> None:
         child(args.child)
         return
     if not BRAX_PYTHON.exists():
-        sys.exit("benchmarks/.venv-brax is missing: run `.venv/bin/python benchmarks/brax_compare.py --quick` once "
-                 "to build it")
+        print("benchmarks/.venv-brax is missing: run `.venv/bin/python benchmarks/brax_compare.py --quick` once to "
+              "build it", file=sys.stderr)
+        sys.exit(2)
     record = start_record(f"jax_versions_{args.env}_n{args.num_envs}")
     spec = {"env": args.env, "num_envs": args.num_envs, "steps": args.steps, "hidden": args.hidden,
             "minibatch": args.minibatch, "minibatches": args.minibatches, "repeats": args.repeats}
