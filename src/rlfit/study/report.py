@@ -293,7 +293,8 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
                                "suite_policies": {k: v for r in results for k, v in r.policies.items()},
                                "measures": {}, "measures_not_recorded": [], "correlations": [], "ratios": [],
                                "figures": {}}
-    draw_curves(experiment, results, variants, numbers)
+    curves = variant_curves(results, variants)
+    draw_curves(experiment, results, variants, curves, numbers)
     suite_estimates = {}
     for measure in measure_names(manifest) + recorded_suite_fields(results, manifest):
         entry = measure_entry(experiment, results, measure, variants, interval, numbers["figures"])
@@ -332,7 +333,7 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
     numbers["generalization"] = generalization_entries(experiment, results)
     from rlfit.study.plateau import plateau_entries
 
-    numbers["plateau"] = plateau_entries(variant_curves(results, variants))
+    numbers["plateau"] = plateau_entries(curves)
     return numbers
 
 
@@ -362,11 +363,12 @@ def recorded_suite_fields(results: list[TrialResult], manifest: Any) -> list[str
     return [name for name in names if any(r.values.get(name) is not None for r in results)]
 
 
-def draw_curves(experiment: Experiment, results: list[TrialResult], variants: list[str], numbers: dict[str, Any]) -> None:
-    """learning_curves.png: IQM of the evaluation return against env steps and against training wall-clock."""
+def draw_curves(experiment: Experiment, results: list[TrialResult], variants: list[str],
+                curves: dict[str, tuple[np.ndarray, np.ndarray]], numbers: dict[str, Any]) -> None:
+    """learning_curves.png: IQM of the evaluation return (`curves`, from `variant_curves`) against env steps and
+    against training wall-clock."""
     from rlfit.study import plots
 
-    curves = variant_curves(results, variants)
     if curves:
         clock = variant_curves(results, variants, clock=True)
         numbers["figures"]["learning_curves"] = plots.learning_curves(
