@@ -14,7 +14,6 @@ Imports only Brax, Playground, the standard library and psutil when present (thi
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -42,7 +41,9 @@ from brax.training.agents.ppo import networks as ppo_networks  # noqa: E402
 from brax.training.agents.ppo import train as ppo  # noqa: E402
 from brax.training.agents.sac import networks as sac_networks  # noqa: E402
 from brax.training.agents.sac import train as sac  # noqa: E402
-from mujoco_playground import registry, wrapper  # noqa: E402
+from mujoco_playground import wrapper  # noqa: E402
+
+from common import load_playground_jax  # noqa: E402
 
 IMPORTED = time.perf_counter()
 
@@ -102,12 +103,7 @@ def train(spec: dict) -> dict:
     algo = next(name for name in TRAINERS if name in spec)
     train_fn, network_factory = TRAINERS[algo]
     env_started = time.perf_counter()
-    if os.environ.get("RLFIT_MENAGERIE_PATH"):  # robots (G1) from the same offline Menagerie copy rlfit reads
-        from etils import epath
-        from mujoco_playground._src import mjx_env
-
-        mjx_env.MENAGERIE_PATH = epath.Path(os.environ["RLFIT_MENAGERIE_PATH"])
-    env = registry.load(spec["env"], config_overrides={"impl": "jax"})
+    env = load_playground_jax(spec["env"])
     env_loaded = time.perf_counter()
     kwargs = dict(spec[algo])
     factory = network_factory(kwargs)

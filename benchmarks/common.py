@@ -117,3 +117,16 @@ def _fmt(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return "-" if value is None else str(value)
+
+
+def load_playground_jax(name: str) -> Any:
+    """Playground's `name` with MJX impl='jax', robots (G1) read from RLFIT_MENAGERIE_PATH when it is set (the
+    offline Menagerie copy rlfit reads): the same environment in rlfit's venv and in the Brax venv."""
+    from mujoco_playground import registry
+
+    if os.environ.get("RLFIT_MENAGERIE_PATH"):
+        from etils import epath
+        from mujoco_playground._src import mjx_env
+
+        mjx_env.MENAGERIE_PATH = epath.Path(os.environ["RLFIT_MENAGERIE_PATH"])
+    return registry.load(name, config_overrides={"impl": "jax"})

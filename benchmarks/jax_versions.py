@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, finish_record, print_table, start_record  # noqa: E402
+from common import REPO, finish_record, load_playground_jax, print_table, start_record  # noqa: E402
 
 BRAX_PYTHON = Path(__file__).resolve().parent / ".venv-brax" / "bin" / "python"
 
@@ -73,17 +73,6 @@ def compile_timed(fn: Any, *args: Any) -> tuple[Any, float]:
     start = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     return compiled, round(time.perf_counter() - start, 2)
-
-
-def load_playground(name: str) -> Any:
-    from mujoco_playground import registry
-
-    if os.environ.get("RLFIT_MENAGERIE_PATH"):
-        from etils import epath
-        from mujoco_playground._src import mjx_env
-
-        mjx_env.MENAGERIE_PATH = epath.Path(os.environ["RLFIT_MENAGERIE_PATH"])
-    return registry.load(name, config_overrides={"impl": "jax"})
 
 
 def physics_program(env: Any, num_envs: int, steps: int) -> tuple[Any, tuple[Any, ...]]:
@@ -200,7 +189,7 @@ def child(spec_path: str) -> None:
         import rlfit  # noqa: F401  (MJX without Warp on a CPU, as every rlfit process)
     import jax
 
-    env = load_playground(spec["env"])
+    env = load_playground_jax(spec["env"])
     result: dict[str, Any] = {"jax": jax.__version__, "backend": jax.default_backend(), "programs": {}}
     programs = {"physics": physics_program(env, spec["num_envs"], spec["steps"]),
                 "update": update_program(observation_size(env), env.action_size, spec["hidden"], spec["minibatch"],
