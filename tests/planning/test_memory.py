@@ -81,22 +81,40 @@ class CompileLog:
         return [axis for axis, _ in self.calls]
 
 
-def test_the_planner_compiles_two_cheap_probes_that_are_never_chosen(config, monkeypatch):
-    """Two compiles, with the cheap options on a CPU, at sizes that are not candidates (so training never
-    compiles them again)."""
+def cap_and_partner() -> tuple[int, int]:
+    """Independent reference for the CPU probes: the largest power of two within this CPU's cap, and 3/8 of it."""
+    from rlfit.hardware.cpu_envs import cpu_max_num_envs
+    from rlfit.hardware.probe import usable_cores
+
+    cap = cpu_max_num_envs(usable_cores())
+    return cap, cap * 3 // 8
+
+
+def test_rlfit_plan_on_a_cpu_compiles_two_cheap_probes_the_cap_and_a_size_never_chosen(config, monkeypatch):
+    """On a CPU target: the cap's candidate (what training runs when memory does not limit) and one at 3/8 of it,
+    both with the cheap options (`rlfit plan` runs nothing); the second is no candidate."""
     from rlfit.algos.ppo.candidates import candidate_sizes
 
     log = CompileLog(monkeypatch)
-    fit_memory_model(config)
-    assert len(log.calls) == 2
+    model = fit_memory_model(config)
+    assert log.leading_axes() == list(cap_and_partner())
+    assert [p.sizes.num_envs for p in model.points] == list(cap_and_partner())
+    assert model.first_is_unlimited_choice
     candidates = {c.num_envs for c in candidate_sizes(config_sizes(config))}
-    assert all(axis not in candidates for axis in log.leading_axes())
+    assert cap_and_partner()[0] in candidates and cap_and_partner()[1] not in candidates
     assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
 
 
+def test_on_an_accelerator_target_the_probes_are_never_chosen(config, monkeypatch):
+    """Without a cap (an accelerator: memory alone decides) the probes are 384 and 3072, no candidate."""
+    log = CompileLog(monkeypatch)
+    model = fit_memory_model(config, target_backend="gpu")
+    assert log.leading_axes() == [384, 3072] and not model.first_is_unlimited_choice
+
+
 def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, tmp_path):
-    """`train --num-envs auto`: the planner's probes, then training's step and evaluation; the chosen size is
-    compiled once (by training, with its own options) and no size twice."""
+    """`train --num-envs auto` where memory limits (4 MiB): one cheap probe, the cap's probe compiled as training
+    compiles (in vain here), then training's step at the chosen size and evaluation; no size compiled twice."""
     import rlfit
 
     log = CompileLog(monkeypatch)
@@ -104,12 +122,30 @@ def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, 
     rlfit.train(TOY, "smoke", overrides=["run.num_timesteps=1", "run.num_eval_envs=4"], run_dir=run,
                 num_envs_auto=True, device_memory="4MiB")
     chosen = json.loads((run / "plan.json").read_text())["sizes"]["num_envs"]
+    cap, partner = cap_and_partner()
     probes = [axis for axis, options in log.calls if PROBE_COMPILER_OPTIONS.items() <= options.items()]
     steps = [axis for axis, options in log.calls if not PROBE_COMPILER_OPTIONS.items() <= options.items()]
-    assert len(probes) == 2 and chosen not in probes
-    assert steps.count(chosen) == 1  # training's step; the evaluation's 4 environments are the other compile
+    assert probes == [partner] and chosen < cap
+    assert steps.count(cap) == 1 and steps.count(chosen) == 1  # the evaluation's 4 environments: the other
     summary = json.loads((run / "summary.json").read_text())
     assert [p["name"] for p in summary["programs"]] == ["training step", "evaluation", "starting state"]
+
+
+def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
+    """`train --num-envs auto` with the memory to run the CPU's cap: in a fresh compile cache, training's step comes
+    from the cache, where only the planner's probe of that size can have put it: auto costs one cheap probe more
+    than a plain `train`."""
+    monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
+    done = run_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--set", "run.num_timesteps=1",
+                   "--set", "run.num_eval_envs=4", "--run-dir", str(tmp_path / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan["sizes"]["num_envs"] == cap_and_partner()[0]
+    assert plan["extra"]["memory_model"]["first_is_unlimited_choice"] is True
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
+        ("training step", True), ("evaluation", False), ("starting state", False)]
 
 
 def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, model):

@@ -201,14 +201,18 @@ class MemoryRules(NamedTuple, Generic[SizesT]):
     """How the memory planner (`rlfit.planning`) models and sizes an algorithm. Pure Python (no JAX).
 
     The planner fits `bytes = intercept + per_env * num_envs + per_transition * stored_transitions(sizes)` to
-    XLA's compile-time analysis of the step at `measured_sizes(config)`, then asks `choose` for the sizes.
+    XLA's compile-time analysis of the step at `measured_sizes(config, cap)`, then asks `choose` for the sizes.
     """
 
     columns: tuple[str, ...]
     """The size fields `rlfit plan` shows per candidate."""
-    measured_sizes: Callable[[Config], tuple[SizesT, ...]]
-    """config -> the sizes whose compiled step is analysed: two or more `num_envs` (and, where the state
-    stores transitions, two or more capacities)."""
+    measured_sizes: Callable[[Config, int | None], tuple[SizesT, ...]]
+    """(config, most environments worth running or None) -> the sizes whose compiled step is analysed: two or
+    more `num_envs` (and, where the state stores transitions, two or more capacities). Where the rules know the
+    sizes training will most likely run (what `choose` picks when memory does not limit: PPO's largest candidate
+    within a CPU's cap, SAC's config), those come first: `train --num-envs auto` compiles that probe as training
+    compiles its step, so training reuses it when chosen (`rlfit.run.sizing`). Every other probe is a size
+    `choose` never picks, so training never compiles it again."""
     stored_transitions: Callable[[SizesT], int]
     """sizes -> transitions the training state stores (a replay buffer's capacity; 0 without one)."""
     choose: Callable[[Config, Callable[[SizesT], Candidate], int | None], Choice]

@@ -6,8 +6,9 @@ For given sizes, XLA's compile-time analysis of the step (state donated) gives
 
 on abstract inputs (`jax.eval_shape` of the initial state), so nothing is allocated or run. Compiling at
 every candidate size would take minutes, so `fit_memory_model` compiles at the algorithm's probe sizes
-(`MemoryRules.measured_sizes`: small, and never a size the planner can choose, so training never compiles a
-probe's size again) and fits
+(`MemoryRules.measured_sizes`: where the rules know it, the size training runs when memory does not limit, which
+`--num-envs auto` compiles as training does so that training reuses it; the others never a size the planner can
+choose, so training never compiles them again) and fits
 
     bytes = intercept + per_env * num_envs + per_transition * stored transitions
 
@@ -15,7 +16,7 @@ by least squares: PPO's rollout buffer, shuffled copy and per-minibatch activati
 `num_envs` (the environment state too) and it stores no transitions; SAC's replay buffer grows with its
 capacity (its step with `num_envs`). Parameters, optimizer state and code are the intercept.
 
-A probe is only analysed, never run, so on a CPU it compiles with `PROBE_COMPILER_OPTIONS` (LLVM's cheaper
+A probe that is only analysed, never run, compiles on a CPU with `PROBE_COMPILER_OPTIONS` (LLVM's cheaper
 code generation: buffer assignment, which the analysis reads, happens before it and is the same), and the
 probes compile side by side in threads.
 """
@@ -67,6 +68,9 @@ class MemoryModel:
     points: tuple[MemoryPoint, ...]
     backend: str
     """The JAX backend the points were compiled for ('cpu', 'gpu', ...)."""
+    first_is_unlimited_choice: bool = False
+    """Whether `points[0]` is at the sizes the rules choose when memory does not limit (the probe training may
+    reuse, `rlfit.run.sizing`)."""
 
     def estimate(self, num_envs: int, transitions: int = 0) -> int:
         """Fitted bytes at `num_envs` storing `transitions` (no safety margin)."""
@@ -75,6 +79,7 @@ class MemoryModel:
     def to_dict(self) -> dict[str, Any]:
         return {"intercept_bytes": self.intercept_bytes, "bytes_per_env": self.bytes_per_env,
                 "bytes_per_transition": self.bytes_per_transition, "backend": self.backend,
+                "first_is_unlimited_choice": self.first_is_unlimited_choice,
                 "points": [p.to_dict() for p in self.points]}
 
 

@@ -77,8 +77,7 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
 
     rules = algorithm(config.algo).memory
     margin, margin_reason = margin_for(model.backend, budget.target_backend)
-    cores = cpu_cores or usable_cores()
-    cap = cpu_max_num_envs(cores) if budget.target_backend == "cpu" else None
+    cap = num_envs_cap(budget.target_backend, cpu_cores)
     shared = budget.target_backend == "cpu" and devices > 1
     device_budget = budget.budget_bytes // devices if shared else budget.budget_bytes
 
@@ -105,6 +104,21 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
                     f"is predicted at {format_bytes(smallest.predicted_bytes)}; {choice.fix}")
     return MemoryPlan(budget, margin, model, choice.candidates, requested, choice.chosen, tuple(reasons),
                       rules.columns, nothing_fits, devices=devices)
+
+
+def num_envs_cap(target_backend: str, cpu_cores: int | None = None) -> int | None:
+    """The most environments worth running on the target: on a CPU `cpu_max_num_envs` of `cpu_cores` (default:
+    this process's), where more step no faster; None on an accelerator (memory alone decides)."""
+    return cpu_max_num_envs(cpu_cores or usable_cores()) if target_backend == "cpu" else None
+
+
+def unlimited_choice(config: Config, cap: int | None) -> Any:
+    """The sizes the algorithm's rules choose when memory does not limit (every candidate fits), within `cap`; None
+    when they choose nothing. The probe at these sizes is the one training may reuse (`rlfit.run.sizing`)."""
+    from rlfit.algos.registry import algorithm
+
+    choice = algorithm(config.algo).memory.choose(config, lambda sizes: Candidate(sizes, 0, 0, True), cap)
+    return choice.chosen.sizes if choice.chosen is not None else None
 
 
 def planned_device_count(requested: str, stated: bool) -> int:
@@ -155,8 +169,11 @@ def _fit_reason(model: MemoryModel) -> str:
     stored = (f" + {model.bytes_per_transition:,.0f} B per stored transition" if model.bytes_per_transition
               else "")
     return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env{stored} "
-            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)}: probes compiled for "
-            "their analysis only, at sizes never chosen, so training compiles no size twice)")
+            f"(fitted to XLA's analysis at {', '.join(point(p) for p in model.points)}"
+            + ("; the first is what training runs when memory does not limit, and `--num-envs auto` compiles it as "
+               "training does, so that training reuses it when chosen; the others are compile-only probes at sizes "
+               "never chosen)" if model.first_is_unlimited_choice else
+               ": compile-only probes at sizes never chosen, so training compiles no size twice)"))
 
 
 def cpu_device(device: DeviceInfo) -> DeviceInfo:

@@ -22,7 +22,7 @@ from rlfit.planning.budget import local_budget, stated_budget
 from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients, point_from_analysis
 from rlfit.planning.plan import Plan, make_plan
 from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
-                                    memory_plan_from_model, planned_device_count)
+                                    memory_plan_from_model, num_envs_cap, planned_device_count, unlimited_choice)
 from rlfit.hardware.units import format_bytes, parse_size
 from rlfit.run.build import PROGRAM_NAMES, Trainer
 
@@ -43,21 +43,22 @@ def probe_options(ynn_fusions: bool) -> dict[str, Any]:
     return {**compiler_options(ynn_fusions), **cheap}
 
 
-def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, dict[str, Any]]:
-    """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, the
-    compiler options a probe of it compiles with). Traces; compiles nothing. (A run split over several
-    devices is planned per device: `rlfit.planning.planner`.)"""
+def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, Trainer]:
+    """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, as
+    `Trainer.compile_iteration` lowers it on one device, so the persistent compile cache holds one for the other;
+    the Trainer it was built with). Traces; compiles nothing. (A run split over several devices is planned per
+    device: `rlfit.planning.planner`.)"""
     trainer = Trainer.build(config, make_plan(config, sizes, devices=1), env=env)
     lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
                           store_key=trainer.store_key(PROGRAM_NAMES[0]))
-    return lowered, probe_options(trainer.step_ynn_fusions)
+    return lowered, trainer
 
 
 def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
-    """The training step for `sizes` on one device compiled as a probe (`lower_iteration`): for its memory
-    analysis, not to run."""
-    lowered, options = lower_iteration(config, sizes, env)
-    return lowered.compile(compiler_options=options)
+    """The training step for `sizes` on one device compiled as a probe (`lower_iteration`, `probe_options`): for
+    its memory analysis, not to run."""
+    lowered, trainer = lower_iteration(config, sizes, env)
+    return lowered.compile(compiler_options=probe_options(trainer.step_ynn_fusions))
 
 
 def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
@@ -73,34 +74,51 @@ def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
     return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
 
 
-def analyze_probes(config: Config, probes: Sequence[Any], env: Any) -> tuple[MemoryPoint, ...]:
+def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training: Any = None
+                   ) -> tuple[MemoryPoint, ...]:
     """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
     lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
-    runs beside the next probe's tracing and the other compiles."""
+    runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or None)
+    compiles with training's own options (the persistent cache then holds training's step at those sizes); the
+    others with `probe_options`. The first probe is traced and compiled first."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from rlfit.hardware.jax_setup import compiler_options
 
     with ThreadPoolExecutor(max_workers=len(probes)) as pool:
         compiling = []
         for sizes in probes:
-            lowered, options = lower_iteration(config, sizes, env)
+            lowered, trainer = lower_iteration(config, sizes, env)
+            options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
+                       else probe_options(trainer.step_ynn_fusions))
             compiling.append(pool.submit(lowered.compile, compiler_options=options))
         compiled = [future.result() for future in compiling]
     return tuple(analyze_compiled(config, sizes, c) for sizes, c in zip(probes, compiled, strict=True))
 
 
-def fit_memory_model(config: Config, env: Any = None) -> MemoryModel:
-    """Compiles the step at the algorithm's probe sizes and fits the model through the results.
+def fit_memory_model(config: Config, env: Any = None, target_backend: str | None = None,
+                     for_training: bool = False) -> MemoryModel:
+    """Compiles the step at the algorithm's probe sizes for `target_backend` (default: this process's; a CPU target
+    caps the environments, `num_envs_cap`) and fits the model through the results.
 
     `env` is the loaded environment (loaded once here when None). Takes one compile per probe (side by side).
+    `for_training` (`train --num-envs auto` on one device): the probe at the sizes the rules choose when memory does
+    not limit compiles with training's options, so training, when it runs those sizes, reads its step from the
+    persistent compile cache instead of compiling it again.
     """
     env = env if env is not None else load_env(config.env, jax.default_backend())
-    points = analyze_probes(config, algorithm(config.algo).memory.measured_sizes(config), env)
-    return MemoryModel(*fit_coefficients(points), points, jax.default_backend())
+    cap = num_envs_cap(target_backend or jax.default_backend())
+    probes = algorithm(config.algo).memory.measured_sizes(config, cap)
+    likely = unlimited_choice(config, cap)
+    points = analyze_probes(config, probes, env, as_training=likely if for_training else None)
+    return MemoryModel(*fit_coefficients(points), points, jax.default_backend(),
+                       first_is_unlimited_choice=probes[0] == likely)
 
 
 def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
                 env: Any = None, device: DeviceInfo | None = None,
-                models: dict[str, MemoryModel] | None = None, devices: int | None = None) -> MemoryPlan:
+                models: dict[str, MemoryModel] | None = None, devices: int | None = None,
+                for_training: bool = False) -> MemoryPlan:
     """Probes the device (unless given), fits the memory model (compiles, unless `models` holds it) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
@@ -109,7 +127,8 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     observations and `network.encoder=auto` on an accelerator, R3D-18 is planned first and kept where some
     configuration of it fits; else the CPU's encoder for the frames (`encoder_candidates`). `devices` (default:
     `run.devices` on this process; a stated `device_memory` may name more devices than this machine has) is how
-    many devices of that size the run is split over.
+    many devices of that size the run is split over. `for_training`: training follows on this process
+    (`fit_memory_model`; on one device only, where training's step is the probe's program).
     """
     device = device or probe_device()
     local = device if device.jax_uses_it else cpu_device(device)
@@ -126,7 +145,8 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         planned_config = config if encoder is None else config.replace(network={"encoder": encoder})
         key = planned_config.network.encoder
         if key not in models:
-            models[key] = fit_memory_model(planned_config, env)
+            models[key] = fit_memory_model(planned_config, env, budget.target_backend,
+                                           for_training=for_training and devices == 1)
         tried.append(dataclasses.replace(memory_plan_from_model(planned_config, models[key], budget,
                                                                 devices=devices),
                                          config=planned_config))
@@ -164,7 +184,7 @@ def plan_for(config: Config, device_memory: int | str | None = None,
         return config, make_plan(config)
 
     configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
-    planned = memory_plan(config, device_memory, None, device=device)
+    planned = memory_plan(config, device_memory, None, device=device, for_training=auto_num_envs)
     config = planned.config
     extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
              "memory_model": planned.model.to_dict()}

@@ -153,7 +153,8 @@ ALGORITHM = Algorithm(
     build=build,
     memory=MemoryRules(
         columns=("num_envs",),
-        measured_sizes=lambda config: (config_sizes(config)._replace(num_envs=4), config_sizes(config)._replace(num_envs=8)),
+        measured_sizes=lambda config, cap: (config_sizes(config)._replace(num_envs=4),
+                                              config_sizes(config)._replace(num_envs=8)),
         stored_transitions=lambda sizes: 0,
         choose=choose,
     ),

@@ -11,24 +11,38 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlfit.algos.contract import Choice, MemoryRules
-from rlfit.algos.ppo.candidates import MAX_NUM_ENVS, candidate_sizes, scale_sizes
+from rlfit.algos.ppo.candidates import MAX_NUM_ENVS, candidate_sizes, is_valid, scale_sizes
 from rlfit.algos.ppo.sizes import config_sizes
 from rlfit.hardware.cpu_envs import CPU_ENVS_PER_CORE
 from rlfit.hardware.units import format_bytes
 
 PROBE_NUM_ENVS = (384, 3072)
-"""The two sizes compiled for the fit (compile-only, and on a CPU with cheaper code generation; a step's compile
-takes about as long at 16 environments as at 2048). Not powers of two, so never a candidate the planner chooses:
-training never compiles a probe's size again. Far apart and not tiny: XLA's buffer reuse at a few dozen
-environments is not yet proportional (a line through 24 and 48 under-predicted the toy step at 512 by 13%)."""
+"""The two sizes compiled for the fit when no cap bounds the choice (an accelerator): compile-only, and not powers
+of two, so never a candidate the planner chooses: training never compiles a probe's size again. Far apart and
+not tiny: XLA's buffer reuse at a few dozen environments is not yet proportional (a line through 24 and 48
+under-predicted the toy step at 512 by 13%); a step's compile takes about as long at 16 environments as at 2048."""
+
+PARTNER_FRACTIONS = ((3, 8), (3, 4), (3, 16))
+"""Where a cap bounds the choice (a CPU), the second probe's environments as a fraction of the cap's candidate:
+the first of these that keeps its `num_minibatches` (3/8 of 512 = 192; never a power of two, never chosen)."""
 
 
-def measured_sizes(config: Any) -> tuple[Any, ...]:
-    """The config's proportions at PROBE_NUM_ENVS environments, or at the smallest doubling of them where both
-    keep the config's `num_minibatches` and unroll length: then every per-environment buffer of the step
-    (rollout, shuffled copy, minibatch activations, environment state) has the same shape at the probes and at
-    the candidates up to its `num_envs` axis, and the bytes are a line in `num_envs`."""
+def measured_sizes(config: Any, cap: int | None = None) -> tuple[Any, ...]:
+    """The probes, in the config's proportions. With a cap (a CPU): the largest candidate within it, the size
+    training runs whenever memory does not limit, and one at PARTNER_FRACTIONS of its environments. Without
+    (or when no partner keeps the candidate's `num_minibatches`): PROBE_NUM_ENVS, or the smallest doubling of
+    them where both keep the config's `num_minibatches` and unroll length. Either way every per-environment
+    buffer of the step (rollout, shuffled copy, minibatch activations, environment state) has the same shape at
+    both probes and at the candidates between them up to its `num_envs` axis, so the bytes are a line in
+    `num_envs`."""
     base = config_sizes(config)
+    within = [sizes for sizes in candidate_sizes(base) if cap is not None and sizes.num_envs <= cap]
+    if within:
+        likely = within[-1]
+        for numerator, denominator in PARTNER_FRACTIONS:
+            partner = scale_sizes(base, likely.num_envs * numerator // denominator)
+            if partner.num_minibatches == likely.num_minibatches and is_valid(partner):
+                return likely, partner
     small, large = PROBE_NUM_ENVS
     while large <= MAX_NUM_ENVS:
         probes = tuple(scale_sizes(base, n) for n in (small, large))

@@ -38,17 +38,19 @@ def config_sizes(section: str, config: Any) -> SACSizes:
     return section_sizes(getattr(config, section))
 
 
-def measured_sizes(section: str, fewest_rows: Callable[[Any], int], config: Any) -> tuple[SACSizes, ...]:
-    """The config's sizes at (num_envs, 2 capacity), (2 num_envs, 2 capacity), (num_envs, 3 capacity): the
-    model's three coefficients (compile-only, so the capacity costs nothing). Capacity is at least the
-    config's buffer, so no probe is a size the planner can choose (training never compiles a probe's size
-    again)."""
+def measured_sizes(section: str, fewest_rows: Callable[[Any], int], config: Any, cap: int | None = None
+                   ) -> tuple[SACSizes, ...]:
+    """The config's sizes (what `choose_buffer` picks whenever they fit), then (2 num_envs, its capacity) and
+    (num_envs, 2 capacity): the model's three coefficients. Only the first is a size the planner can choose
+    (training reuses its compile there); the others are compile-only. A capacity too small to hold the fewest
+    rows at 2 num_envs is raised to that for the probes, none of which is then the config's. `cap` (the most
+    environments worth running) does not apply: `num_envs` is the config's."""
     base = config_sizes(section, config)
     rows = fewest_rows(getattr(config, section))
     capacity = max(base.max_replay_size, 2 * rows * base.num_envs)  # the fewest rows even at 2 num_envs
-    return (base._replace(max_replay_size=2 * capacity),
-            base._replace(num_envs=2 * base.num_envs, max_replay_size=2 * capacity),
-            base._replace(max_replay_size=3 * capacity))
+    first = base if capacity == base.max_replay_size else base._replace(max_replay_size=3 * capacity)
+    return (first, base._replace(num_envs=2 * base.num_envs, max_replay_size=capacity),
+            base._replace(max_replay_size=2 * capacity))
 
 
 def min_policy_steps(section: str, fewest_rows: Callable[[Any], int], config: Any) -> int:
