@@ -1,11 +1,12 @@
-"""The planner's line from its probes against the line it used before and against XLA at the exact sizes.
+"""The planner's lines from its probes against the line it used before and against XLA at the exact sizes.
 
-For each environment of `results/memory_prediction_cpu.json` (its overrides), the planner's model is fitted now
-(`rlfit.planning.memory.fit_memory_model`: the probes) and compared, at each size that file measured, with
+For each environment of `results/memory_prediction_cpu.json` (its overrides), the planner's models are fitted now
+(`rlfit.planning.memory.fit_memory_model`) from both sets of probes: a CPU target's (the cap's candidate and 3/8
+of it) and an accelerator's (384 and 3072 environments). Each is compared, at each size that file measured, with
 XLA's analysis at that exact size (`xla_exact_bytes`, recorded there) and with the line used before
-(`line_bytes`, fitted at 256 and 2048 environments). Then both lines choose: `num_envs` for GPU targets of
-8 to 141 GiB (`--device-memory`, x1.5 margin) and CPU targets of 2 to 64 GiB, 64 cores. Same choice = the
-new fit changes no decision there.
+(`line_bytes`, fitted at 256 and 2048 environments). Then the lines choose: `num_envs` for GPU targets of 8 to
+141 GiB (`--device-memory`, x1.5 margin; the accelerator's probes) and CPU targets of 2 to 64 GiB, 64 cores (the
+CPU's probes). Same choice = the new fit changes no decision there.
 
     .venv/bin/python benchmarks/plan_fit_check.py
 """
@@ -24,7 +25,7 @@ GPU_BUDGETS_GIB = (8, 12, 16, 24, 40, 80, 141)
 CPU_BUDGETS_GIB = (2, 4, 8, 16, 64)
 
 
-def choices(config, model, old_model) -> list[dict]:
+def choices(config, models, old_model) -> list[dict]:
     from rlfit.hardware.probe import cpu_info
     from rlfit.hardware.xla_memory import read_xla_memory_settings
     from rlfit.planning.budget import stated_budget
@@ -35,7 +36,8 @@ def choices(config, model, old_model) -> list[dict]:
     for target, budgets in (("gpu", GPU_BUDGETS_GIB), ("cpu", CPU_BUDGETS_GIB)):
         for gib in budgets:
             budget = stated_budget(gib * GIB, target, cpu)
-            new, old = (memory_plan_from_model(config, m, budget, cpu_cores=64).chosen for m in (model, old_model))
+            new, old = (memory_plan_from_model(config, m, budget, cpu_cores=64).chosen
+                        for m in (models[target], old_model))
             rows.append({"target": target, "device_gib": gib, "new": new and new.sizes.num_envs,
                          "before": old and old.sizes.num_envs})
     return rows
@@ -56,20 +58,24 @@ def main() -> None:
     record["results"] = []
     for result in before["results"]:
         config = resolve(result["env"], "smoke", overrides=result["overrides"])  # as memory_prediction.py
-        model = fit_memory_model(config)
+        models = {target: fit_memory_model(config, target_backend=target) for target in ("cpu", "gpu")}
         old = result["model"]
         old_model = MemoryModel(old["intercept_bytes"], old["bytes_per_env"], 0.0, (), jax.default_backend())
         rows = [{"num_envs": r["num_envs"], "xla_exact_bytes": r["xla_exact_bytes"], "line_before": r["line_bytes"],
-                 "line_now": model.estimate(r["num_envs"]),
-                 "now_vs_xla": round(model.estimate(r["num_envs"]) / r["xla_exact_bytes"] - 1, 4),
-                 "before_vs_xla": round(r["line_bytes"] / r["xla_exact_bytes"] - 1, 4)} for r in result["rows"]]
-        picked = choices(config, model, old_model)
-        record["results"].append({"env": result["env"], "model": model.to_dict(), "rows": rows, "choices": picked,
+                 "before_vs_xla": round(r["line_bytes"] / r["xla_exact_bytes"] - 1, 4),
+                 **{f"line_now_{target}_probes": models[target].estimate(r["num_envs"]) for target in models},
+                 **{f"now_{target}_probes_vs_xla": round(models[target].estimate(r["num_envs"]) /
+                                                         r["xla_exact_bytes"] - 1, 4) for target in models}}
+                for r in result["rows"]]
+        picked = choices(config, models, old_model)
+        record["results"].append({"env": result["env"], "models": {t: m.to_dict() for t, m in models.items()},
+                                  "rows": rows, "choices": picked,
                                   "same_choices": sum(c["new"] == c["before"] for c in picked),
                                   "choices_compared": len(picked)})
-        print_table([[result["env"], r["num_envs"], r["xla_exact_bytes"], r["line_before"], r["line_now"],
-                      r["before_vs_xla"], r["now_vs_xla"]] for r in rows],
-                    ["env", "num_envs", "XLA exact", "line before", "line now", "before err", "now err"])
+        print_table([[result["env"], r["num_envs"], r["xla_exact_bytes"], r["before_vs_xla"],
+                      r["now_cpu_probes_vs_xla"], r["now_gpu_probes_vs_xla"]] for r in rows],
+                    ["env", "num_envs", "XLA exact", "before err", "CPU probes err", "accelerator probes err"])
+        print([f"{t}: {[p.sizes.num_envs for p in m.points]}" for t, m in models.items()])
         print_table([[c["target"], c["device_gib"], c["before"], c["new"]] for c in picked],
                     ["target", "GiB", "chosen before", "chosen now"])
     finish_record(record, RESULTS / "plan_fit_check.json")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlfit.algos.sac.planning import largest_fitting_rows, stored_transitions
-from rlfit.algos.sac.sizes import SACSizes
+from rlfit.algos.sac.sizes import SACSizes, section_sizes
 from rlfit.cli import main
 from rlfit.config.schema import resolve
 from rlfit.hardware.probe import cpu_info
@@ -98,3 +98,33 @@ def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(caps
     err = capsys.readouterr().err.strip()
     assert "sac.min_replay_size=900,000 needs at least that buffer" in err and "\n" not in err
     assert not refused.exists()
+
+
+def test_the_probes_are_the_configs_sizes_then_two_never_chosen():
+    """The config's sizes first (what `choose_buffer` picks when they fit), then twice the environments and twice
+    the capacity; a capacity too small for the fewest rows at twice the environments is raised, none the config's."""
+    from rlfit.algos.sac.planning import MEMORY_RULES
+
+    config = sac_config()
+    assert MEMORY_RULES.measured_sizes(config, 512) == (
+        SACSizes(8, 8, 1_000_000, 8), SACSizes(16, 8, 1_000_000, 8), SACSizes(8, 8, 2_000_000, 8))
+    small = sac_config("sac.max_replay_size=16", "sac.min_replay_size=16")  # 2 rows of 8; 2 envs x 2 rows x 8 = 32
+    assert MEMORY_RULES.measured_sizes(small, None) == (
+        SACSizes(8, 8, 96, 8), SACSizes(16, 8, 32, 8), SACSizes(8, 8, 64, 8))
+
+
+@pytest.mark.slow
+def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
+    """`train --algo sac --num-envs auto` where the config's buffer fits: in a fresh compile cache training's step
+    comes from the cache, where only the planner's probe at the config's sizes can have put it."""
+    monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
+    done = run_cli("train", TOY, "--algo", "sac", "--preset", "smoke", "--num-envs", "auto", "--set",
+                   "run.num_timesteps=1", "--run-dir", str(tmp_path / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan["sizes"] == section_sizes(resolve(TOY, "smoke", overrides=["algo=sac"]).sac)._asdict()
+    assert plan["extra"]["memory_model"]["first_is_unlimited_choice"] is True
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    step = summary["programs"][0]
+    assert (step["name"], step["from_cache"]) == ("training step", True)
