@@ -7,7 +7,8 @@ of jit(train_iteration)' (the planner's probes and training's step alike); the e
 1. plan: `rlfit plan ENV --preset PRESET --json`: wall time, step compiles, the chosen sizes and the memory line.
 2. auto: `rlfit train ENV --preset PRESET --num-envs auto` for one iteration (`run.num_timesteps=1`): wall time,
    step compiles, summary.json's `programs` and `time_to_first_step_s`.
-3. plain: `rlfit train` the same with `--num-envs N`, N the size auto chose (plan.json): the same figures.
+3. plain: `rlfit train` the same at the sizes auto chose (plan.json: `--num-envs N` and `--set ppo.batch_size=...`
+   etc.): the same figures. Each train case also records its first iteration's seconds and the time to its start.
 
 `--src DIR` runs the cases on another checkout's `src` (PYTHONPATH), e.g. the code before a change; `--timeout`
 stops a case after that many seconds (reported as "over N s").
@@ -95,15 +96,24 @@ def plan_case(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return result
 
 
-def train_case(name: str, args: argparse.Namespace, work: Path, num_envs: str) -> dict[str, Any]:
+def train_case(name: str, args: argparse.Namespace, work: Path, num_envs: str,
+               sizes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`rlfit train` for one iteration at `num_envs` (with `sizes`, every other PPO size as well: the plain case
+    runs the very sizes auto chose, not the preset's batch at that many environments)."""
     run_dir = work / f"run-{name}"
+    sets = [arg for key, value in (sizes or {}).items() if key != "num_envs" for arg in ("--set", f"ppo.{key}={value}")]
     argv = ["train", args.env, "--preset", args.preset, "--num-envs", num_envs, "--run-dir", str(run_dir), "--quiet",
-            "--set", "run.num_timesteps=1"]
+            "--set", "run.num_timesteps=1", *sets]
     result = run_case(name, argv, work, args)
     if result["exit_code"] == 0:
         summary = json.loads((run_dir / "summary.json").read_text())
         result.update({key: summary.get(key) for key in ("time_to_first_step_s", "compile_s", "programs")})
-        result["num_envs"] = json.loads((run_dir / "plan.json").read_text())["sizes"]["num_envs"]
+        result["sizes"] = json.loads((run_dir / "plan.json").read_text())["sizes"]
+        result["num_envs"] = result["sizes"]["num_envs"]
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        first = next(row for row in rows if row.get("kind") == "train")
+        result["first_iteration_s"] = first["iteration_s"]
+        result["to_first_iteration_start_s"] = round(summary["time_to_first_step_s"] - first["iteration_s"], 1)
     return result
 
 
@@ -119,12 +129,15 @@ def main() -> None:
         record["cases"]["auto"] = train_case("auto", args, work, "auto")
     if "plain" in args.cases:
         auto = record["cases"].get("auto", {})
-        size = auto.get("num_envs") or (record["cases"].get("plan", {}).get("chosen") or {}).get("num_envs")
-        if size:
-            record["cases"]["plain"] = train_case("plain", args, work, str(size))
+        chosen = auto.get("sizes") or record["cases"].get("plan", {}).get("chosen")
+        if chosen:
+            sizes = {key: chosen[key] for key in ("num_envs", "batch_size", "num_minibatches", "unroll_length")}
+            record["cases"]["plain"] = train_case("plain", args, work, str(sizes["num_envs"]), sizes)
     rows = [[case, r["wall_s"], r["cpu_s"], "over" if r["timed_out"] else r["exit_code"], r["step_compiles"],
-             r["step_compile_s"], r.get("time_to_first_step_s", "")] for case, r in record["cases"].items()]
-    print_table(rows, ["case", "wall s", "cpu s", "exit", "step compiles", "their seconds", "time to first step s"])
+             r["step_compile_s"], r.get("time_to_first_step_s", ""), r.get("to_first_iteration_start_s", "")]
+            for case, r in record["cases"].items()]
+    print_table(rows, ["case", "wall s", "cpu s", "exit", "step compiles", "their seconds", "time to first step s",
+                       "to the first iteration's start s"])
     finish_record(record, RESULTS / f"{name}.json")
 
 
