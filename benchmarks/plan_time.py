@@ -97,11 +97,11 @@ def plan_case(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def train_case(name: str, args: argparse.Namespace, work: Path, num_envs: str,
-               sizes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`rlfit train` for one iteration at `num_envs` (with `sizes`, every other PPO size as well: the plain case
+               other_sizes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`rlfit train` for one iteration at `num_envs` (with `other_sizes`, PPO's other sizes as well: the plain case
     runs the very sizes auto chose, not the preset's batch at that many environments)."""
     run_dir = work / f"run-{name}"
-    sets = [arg for key, value in (sizes or {}).items() if key != "num_envs" for arg in ("--set", f"ppo.{key}={value}")]
+    sets = [arg for key, value in (other_sizes or {}).items() for arg in ("--set", f"ppo.{key}={value}")]
     argv = ["train", args.env, "--preset", args.preset, "--num-envs", num_envs, "--run-dir", str(run_dir), "--quiet",
             "--set", "run.num_timesteps=1", *sets]
     result = run_case(name, argv, work, args)
@@ -131,8 +131,8 @@ def main() -> None:
         auto = record["cases"].get("auto", {})
         chosen = auto.get("sizes") or record["cases"].get("plan", {}).get("chosen")
         if chosen:
-            sizes = {key: chosen[key] for key in ("num_envs", "batch_size", "num_minibatches", "unroll_length")}
-            record["cases"]["plain"] = train_case("plain", args, work, str(sizes["num_envs"]), sizes)
+            others = {key: chosen[key] for key in ("batch_size", "num_minibatches", "unroll_length")}
+            record["cases"]["plain"] = train_case("plain", args, work, str(chosen["num_envs"]), others)
     rows = [[case, r["wall_s"], r["cpu_s"], "over" if r["timed_out"] else r["exit_code"], r["step_compiles"],
              r["step_compile_s"], r.get("time_to_first_step_s", ""), r.get("to_first_iteration_start_s", "")]
             for case, r in record["cases"].items()]
