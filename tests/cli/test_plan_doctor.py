@@ -125,6 +125,27 @@ def test_plan_for_several_device_sizes_matches_one_size_at_a_time(plan_cli):
 
 
 @pytest.mark.slow
+def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_cli):
+    """Where the CPU's cap fits, `rlfit plan` measures that size alone and labels its figures bounds ("at most");
+    `--fit-line` fits the line through a second size and chooses the same. Several CPU sizes where only a later
+    one needs the line are all planned from the line."""
+    once = plan_cli("plan", TOY, "--preset", "smoke")
+    line = plan_cli("plan", TOY, "--preset", "smoke", "--fit-line")
+    assert once.returncode == 0 and line.returncode == 0, once.stderr + line.stderr
+    headers = [next(row.split() for row in r.stdout.splitlines() if row.startswith("num_envs")) for r in (once, line)]
+    assert headers[0][-3:] == ["at", "most", "fits"] and headers[1][-2:] == ["predicted", "fits"]
+    chosen = [next(row for row in r.stdout.splitlines() if row.startswith("chosen:")) for r in (once, line)]
+    assert chosen[0].split("(")[0] == chosen[1].split("(")[0]
+    several = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "16MiB", "2MiB", "--target", "cpu",
+                       "--json")
+    assert several.returncode == 0, several.stderr
+    plans = json.loads(several.stdout)["plans"]
+    assert all(p["memory_model"] == plans[0]["memory_model"] for p in plans)
+    assert len(plans[0]["memory_model"]["points"]) == 2 and not plans[0]["memory_model"]["measured_once"]
+    assert plans[1]["chosen"]["num_envs"] < plans[0]["chosen"]["num_envs"]
+
+
+@pytest.mark.slow
 def test_train_num_envs_auto_records_the_plan(plan_cli, tmp_path):
     run_dir = tmp_path / "run"
     result = plan_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--device-memory", "4MiB",

@@ -15,7 +15,7 @@ from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.run.build import Trainer
-from rlfit.run.sizing import PROBE_COMPILER_OPTIONS, analyze_compiled, fit_memory_model, plan_for
+from rlfit.run.sizing import PROBE_COMPILER_OPTIONS, analyze_compiled, fit_memory_model, memory_plan, plan_for
 
 TOY = "tests.toy_env:make"
 pytestmark = pytest.mark.slow
@@ -90,19 +90,46 @@ def cap_and_partner() -> tuple[int, int]:
     return cap, cap * 3 // 8
 
 
-def test_rlfit_plan_on_a_cpu_compiles_two_cheap_probes_the_cap_and_a_size_never_chosen(config, monkeypatch):
-    """On a CPU target: the cap's candidate (what training runs when memory does not limit) and one at 3/8 of it,
-    both with the cheap options (`rlfit plan` runs nothing); the second is no candidate."""
+def test_rlfit_plan_on_a_cpu_compiles_only_the_caps_size_when_it_fits(config, monkeypatch):
+    """On a CPU target with room: the cap's candidate (what training runs when memory does not limit) alone, with
+    the cheap options (`rlfit plan` runs nothing); it fits, so it is the choice and no other size compiles."""
     from rlfit.algos.ppo.candidates import candidate_sizes
 
     log = CompileLog(monkeypatch)
-    model = fit_memory_model(config)
-    assert log.leading_axes() == list(cap_and_partner())
-    assert [p.sizes.num_envs for p in model.points] == list(cap_and_partner())
-    assert model.first_is_unlimited_choice
-    candidates = {c.num_envs for c in candidate_sizes(config_sizes(config))}
-    assert cap_and_partner()[0] in candidates and cap_and_partner()[1] not in candidates
+    planned = memory_plan(config)
+    cap = cap_and_partner()[0]
+    assert log.leading_axes() == [cap] and planned.chosen.sizes.num_envs == cap
+    assert planned.model.measured_once and [p.sizes.num_envs for p in planned.model.points] == [cap]
+    assert cap in {c.num_envs for c in candidate_sizes(config_sizes(config))}
     assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
+
+
+def test_fit_line_compiles_the_cap_and_a_size_never_chosen_and_chooses_the_same(config, monkeypatch):
+    """`rlfit plan --fit-line` on a CPU: the cap's candidate and 3/8 of it (no candidate), both cheap; the line
+    passes through the first point, so the choice and its prediction are those of the plan measured once."""
+    from rlfit.algos.ppo.candidates import candidate_sizes
+
+    once = memory_plan(config)
+    log = CompileLog(monkeypatch)
+    line = memory_plan(config, fit_lines=True)
+    assert log.leading_axes() == list(cap_and_partner())
+    assert [p.sizes.num_envs for p in line.model.points] == list(cap_and_partner())
+    assert line.model.first_is_unlimited_choice and not line.model.measured_once
+    assert cap_and_partner()[1] not in {c.num_envs for c in candidate_sizes(config_sizes(config))}
+    assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
+    assert line.chosen == once.chosen
+    bounds = {c.sizes.num_envs: c.estimate_bytes for c in once.candidates}
+    assert all(bounds[c.sizes.num_envs] >= c.estimate_bytes for c in line.candidates)  # bounds, never below
+
+
+def test_where_the_caps_size_does_not_fit_the_line_decides(config, monkeypatch):
+    """A CPU with 4 MiB: the cap's size measured alone does not fit, so the partner compiles and the plan is the
+    one `--fit-line` makes."""
+    log = CompileLog(monkeypatch)
+    planned = memory_plan(config, "4MiB", "cpu")
+    assert log.leading_axes() == list(cap_and_partner())
+    assert not planned.model.measured_once and planned.chosen.sizes.num_envs < cap_and_partner()[0]
+    assert planned.chosen == memory_plan(config, "4MiB", "cpu", fit_lines=True).chosen
 
 
 def test_on_an_accelerator_target_the_probes_are_never_chosen(config, monkeypatch):
@@ -133,8 +160,8 @@ def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, 
 
 def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
     """`train --num-envs auto` with the memory to run the CPU's cap: in a fresh compile cache, training's step comes
-    from the cache, where only the planner's probe of that size can have put it: auto costs one cheap probe more
-    than a plain `train`."""
+    from the cache, where only the planner's probe of that size can have put it; and that probe fits, so the
+    planner compiled nothing else: auto compiles what a plain `train` compiles."""
     monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
     done = run_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--set", "run.num_timesteps=1",
@@ -145,7 +172,9 @@ def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, r
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
         ("training step", True), ("evaluation", False), ("starting state", False)]
-    assert plan["extra"]["memory_model"]["first_is_unlimited_choice"] is True
+    model = plan["extra"]["memory_model"]
+    assert model["first_is_unlimited_choice"] is True
+    assert [p["num_envs"] for p in model["points"]] == [cap_and_partner()[0]]  # the planner compiled nothing else
 
 
 def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, model):

@@ -152,3 +152,36 @@ def test_cpu_devices_share_one_budget_and_totals_that_do_not_split_never_fit(con
     assert two.chosen.sizes.num_envs <= 2 * one.chosen.sizes.num_envs
     three = memory_plan_from_model(config, model(), stated_budget(int(80 * GIB / 0.75), "gpu", CPU), devices=3)
     assert all(not c.fits for c in three.candidates if c.sizes.num_envs % 3)
+
+
+@pytest.mark.parametrize("intercept, per_env", [(50e6, 2e6), (0.0, 2e6), (4.4e6, 644650.6), (3e9, 1.0)])
+def test_a_model_measured_once_bounds_every_line_through_its_point(intercept, per_env):
+    """Measured at 512 environments only, the model's estimate is never below any line of non-negative intercept
+    and slope through that point (the reference: the line itself), and equals it at the point."""
+    measured = point(512, int(intercept + 512 * per_env))
+    once = MemoryModel.from_one_point(measured, "cpu", first_is_unlimited_choice=True)
+    assert once.measured_once and once.estimate(512) == measured.total_bytes
+    for num_envs in (1, 8, 192, 511, 513, 1024, 4096, 65536):
+        assert once.estimate(num_envs) >= intercept + num_envs * per_env - 1
+    assert once.estimate(1024) == 2 * measured.total_bytes and once.estimate(16) == measured.total_bytes
+
+
+def test_a_model_measured_once_bounds_a_buffer_by_its_transitions():
+    """With stored transitions (SAC) the bound takes the larger of the two ratios to the measured point."""
+    measured = point(8, 2_000_000, transitions=100_000)
+    once = MemoryModel.from_one_point(measured, "cpu", first_is_unlimited_choice=True)
+    assert once.estimate(8, 50_000) == 2_000_000
+    assert once.estimate(8, 300_000) == 6_000_000 and once.estimate(32, 200_000) == 8_000_000
+
+
+def test_a_plan_from_a_model_measured_once_says_so_and_chooses_the_cap(config):
+    """On a CPU with room the cap's size, measured alone, is chosen; the reasons say the figures are bounds."""
+    cap = cpu_max_num_envs(2)
+    measured = point(cap, 400 * 2**20)
+    once = MemoryModel.from_one_point(measured, "cpu", first_is_unlimited_choice=True)
+    budget = stated_budget(16 * GIB, "cpu", CPU)
+    planned = memory_plan_from_model(config, once, budget, cpu_cores=2)
+    assert planned.chosen.sizes.num_envs == cap
+    assert planned.chosen.estimate_bytes == measured.total_bytes
+    assert any(r.startswith("memory measured at one size") for r in planned.reasons)
+    assert any(r.startswith("the config's sizes are predicted at most") for r in planned.reasons)

@@ -24,6 +24,10 @@ def register(subparsers) -> None:
                              "several sizes (e.g. 8GiB 16GiB 24GiB 80GiB) print one choice per size")
     parser.add_argument("--target", choices=("gpu", "cpu"),
                         help="backend of the --device-memory device (default: gpu)")
+    parser.add_argument("--fit-line", action="store_true",
+                        help="compile a second size and fit the memory line even where the first size measured "
+                             "decides (it fits: the choice whenever memory does not limit, e.g. on a CPU), so that "
+                             "every size is predicted rather than bounded; one compile more")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the table ({\"plans\": [...]} for several sizes)")
     parser.set_defaults(handler=run)
@@ -50,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     target = args.target or ("gpu" if sizes != [None] else None)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
-    plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
+    plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line)
+             for size in sizes]
+    if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
+        plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
     if len(plans) > 1:
         print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
               else "\n".join(comparison(plans, sizes, config.env.name)))
@@ -97,7 +104,8 @@ def table(planned, env_name: str) -> list[str]:
 
     budget, columns = planned.budget, planned.columns
     lines = [f"{env_name} on {budget.device}: budget {format_bytes(budget.budget_bytes)}", ""]
-    header = [f"{c:>{len(c)}s}" for c in columns] + [f"{'predicted':>11s}", "fits"]
+    predicted = "at most" if planned.model.measured_once else "predicted"  # bounds from one measured size
+    header = [f"{c:>{len(c)}s}" for c in columns] + [f"{predicted:>11s}", "fits"]
     lines.append("  ".join(header))
     for candidate in planned.candidates:
         cells = [f"{getattr(candidate.sizes, c):>{len(c)}d}" for c in columns]

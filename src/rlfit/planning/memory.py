@@ -19,6 +19,12 @@ capacity (its step with `num_envs`). Parameters, optimizer state and code are th
 A probe that is only analysed, never run, compiles on a CPU with `PROBE_COMPILER_OPTIONS` (LLVM's cheaper
 code generation: buffer assignment, which the analysis reads, happens before it and is the same), and the
 probes compile side by side in threads.
+
+Where the first probe is the size training runs when memory does not limit (`MemoryModel.first_is_unlimited_choice`)
+the planner compiles it alone first (`MemoryModel.measured_once`): with bytes a line of non-negative intercept and
+slopes, no smaller size needs more than it and a larger one at most in proportion, so when it fits the budget the
+choice is made and the other probes are never compiled; only when it does not fit are they compiled and the line
+fitted (`rlfit.run.sizing.memory_plan`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import math
 
 import numpy as np
 
@@ -59,11 +67,12 @@ class MemoryPoint:
 
 @dataclass(frozen=True)
 class MemoryModel:
-    """Bytes of one step: `intercept_bytes + bytes_per_env * num_envs + bytes_per_transition * transitions`."""
+    """Bytes of one step: `intercept_bytes + bytes_per_env * num_envs + bytes_per_transition * transitions`; or,
+    measured at one size only (`measured_once`, coefficients None), the bound that one point sets (`estimate`)."""
 
-    intercept_bytes: float
-    bytes_per_env: float
-    bytes_per_transition: float
+    intercept_bytes: float | None
+    bytes_per_env: float | None
+    bytes_per_transition: float | None
     """Per transition the state stores (0 for an algorithm that stores none)."""
     points: tuple[MemoryPoint, ...]
     backend: str
@@ -72,14 +81,32 @@ class MemoryModel:
     """Whether `points[0]` is at the sizes the rules choose when memory does not limit (the probe training may
     reuse, `rlfit.run.sizing`)."""
 
+    @classmethod
+    def from_one_point(cls, point: MemoryPoint, backend: str, first_is_unlimited_choice: bool) -> MemoryModel:
+        """The model of a step measured at one size only (see `estimate`)."""
+        return cls(None, None, None, (point,), backend, first_is_unlimited_choice)
+
+    @property
+    def measured_once(self) -> bool:
+        """Measured at one size: no line was fitted, `estimate` is an upper bound."""
+        return self.intercept_bytes is None
+
     def estimate(self, num_envs: int, transitions: int = 0) -> int:
-        """Fitted bytes at `num_envs` storing `transitions` (no safety margin)."""
+        """Fitted bytes at `num_envs` storing `transitions` (no safety margin). Measured once: an upper bound from
+        the one point, its bytes times the larger of 1 and the ratios of `num_envs` and `transitions` to its own
+        (bytes a line with non-negative intercept and slopes: at most the point's at smaller sizes, at most in
+        proportion at larger ones)."""
+        if self.measured_once:
+            point = self.points[0]
+            ratios = [1.0, num_envs / point.sizes.num_envs] + ([transitions / point.transitions] if point.transitions
+                                                               else [])
+            return math.ceil(point.total_bytes * max(ratios))
         return int(round(self.intercept_bytes + self.bytes_per_env * num_envs + self.bytes_per_transition * transitions))
 
     def to_dict(self) -> dict[str, Any]:
         return {"intercept_bytes": self.intercept_bytes, "bytes_per_env": self.bytes_per_env,
                 "bytes_per_transition": self.bytes_per_transition, "backend": self.backend,
-                "first_is_unlimited_choice": self.first_is_unlimited_choice,
+                "measured_once": self.measured_once, "first_is_unlimited_choice": self.first_is_unlimited_choice,
                 "points": [p.to_dict() for p in self.points]}
 
 

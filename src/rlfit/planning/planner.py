@@ -89,7 +89,8 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     requested = judge(config_sizes(config))
     choice = rules.choose(config, judge, cap)
     reasons = list(budget.reasons) + [margin_reason, _fit_reason(model)]
-    reasons.append(f"the config's sizes are predicted at {format_bytes(requested.predicted_bytes)}: "
+    reasons.append(f"the config's sizes are predicted at {'most ' if model.measured_once else ''}"
+                   f"{format_bytes(requested.predicted_bytes)}: "
                    f"{'fits' if requested.fits else 'does not fit'}")
     reasons += choice.reasons
     if devices > 1:
@@ -166,6 +167,11 @@ def _fit_reason(model: MemoryModel) -> str:
         stored = f" storing {p.transitions:,}" if p.transitions else ""
         return f"{p.sizes.num_envs} envs{stored}: {format_bytes(p.total_bytes)}"
 
+    if model.measured_once:
+        return (f"memory measured at one size, {point(model.points[0])} (XLA's analysis of what training runs when "
+                "memory does not limit): it fits, so no other size was compiled; every other figure is a bound "
+                "from it (no more at fewer environments or a smaller buffer, at most in proportion at more; "
+                "`rlfit plan --fit-line` fits the line through a second size)")
     stored = (f" + {model.bytes_per_transition:,.0f} B per stored transition" if model.bytes_per_transition
               else "")
     return (f"memory = {format_bytes(model.intercept_bytes)} + {format_bytes(model.bytes_per_env)} per env{stored} "

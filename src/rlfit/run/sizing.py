@@ -97,28 +97,46 @@ def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training:
 
 
 def fit_memory_model(config: Config, env: Any = None, target_backend: str | None = None,
-                     for_training: bool = False) -> MemoryModel:
+                     for_training: bool = False, first_only: bool = False) -> MemoryModel:
     """Compiles the step at the algorithm's probe sizes for `target_backend` (default: this process's; a CPU target
     caps the environments, `num_envs_cap`) and fits the model through the results.
 
     `env` is the loaded environment (loaded once here when None). Takes one compile per probe (side by side).
     `for_training` (`train --num-envs auto` on one device): the probe at the sizes the rules choose when memory does
     not limit compiles with training's options, so training, when it runs those sizes, reads its step from the
-    persistent compile cache instead of compiling it again.
+    persistent compile cache instead of compiling it again. `first_only`: where the first probe is at those sizes,
+    compile it alone and return the model measured once (`MemoryModel.measured_once`; `fit_line` completes it).
     """
     env = env if env is not None else load_env(config.env, jax.default_backend())
     cap = num_envs_cap(target_backend or jax.default_backend())
     probes = algorithm(config.algo).memory.measured_sizes(config, cap)
     likely = unlimited_choice(config, cap)
-    points = analyze_probes(config, probes, env, as_training=likely if for_training else None)
+    as_training = likely if for_training else None
+    if first_only and probes[0] == likely:
+        first = analyze_probes(config, probes[:1], env, as_training=as_training)[0]
+        return MemoryModel.from_one_point(first, jax.default_backend(), first_is_unlimited_choice=True)
+    points = analyze_probes(config, probes, env, as_training=as_training)
     return MemoryModel(*fit_coefficients(points), points, jax.default_backend(),
                        first_is_unlimited_choice=probes[0] == likely)
+
+
+def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend: str | None = None) -> MemoryModel:
+    """`model` measured once, completed: the algorithm's other probes compiled (as probes) and the line fitted through
+    them and the first point. A fitted model is returned as it is."""
+    if not model.measured_once:
+        return model
+    env = env if env is not None else load_env(config.env, jax.default_backend())
+    probes = algorithm(config.algo).memory.measured_sizes(config, num_envs_cap(target_backend or
+                                                                               jax.default_backend()))
+    points = model.points + analyze_probes(config, probes[1:], env)
+    return dataclasses.replace(model, **dict(zip(("intercept_bytes", "bytes_per_env", "bytes_per_transition"),
+                                                 fit_coefficients(points), strict=True)), points=points)
 
 
 def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
                 env: Any = None, device: DeviceInfo | None = None,
                 models: dict[str, MemoryModel] | None = None, devices: int | None = None,
-                for_training: bool = False) -> MemoryPlan:
+                for_training: bool = False, fit_lines: bool = False) -> MemoryPlan:
     """Probes the device (unless given), fits the memory model (compiles, unless `models` holds it) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
@@ -129,6 +147,11 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     `run.devices` on this process; a stated `device_memory` may name more devices than this machine has) is how
     many devices of that size the run is split over. `for_training`: training follows on this process
     (`fit_memory_model`; on one device only, where training's step is the probe's program).
+
+    Where the algorithm's first probe is the size its rules choose when memory does not limit, that probe compiles
+    alone first; if it fits the budget it is the choice and nothing else compiles (the model is measured once:
+    other sizes are bounded by it, `MemoryModel.estimate`); if not, the other probes compile and the line decides.
+    `fit_lines` compiles every probe and fits the line whatever the first gives (`rlfit plan --fit-line`).
     """
     device = device or probe_device()
     local = device if device.jax_uses_it else cpu_device(device)
@@ -146,10 +169,12 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         key = planned_config.network.encoder
         if key not in models:
             models[key] = fit_memory_model(planned_config, env, budget.target_backend,
-                                           for_training=for_training and devices == 1)
-        tried.append(dataclasses.replace(memory_plan_from_model(planned_config, models[key], budget,
-                                                                devices=devices),
-                                         config=planned_config))
+                                           for_training=for_training and devices == 1, first_only=not fit_lines)
+        planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
+        if models[key].measured_once and not chose_the_first_probe(planned):
+            models[key] = fit_line(planned_config, models[key], env, budget.target_backend)
+            planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
+        tried.append(dataclasses.replace(planned, config=planned_config))
         if tried[-1].chosen is not None:
             break
     planned = tried[-1]
@@ -166,6 +191,11 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
                   f"budget of {format_bytes(budget.budget_bytes)} in any configuration (its smallest is predicted "
                   f"at {format_bytes(smallest)}); planned {planned.config.network.encoder} instead")
     return dataclasses.replace(planned, reasons=(reason,) + planned.reasons)
+
+
+def chose_the_first_probe(planned: MemoryPlan) -> bool:
+    """Whether `planned` chose the sizes of its model's first probe (so a model measured there alone decides)."""
+    return planned.chosen is not None and planned.chosen.sizes == planned.model.points[0].sizes
 
 
 def plan_for(config: Config, device_memory: int | str | None = None,

@@ -127,4 +127,6 @@ def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, r
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     step = summary["programs"][0]
     assert (step["name"], step["from_cache"]) == ("training step", True)
-    assert plan["extra"]["memory_model"]["first_is_unlimited_choice"] is True
+    model = plan["extra"]["memory_model"]
+    assert model["first_is_unlimited_choice"] is True
+    assert model["measured_once"] and [p["sizes"] for p in model["points"]] == [plan["sizes"]]  # nothing else compiled
