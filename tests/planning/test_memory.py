@@ -160,8 +160,9 @@ def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, 
 
 def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
     """`train --num-envs auto` with the memory to run the CPU's cap: in a fresh compile cache, training's step comes
-    from the cache, where only the planner's probe of that size can have put it; and that probe fits, so the
-    planner compiled nothing else: auto compiles what a plain `train` compiles."""
+    from the cache, where only the planner's probe of that size can have put it, and so does its starting state,
+    compiled beside the probe; the probe fits, so the planner compiled nothing else: auto compiles what a plain
+    `train` compiles."""
     monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
     done = run_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--set", "run.num_timesteps=1",
@@ -171,7 +172,7 @@ def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, r
     assert plan["sizes"]["num_envs"] == cap_and_partner()[0]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
-        ("training step", True), ("evaluation", False), ("starting state", False)]
+        ("training step", True), ("evaluation", False), ("starting state", True)]
     model = plan["extra"]["memory_model"]
     assert model["first_is_unlimited_choice"] is True
     assert [p["num_envs"] for p in model["points"]] == [cap_and_partner()[0]]  # the planner compiled nothing else

@@ -79,21 +79,36 @@ def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training:
     """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
     lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
     runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or None)
-    compiles with training's own options (the persistent cache then holds training's step at those sizes); the
-    others with `probe_options`. The first probe is traced and compiled first."""
+    compiles with training's own options (the persistent cache then holds training's step at those sizes), and
+    training's starting state at those sizes compiles beside it (`training_programs_beside`); the others with
+    `probe_options`. The first probe is traced and compiled first."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rlfit.hardware.jax_setup import compiler_options
 
-    with ThreadPoolExecutor(max_workers=len(probes)) as pool:
-        compiling = []
+    with ThreadPoolExecutor(max_workers=len(probes) + 1) as pool:
+        compiling, beside = [], []
         for sizes in probes:
             lowered, trainer = lower_iteration(config, sizes, env)
             options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
                        else probe_options(trainer.step_ynn_fusions))
             compiling.append(pool.submit(lowered.compile, compiler_options=options))
+            if sizes == as_training:
+                beside = training_programs_beside(trainer, pool)
         compiled = [future.result() for future in compiling]
+        for future in beside:
+            future.exception()  # waited for; a failure is training's to meet and report when it compiles again
     return tuple(analyze_compiled(config, sizes, c) for sizes, c in zip(probes, compiled, strict=True))
+
+
+def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
+    """Starts compiling in `pool` what training compiles before its first step besides the step itself: the
+    starting state (a plain `train` compiles it beside its step too). It lands in the persistent compile cache
+    and the program store, so that under `--num-envs auto` training reads it back as it reads its step, and the
+    planner's probe costs the wall time a plain `train` spends compiling. (The evaluation is not needed before
+    the first step: training compiles it in the background, as a plain `train` does.) Returns the futures
+    (compiled for nothing if the planner then chooses other sizes)."""
+    return [pool.submit(trainer.starting_state_program, trainer.config.run.seed)]
 
 
 def fit_memory_model(config: Config, env: Any = None, target_backend: str | None = None,

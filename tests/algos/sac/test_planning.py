@@ -116,7 +116,8 @@ def test_the_probes_are_the_configs_sizes_then_two_never_chosen():
 @pytest.mark.slow
 def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
     """`train --algo sac --num-envs auto` where the config's buffer fits: in a fresh compile cache training's step
-    comes from the cache, where only the planner's probe at the config's sizes can have put it."""
+    comes from the cache, where only the planner's probe at the config's sizes can have put it, and so does the
+    starting state, compiled beside that probe; nothing else was compiled to plan."""
     monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
     done = run_cli("train", TOY, "--algo", "sac", "--preset", "smoke", "--num-envs", "auto", "--set",
@@ -125,8 +126,8 @@ def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, r
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert plan["sizes"] == section_sizes(resolve(TOY, "smoke", overrides=["algo=sac"]).sac)._asdict()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    step = summary["programs"][0]
-    assert (step["name"], step["from_cache"]) == ("training step", True)
+    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
+        ("training step", True), ("evaluation", False), ("starting state", True)]  # both compiled by the planner
     model = plan["extra"]["memory_model"]
     assert model["first_is_unlimited_choice"] is True
     assert model["measured_once"] and [p["sizes"] for p in model["points"]] == [plan["sizes"]]  # nothing else compiled
