@@ -146,6 +146,27 @@ def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_c
 
 
 @pytest.mark.slow
+def test_train_num_envs_auto_says_what_the_planner_compiles(plan_cli, tmp_path):
+    """Without --quiet the planner's compiles are lines on standard error before training's: the size measured
+    first, what XLA's analysis gave, and why a second size compiles (the cap's size does not fit 4 MiB)."""
+    from rlfit.hardware.cpu_envs import cpu_max_num_envs
+    from rlfit.hardware.probe import usable_cores
+
+    cap = cpu_max_num_envs(usable_cores())
+    result = plan_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--device-memory", "4MiB",
+                      "--timesteps", "64", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    planning = [line for line in result.stderr.splitlines() if line.startswith("planning: ")]
+    assert planning[0].startswith(f"planning: compiling the training step at num_envs={cap} for XLA's memory "
+                                  "analysis (as training compiles it")
+    assert planning[1].startswith(f"planning: num_envs={cap} compiled in ") and planning[1].endswith("analysis")
+    assert planning[2].startswith(f"planning: num_envs={cap} does not fit the budget of 3.0 MiB: compiling")
+    assert planning[3].startswith(f"planning: compiling the training step at num_envs={cap * 3 // 8} ")
+    lines = result.stderr.splitlines()
+    assert lines.index(planning[-1]) < next(i for i, line in enumerate(lines) if line.startswith("compiling 1 of"))
+
+
+@pytest.mark.slow
 def test_train_num_envs_auto_records_the_plan(plan_cli, tmp_path):
     run_dir = tmp_path / "run"
     result = plan_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--device-memory", "4MiB",

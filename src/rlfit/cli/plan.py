@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.planner import check_precision
-    from rlfit.run.sizing import memory_plan
+    from rlfit.run.sizing import memory_plan, planning_message
 
     config = resolve(args.env, args.preset, args.config, flag_overrides(args))
     configure_jax(config.run.precision)
@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     target = args.target or ("gpu" if sizes != [None] else None)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
-    plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line)
+    say = planning_message if sys.stderr.isatty() else None  # scripts reading the output see it alone
+    plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line, say=say)
              for size in sizes]
     if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
         plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]

@@ -47,11 +47,12 @@ def train(
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
     """
-    from rlfit.run.sizing import plan_for
+    from rlfit.run.sizing import plan_for, planning_message
 
     config = resolve(env, preset, config_file, overrides)
     config, plan = plan_for(config, device_memory=device_memory,
-                            auto_num_envs=num_envs_auto or config.run.fit_to_device)
+                            auto_num_envs=num_envs_auto or config.run.fit_to_device,
+                            say=None if quiet else planning_message)
     return train_config(config, plan, run_dir, quiet=quiet, live=live)
 
 

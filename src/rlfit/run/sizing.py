@@ -7,7 +7,7 @@ reasons about numbers."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -74,14 +74,15 @@ def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
     return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
 
 
-def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training: Any = None
-                   ) -> tuple[MemoryPoint, ...]:
+def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training: Any = None,
+                   say: Callable[[str], None] | None = None) -> tuple[MemoryPoint, ...]:
     """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
     lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
     runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or None)
     compiles with training's own options (the persistent cache then holds training's step at those sizes), and
     training's starting state at those sizes compiles beside it (`training_programs_beside`); the others with
-    `probe_options`. The first probe is traced and compiled first."""
+    `probe_options`. The first probe is traced and compiled first. `say` (the console's, or None) hears each
+    probe's start and its compile's seconds and bytes."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rlfit.hardware.jax_setup import compiler_options
@@ -89,16 +90,45 @@ def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training:
     with ThreadPoolExecutor(max_workers=len(probes) + 1) as pool:
         compiling, beside = [], []
         for sizes in probes:
+            if say is not None:
+                say(f"planning: compiling the training step at {described(sizes)} for XLA's memory analysis"
+                    + (" (as training compiles it, for training to reuse)" if sizes == as_training else ""))
             lowered, trainer = lower_iteration(config, sizes, env)
             options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
                        else probe_options(trainer.step_ynn_fusions))
-            compiling.append(pool.submit(lowered.compile, compiler_options=options))
+            compiling.append(pool.submit(timed, lowered.compile, compiler_options=options))
             if sizes == as_training:
                 beside = training_programs_beside(trainer, pool)
         compiled = [future.result() for future in compiling]
         for future in beside:
             future.exception()  # waited for; a failure is training's to meet and report when it compiles again
-    return tuple(analyze_compiled(config, sizes, c) for sizes, c in zip(probes, compiled, strict=True))
+    points = tuple(analyze_compiled(config, sizes, c) for sizes, (c, _) in zip(probes, compiled, strict=True))
+    for point, (_, seconds) in zip(points, compiled, strict=True):
+        if say is not None:
+            say(f"planning: {described(point.sizes)} compiled in {seconds:.1f}s: "
+                f"{format_bytes(point.total_bytes)} by XLA's analysis")
+    return points
+
+
+def planning_message(text: str) -> None:
+    """A line of the planner's (what it compiles) on standard error, where the console writes once training starts."""
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
+
+
+def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """(`work(*args, **kwargs)`, its seconds)."""
+    import time
+
+    started = time.perf_counter()
+    return work(*args, **kwargs), time.perf_counter() - started
+
+
+def described(sizes: Any) -> str:
+    """`num_envs=512`, with the replay buffer's capacity where the sizes have one."""
+    capacity = getattr(sizes, "max_replay_size", None)
+    return f"num_envs={sizes.num_envs}" + (f" max_replay_size={capacity}" if capacity is not None else "")
 
 
 def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
@@ -112,7 +142,8 @@ def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
 
 
 def fit_memory_model(config: Config, env: Any = None, target_backend: str | None = None,
-                     for_training: bool = False, first_only: bool = False) -> MemoryModel:
+                     for_training: bool = False, first_only: bool = False,
+                     say: Callable[[str], None] | None = None) -> MemoryModel:
     """Compiles the step at the algorithm's probe sizes for `target_backend` (default: this process's; a CPU target
     caps the environments, `num_envs_cap`) and fits the model through the results.
 
@@ -128,14 +159,15 @@ def fit_memory_model(config: Config, env: Any = None, target_backend: str | None
     likely = unlimited_choice(config, cap)
     as_training = likely if for_training else None
     if first_only and probes[0] == likely:
-        first = analyze_probes(config, probes[:1], env, as_training=as_training)[0]
+        first = analyze_probes(config, probes[:1], env, as_training=as_training, say=say)[0]
         return MemoryModel.from_one_point(first, jax.default_backend(), first_is_unlimited_choice=True)
-    points = analyze_probes(config, probes, env, as_training=as_training)
+    points = analyze_probes(config, probes, env, as_training=as_training, say=say)
     return MemoryModel(*fit_coefficients(points), points, jax.default_backend(),
                        first_is_unlimited_choice=probes[0] == likely)
 
 
-def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend: str | None = None) -> MemoryModel:
+def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend: str | None = None,
+             say: Callable[[str], None] | None = None) -> MemoryModel:
     """`model` measured once, completed: the algorithm's other probes compiled (as probes) and the line fitted through
     them and the first point. A fitted model is returned as it is."""
     if not model.measured_once:
@@ -143,7 +175,7 @@ def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend
     env = env if env is not None else load_env(config.env, jax.default_backend())
     probes = algorithm(config.algo).memory.measured_sizes(config, num_envs_cap(target_backend or
                                                                                jax.default_backend()))
-    points = model.points + analyze_probes(config, probes[1:], env)
+    points = model.points + analyze_probes(config, probes[1:], env, say=say)
     return dataclasses.replace(model, **dict(zip(("intercept_bytes", "bytes_per_env", "bytes_per_transition"),
                                                  fit_coefficients(points), strict=True)), points=points)
 
@@ -151,7 +183,8 @@ def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend
 def memory_plan(config: Config, device_memory: int | str | None = None, target_backend: str | None = None,
                 env: Any = None, device: DeviceInfo | None = None,
                 models: dict[str, MemoryModel] | None = None, devices: int | None = None,
-                for_training: bool = False, fit_lines: bool = False) -> MemoryPlan:
+                for_training: bool = False, fit_lines: bool = False,
+                say: Callable[[str], None] | None = None) -> MemoryPlan:
     """Probes the device (unless given), fits the memory model (compiles, unless `models` holds it) and plans.
 
     `device_memory` plans for a device of that size instead of this one; `target_backend` ('gpu' or 'cpu')
@@ -166,7 +199,8 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     Where the algorithm's first probe is the size its rules choose when memory does not limit, that probe compiles
     alone first; if it fits the budget it is the choice and nothing else compiles (the model is measured once:
     other sizes are bounded by it, `MemoryModel.estimate`); if not, the other probes compile and the line decides.
-    `fit_lines` compiles every probe and fits the line whatever the first gives (`rlfit plan --fit-line`).
+    `fit_lines` compiles every probe and fits the line whatever the first gives (`rlfit plan --fit-line`). `say`
+    (a console's, or None) hears what is compiled and why.
     """
     device = device or probe_device()
     local = device if device.jax_uses_it else cpu_device(device)
@@ -184,10 +218,14 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         key = planned_config.network.encoder
         if key not in models:
             models[key] = fit_memory_model(planned_config, env, budget.target_backend,
-                                           for_training=for_training and devices == 1, first_only=not fit_lines)
+                                           for_training=for_training and devices == 1, first_only=not fit_lines,
+                                           say=say)
         planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
         if models[key].measured_once and not chose_the_first_probe(planned):
-            models[key] = fit_line(planned_config, models[key], env, budget.target_backend)
+            if say is not None:
+                say(f"planning: {described(models[key].points[0].sizes)} does not fit the budget of "
+                    f"{format_bytes(budget.budget_bytes)}: compiling another size to fit the memory line")
+            models[key] = fit_line(planned_config, models[key], env, budget.target_backend, say=say)
             planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
         tried.append(dataclasses.replace(planned, config=planned_config))
         if tried[-1].chosen is not None:
@@ -214,14 +252,14 @@ def chose_the_first_probe(planned: MemoryPlan) -> bool:
 
 
 def plan_for(config: Config, device_memory: int | str | None = None,
-             auto_num_envs: bool = False) -> tuple[Config, Plan]:
+             auto_num_envs: bool = False, say: Callable[[str], None] | None = None) -> tuple[Config, Plan]:
     """(the config to run, its Plan) on this process's device.
 
     Without `auto_num_envs` the config's sizes run as given (with `device_memory`, their predicted bytes are
     recorded too). With it, the largest valid configuration predicted to fit the budget (this device's, or
     `device_memory` bytes, e.g. '12GiB') runs. The config returned differs from the one given only where the
     planner resolved `network.encoder=auto` for pixels on an accelerator (`memory_plan`). Raises UserError for
-    bf16 on a device without it, a bad size, or when nothing fits.
+    bf16 on a device without it, a bad size, or when nothing fits. `say` hears what the planner compiles.
     """
     device = check_device_precision(config.run.precision)
     encoder_choice = encoder_candidates(config, device.jax_backend if device.jax_uses_it else "cpu") != (None,)
@@ -229,7 +267,7 @@ def plan_for(config: Config, device_memory: int | str | None = None,
         return config, make_plan(config)
 
     configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
-    planned = memory_plan(config, device_memory, None, device=device, for_training=auto_num_envs)
+    planned = memory_plan(config, device_memory, None, device=device, for_training=auto_num_envs, say=say)
     config = planned.config
     extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
              "memory_model": planned.model.to_dict()}

@@ -95,8 +95,9 @@ def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(caps
     assert err.startswith("rlfit: error: no configuration fits the budget of 6.0 MiB") and "\n" not in err
     refused = tmp_path / "refused"
     assert main(["train", TOY, *impossible, "--num-envs", "auto", "--run-dir", str(refused)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "sac.min_replay_size=900,000 needs at least that buffer" in err and "\n" not in err
+    err = capsys.readouterr().err.strip().splitlines()  # the planner's progress lines, then the error alone
+    assert "sac.min_replay_size=900,000 needs at least that buffer" in err[-1] and err[-1].startswith("rlfit: error")
+    assert all(line.startswith("planning: ") for line in err[:-1]) and len(err) > 1
     assert not refused.exists()
 
 
