@@ -53,3 +53,78 @@ def test_an_episode_that_ends_early_stops_counting():
     assert max(lengths) < 40
     assert abs(float(result.episode_length) - np.mean(lengths)) < 1e-4
     assert abs(float(result.episode_reward) - np.mean(totals)) < 1e-3
+
+
+def auto_reset_evaluation(env: VecEnv, logits, key):
+    """Independent reference: the evaluation as it was written before it left out the reset (each step resets the
+    environments whose episode ended, and the masks multiply), in plain jax."""
+    def step(carry, _):
+        state, alive, total, length = carry
+        action = jnp.tanh(logits(None, state.inner.obs)[..., :1])
+        state, out = env.step(state, action)
+        total = total + out.reward * alive
+        length = length + alive
+        alive = alive * (1.0 - jnp.maximum(out.termination, out.truncation))
+        return (state, alive, total, length), None
+
+    ones, zeros = jnp.ones(env.num_envs), jnp.zeros(env.num_envs)
+    (_, _, total, length), _ = jax.lax.scan(step, (env.reset(key), ones, zeros, zeros), None,
+                                             length=env.episode_length)
+    return jnp.mean(total), jnp.std(total), jnp.mean(length)
+
+
+def test_the_evaluation_gives_what_the_auto_reset_evaluation_gave_bit_for_bit():
+    """Episodes that end at different steps (and some that run to the time limit): the same mean, spread and
+    length, to the bit, as the evaluation that reset ended environments in each step."""
+    env = VecEnv(make_toy(), num_envs=64, episode_length=15)  # 0.143 a step from [-1, 1]: 7 to 21 steps to leave
+    key = jax.random.PRNGKey(11)
+    logits = constant_policy(0.9)
+    result = jax.jit(make_evaluator(env, logits))(None, init_stats(jnp.zeros(2)), key)
+    reference = jax.jit(lambda k: auto_reset_evaluation(env, logits, k))(key)
+    assert 7 <= float(reference[2]) < 15  # some episodes ended early, some ran to the limit
+    for got, expected in zip(result[:3], reference, strict=True):
+        assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+
+
+def test_the_evaluation_program_holds_no_reset_but_the_episodes_start():
+    """The environment's reset is traced once (the episodes' starts), not again inside the step: a program smaller
+    by a reset. (Training's step keeps its reset of ended environments.)"""
+    toy = make_toy()
+    traced = {"resets": 0}
+    original = toy.reset
+
+    def counting_reset(rng):
+        traced["resets"] += 1
+        return original(rng)
+
+    toy.reset = counting_reset
+    env = VecEnv(toy, num_envs=4, episode_length=10)
+    jax.make_jaxpr(make_evaluator(env, constant_policy(0.0)))(None, init_stats(jnp.zeros(2)), jax.random.PRNGKey(0))
+    assert traced["resets"] == 1
+    traced["resets"] = 0
+    jax.make_jaxpr(lambda s, a: env.step(s, a))(env.reset(jax.random.PRNGKey(0)), jnp.zeros((4, 1)))
+    assert traced["resets"] == 2  # the reset above, and the step's own
+
+
+def test_what_an_ended_episode_computes_after_its_end_is_not_read():
+    """An environment stepped on past its end may compute anything (here: NaN rewards from step 3 of an episode on,
+    after the episodes ended at step 2 or 3): the evaluation reads only the steps up to each episode's end."""
+    toy = make_toy(speed=1.5, nan_after_steps=4)  # from |p| <= 1, leaves [-2, 2] at step 2 or 3
+    env = VecEnv(toy, num_envs=16, episode_length=12)
+    key = jax.random.PRNGKey(7)
+    result = jax.jit(make_evaluator(env, constant_policy(20.0)))(None, init_stats(jnp.zeros(2)), key)
+    start = np.asarray(env.reset(key).inner.obs, np.float64)
+    totals, lengths = [], []
+    for position, target in start:
+        total, steps = 0.0, 0
+        while True:
+            position += 1.5 * np.tanh(20.0)
+            total += 1.0 - abs(position - target)
+            steps += 1
+            if abs(position) > 2.0:
+                break
+        totals.append(total)
+        lengths.append(steps)
+    assert max(lengths) < 4 and np.isfinite(float(result.episode_reward))
+    assert abs(float(result.episode_length) - np.mean(lengths)) < 1e-5
+    assert abs(float(result.episode_reward) - np.mean(totals)) < 1e-3

@@ -69,8 +69,10 @@ class VecEnv:
         zeros = jnp.zeros(self.num_envs)
         return EnvState(inner, zeros.astype(jnp.int32), zeros, jax.random.split(reset_key, self.num_envs))
 
-    def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, StepOutput]:
-        """Applies `action` [N, A] (continuous) or [N] int32 (discrete); environments whose episode ended start a new one."""
+    def step(self, state: EnvState, action: jax.Array, auto_reset: bool = True) -> tuple[EnvState, StepOutput]:
+        """Applies `action` [N, A] (continuous) or [N] int32 (discrete); environments whose episode ended start a new
+        one. `auto_reset=False` leaves them as they ended (stepping on from there), and the compiled program holds no
+        reset: for one episode per environment (evaluation), where whatever follows an episode's end is not read."""
         inner, reward, terminal = self._repeat_step(state.inner, action)
         step_count = state.step_count + 1
         timed_out = (step_count >= self.episode_length).astype(jnp.float32)
@@ -86,6 +88,8 @@ class VecEnv:
             finished_length=step_count.astype(jnp.float32) * finished,
         )
         running = EnvState(inner, step_count, episode_return, state.reset_key)
+        if not auto_reset:
+            return running, output
         next_state = jax.lax.cond(jnp.any(finished > 0), self._reset_finished, lambda s, f: s, running, finished)
         return next_state, output
 

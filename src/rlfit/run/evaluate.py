@@ -61,12 +61,15 @@ def make_action_evaluator(env: VecEnv, act: Callable[[Any, Any], jax.Array],
         def step(carry, _):
             state, alive, total, length, measured = carry
             obs = state.inner.obs
+            counts = alive > 0
             if measure is not None:
-                measured = measured + measure(policy, obs) * alive
-            state, out = env.step(state, act(policy, obs))
-            total = total + out.reward * alive
+                measured = measured + jnp.where(counts, measure(policy, obs), 0.0)
+            # No reset: an environment whose episode ended steps on from its end, unread (whatever it computes,
+            # NaN included, is masked out), and the program is smaller by the environment's reset.
+            state, out = env.step(state, act(policy, obs), auto_reset=False)
+            total = total + jnp.where(counts, out.reward, 0.0)
             length = length + alive
-            alive = alive * (1.0 - jnp.maximum(out.termination, out.truncation))
+            alive = jnp.where(counts & (jnp.maximum(out.termination, out.truncation) == 0), 1.0, 0.0)
             return split_envs((state, alive, total, length, measured), 0), None
 
         ones, zeros = jnp.ones(env.num_envs), jnp.zeros(env.num_envs)
