@@ -146,6 +146,33 @@ def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_c
 
 
 @pytest.mark.slow
+def test_rlfit_plan_on_a_terminal_says_what_it_compiles_and_prints_only_the_plan(tmp_path):
+    """With standard error on a terminal (a pseudo-terminal here) `rlfit plan` names the size it compiles there;
+    standard output is the plan alone (`--json` parses). Piped, as every other test runs it, it says nothing."""
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in XLA_MEMORY_VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    done = subprocess.run([sys.executable, "-m", "rlfit", "plan", TOY, "--preset", "smoke", "--json"], cwd=tmp_path,
+                          env=env, stdout=subprocess.PIPE, stderr=follower, text=True, timeout=300)
+    os.close(follower)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(leader)
+    assert done.returncode == 0, err.decode(errors="replace")
+    assert b"planning: compiling the training step at num_envs=" in err
+    assert json.loads(done.stdout)["chosen"]["num_envs"] > 0
+
+
+@pytest.mark.slow
 def test_train_num_envs_auto_says_what_the_planner_compiles(plan_cli, tmp_path):
     """Without --quiet the planner's compiles are lines on standard error before training's: the size measured
     first, what XLA's analysis gave, and why a second size compiles (the cap's size does not fit 4 MiB)."""
