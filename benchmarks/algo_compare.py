@@ -7,6 +7,7 @@ on several environments and seeds, with the statistics of rlfit's report.
     .venv/bin/python benchmarks/algo_compare.py --envs G1JoystickFlatTerrain --budget 20m   # the GPU comparison
     .venv/bin/python benchmarks/algo_compare.py --quick                # a check of the script (results/tmp/)
     .venv/bin/python benchmarks/algo_compare.py --report benchmarks/results/algo_compare.json   # a stopped run's statistics
+    .venv/bin/python benchmarks/algo_compare.py --report A.json B.json --out AB.json   # two runs' seeds together
 
 Equal wall clock: every run gets the same `run.time_budget`, which rlfit counts from the start of its training
 session (building the starting state, loading or compiling the programs, the iterations and their periodic
@@ -76,6 +77,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="RECORD_JSON",
                         help="train nothing: the statistics of the records' runs, written into the first record "
                              "(after a stopped run, or to join runs measured by several commands)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="with --report: where the joined record goes (default: the first RECORD_JSON, rewritten)")
     parser.add_argument("--warm-up-only", action="store_true", help="fill the compile cache (--cache), measure nothing")
     parser.add_argument("--quick", action="store_true", help="one seed, 20 s runs, 4 episodes: checks the script only")
     parser.add_argument("--name", default="", help="record name (default algo_compare[_ENV])")
@@ -232,7 +235,7 @@ def main() -> None:
         if len(records) > 1:
             joined["joined"] = [{key: record.get(key) for key in ("command", "date", "git", "loadavg_1min_start",
                                                                   "loadavg_1min_end", "work_dir")} for record in records]
-        finish_with_reports(joined, args.report[0])
+        finish_with_reports(joined, args.out or args.report[0])
         return
     name = args.name or ("algo_compare" + ("" if args.envs == list(DEFAULT_ENVS) else "_" + "_".join(args.envs)))
     name += "_quick" if args.quick else ""
