@@ -130,3 +130,18 @@ def load_playground_jax(name: str) -> Any:
 
         mjx_env.MENAGERIE_PATH = epath.Path(os.environ["RLFIT_MENAGERIE_PATH"])
     return registry.load(name, config_overrides={"impl": "jax"})
+
+
+MENAGERIE = (REPO / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
+"""The shared Menagerie copy G1 needs (as tests/envs/test_assets.py finds it); RLFIT_MENAGERIE_PATH wins."""
+
+
+def child_env(cache: Path, src: str | None, **variables: str) -> dict[str, str]:
+    """This process's environment for a benchmark's child: its compile cache `cache`, unbuffered output, the shared
+    Menagerie unless RLFIT_MENAGERIE_PATH is set, `variables`, and `src` (another checkout's src folder) first on
+    PYTHONPATH when given."""
+    env = {**os.environ, "RLFIT_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1", **variables}
+    env.setdefault("RLFIT_MENAGERIE_PATH", str(MENAGERIE))
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -22,10 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, finish_record, load_1min, print_table, start_record  # noqa: E402
-
-MENAGERIE = (REPO / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
-"""The shared Menagerie copy G1 needs (as tests/envs/test_assets.py finds it); RLFIT_MENAGERIE_PATH wins."""
+from common import REPO, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -56,19 +52,11 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def child_env(cache: Path, src: str | None) -> dict[str, str]:
-    env = {**os.environ, "RLFIT_CACHE_DIR": str(cache), "RLFIT_PROGRAM_STORE": "0", "PYTHONUNBUFFERED": "1"}
-    env.setdefault("RLFIT_MENAGERIE_PATH", str(MENAGERIE))
-    if src:
-        env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
-    return env
-
-
 def time_once(env_name: str, preset: str, overrides: list[str], src: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlfit-eval-compile-") as work:
         load = load_1min()
         done = subprocess.run([sys.executable, "-c", CHILD, env_name, preset, *overrides], cwd=REPO,
-                              env=child_env(Path(work) / "cache", src), capture_output=True, text=True)
+                              env=child_env(Path(work) / "cache", src, RLFIT_PROGRAM_STORE="0"), capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{env_name}: the child failed:\n{done.stderr[-3000:]}")
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "loadavg_1min_before": load}

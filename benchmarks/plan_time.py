@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -33,10 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import COMPILE_LINE  # noqa: E402
-from common import REPO, RESULTS, finish_record, load_1min, print_table, start_record  # noqa: E402
+from common import RESULTS, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
 
-MENAGERIE = (REPO / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
-"""The shared Menagerie copy G1 needs (as tests/envs/test_assets.py finds it); RLFIT_MENAGERIE_PATH wins."""
 STEP, EVALUATION = "jit(train_iteration)", "jit(evaluate)"
 
 
@@ -52,11 +49,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def case_env(cache: Path, src: str | None) -> dict[str, str]:
-    env = {**os.environ, "RLFIT_CACHE_DIR": str(cache), "JAX_LOG_COMPILES": "1", "PYTHONUNBUFFERED": "1"}
-    env.setdefault("RLFIT_MENAGERIE_PATH", str(MENAGERIE))
-    if src:
-        env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
-    return env
+    return child_env(cache, src, JAX_LOG_COMPILES="1")
 
 
 def run_case(name: str, argv: list[str], work: Path, args: argparse.Namespace) -> dict[str, Any]:

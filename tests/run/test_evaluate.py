@@ -32,6 +32,23 @@ def test_standing_still_earns_one_minus_distance_each_step():
     assert float(result.episode_length) == 30
 
 
+def pushed_right_episodes(start: np.ndarray, speed: float) -> tuple[list[float], list[int]]:
+    """Independent reference, in plain Python: each (position, target) of `start` moved right by speed * tanh(20)
+    a step until it leaves [-2, 2] (terminal); each episode's return and length."""
+    totals, lengths = [], []
+    for position, target in start:
+        total, steps = 0.0, 0
+        while True:
+            position += speed * np.tanh(20.0)
+            total += 1.0 - abs(position - target)
+            steps += 1
+            if abs(position) > 2.0:
+                break
+        totals.append(total)
+        lengths.append(steps)
+    return totals, lengths
+
+
 def test_an_episode_that_ends_early_stops_counting():
     """Always pushing right leaves [-2, 2] after k = floor((2 - p) / 0.2) + 1 steps (terminal): only those count."""
     toy = make_toy()
@@ -39,17 +56,7 @@ def test_an_episode_that_ends_early_stops_counting():
     key = jax.random.PRNGKey(5)
     result = jax.jit(make_evaluator(env, constant_policy(20.0)))(None, init_stats(jnp.zeros(2)), key)
     start = np.asarray(env.reset(key).inner.obs, np.float64)
-    totals, lengths = [], []
-    for position, target in start:
-        total, steps = 0.0, 0
-        while True:
-            position += 0.2 * np.tanh(20.0)
-            total += 1.0 - abs(position - target)
-            steps += 1
-            if abs(position) > 2.0:
-                break
-        totals.append(total)
-        lengths.append(steps)
+    totals, lengths = pushed_right_episodes(start, 0.2)
     assert max(lengths) < 40
     assert abs(float(result.episode_length) - np.mean(lengths)) < 1e-4
     assert abs(float(result.episode_reward) - np.mean(totals)) < 1e-3
@@ -114,17 +121,7 @@ def test_what_an_ended_episode_computes_after_its_end_is_not_read():
     key = jax.random.PRNGKey(7)
     result = jax.jit(make_evaluator(env, constant_policy(20.0)))(None, init_stats(jnp.zeros(2)), key)
     start = np.asarray(env.reset(key).inner.obs, np.float64)
-    totals, lengths = [], []
-    for position, target in start:
-        total, steps = 0.0, 0
-        while True:
-            position += 1.5 * np.tanh(20.0)
-            total += 1.0 - abs(position - target)
-            steps += 1
-            if abs(position) > 2.0:
-                break
-        totals.append(total)
-        lengths.append(steps)
+    totals, lengths = pushed_right_episodes(start, 1.5)
     assert max(lengths) < 4 and np.isfinite(float(result.episode_reward))
     assert abs(float(result.episode_length) - np.mean(lengths)) < 1e-5
     assert abs(float(result.episode_reward) - np.mean(totals)) < 1e-3
