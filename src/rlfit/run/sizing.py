@@ -91,7 +91,7 @@ def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training:
         compiling, beside = [], []
         for sizes in probes:
             if say is not None:
-                say(f"planning: compiling the training step at {described(sizes)} for XLA's memory analysis"
+                say(f"planning: compiling the training step at {described(config, sizes)} for XLA's memory analysis"
                     + (" (as training compiles it, for training to reuse)" if sizes == as_training else ""))
             lowered, trainer = lower_iteration(config, sizes, env)
             options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
@@ -105,7 +105,7 @@ def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training:
     points = tuple(analyze_compiled(config, sizes, c) for sizes, (c, _) in zip(probes, compiled, strict=True))
     for point, (_, seconds) in zip(points, compiled, strict=True):
         if say is not None:
-            say(f"planning: {described(point.sizes)} compiled in {seconds:.1f}s: "
+            say(f"planning: {described(config, point.sizes)} compiled in {seconds:.1f}s: "
                 f"{format_bytes(point.total_bytes)} by XLA's analysis")
     return points
 
@@ -125,10 +125,11 @@ def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, flo
     return work(*args, **kwargs), time.perf_counter() - started
 
 
-def described(sizes: Any) -> str:
-    """`num_envs=512`, with the replay buffer's capacity where the sizes have one."""
-    capacity = getattr(sizes, "max_replay_size", None)
-    return f"num_envs={sizes.num_envs}" + (f" max_replay_size={capacity}" if capacity is not None else "")
+def described(config: Config, sizes: Any) -> str:
+    """`num_envs=512`, and the transitions stored at `sizes` where the algorithm stores any
+    (`MemoryRules.stored_transitions`)."""
+    stored = algorithm(config.algo).memory.stored_transitions(sizes)
+    return f"num_envs={sizes.num_envs}" + (f" storing {stored:,} transitions" if stored else "")
 
 
 def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
@@ -223,7 +224,7 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
         planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
         if models[key].measured_once and not chose_the_first_probe(planned):
             if say is not None:
-                say(f"planning: {described(models[key].points[0].sizes)} does not fit the budget of "
+                say(f"planning: {described(planned_config, models[key].points[0].sizes)} does not fit the budget of "
                     f"{format_bytes(budget.budget_bytes)}: compiling another size to fit the memory line")
             models[key] = fit_line(planned_config, models[key], env, budget.target_backend, say=say)
             planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
