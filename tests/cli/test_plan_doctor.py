@@ -146,9 +146,10 @@ def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_c
 
 
 @pytest.mark.slow
-def test_rlfit_plan_on_a_terminal_says_what_it_compiles_and_prints_only_the_plan(tmp_path):
-    """With standard error on a terminal (a pseudo-terminal here) `rlfit plan` names the size it compiles there;
-    standard output is the plan alone (`--json` parses). Piped, as every other test runs it, it says nothing."""
+def test_rlfit_plan_on_a_terminal_says_what_it_bounds_and_prints_only_the_plan(tmp_path):
+    """With standard error on a terminal (a pseudo-terminal here) `rlfit plan` names the size it bounds there and
+    that it compiled nothing; standard output is the plan alone (`--json` parses). Piped, as every other test runs
+    it, it says nothing."""
     import pty
 
     leader, follower = pty.openpty()
@@ -168,14 +169,17 @@ def test_rlfit_plan_on_a_terminal_says_what_it_compiles_and_prints_only_the_plan
         err += chunk
     os.close(leader)
     assert done.returncode == 0, err.decode(errors="replace")
-    assert b"planning: compiling the training step at num_envs=" in err
-    assert json.loads(done.stdout)["chosen"]["num_envs"] > 0
+    lines = err.decode().splitlines()
+    assert lines[0].startswith("planning: bounding the training step's memory at num_envs=512 from its lowered")
+    assert "without compiling: it fits the budget" in lines[1] and len(lines) == 2
+    assert json.loads(done.stdout)["chosen"]["num_envs"] == 512
 
 
 @pytest.mark.slow
 def test_train_num_envs_auto_says_what_the_planner_compiles(plan_cli, tmp_path):
-    """Without --quiet the planner's compiles are lines on standard error before training's: the size measured
-    first, what XLA's analysis gave, and why a second size compiles (the cap's size does not fit 4 MiB)."""
+    """Without --quiet the planner's work is lines on standard error before training's: the size bounded first and
+    why it compiles after all (the bound does not fit 4 MiB), the size measured, what XLA's analysis gave, and why
+    a second size compiles (the cap's size does not fit either)."""
     from rlfit.hardware.cpu_envs import cpu_max_num_envs
     from rlfit.hardware.probe import usable_cores
 
@@ -184,11 +188,14 @@ def test_train_num_envs_auto_says_what_the_planner_compiles(plan_cli, tmp_path):
                       "--timesteps", "64", "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     planning = [line for line in result.stderr.splitlines() if line.startswith("planning: ")]
-    assert planning[0].startswith(f"planning: compiling the training step at num_envs={cap} for XLA's memory "
+    assert planning[0].startswith(f"planning: bounding the training step's memory at num_envs={cap} from its")
+    assert planning[1].startswith(f"planning: the bound at num_envs={cap}, ")
+    assert planning[1].endswith("does not fit the budget of 3.0 MiB: compiling for XLA's analysis")
+    assert planning[2].startswith(f"planning: compiling the training step at num_envs={cap} for XLA's memory "
                                   "analysis (as training compiles it")
-    assert planning[1].startswith(f"planning: num_envs={cap} compiled in ") and planning[1].endswith("analysis")
-    assert planning[2].startswith(f"planning: num_envs={cap} does not fit the budget of 3.0 MiB: compiling")
-    assert planning[3].startswith(f"planning: compiling the training step at num_envs={cap * 3 // 8} ")
+    assert planning[3].startswith(f"planning: num_envs={cap} compiled in ") and planning[3].endswith("analysis")
+    assert planning[4].startswith(f"planning: num_envs={cap} does not fit the budget of 3.0 MiB: compiling")
+    assert planning[5].startswith(f"planning: compiling the training step at num_envs={cap * 3 // 8} ")
     lines = result.stderr.splitlines()
     assert lines.index(planning[-1]) < next(i for i, line in enumerate(lines) if line.startswith("compiling 1 of"))
 

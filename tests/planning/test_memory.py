@@ -90,41 +90,71 @@ def cap_and_partner() -> tuple[int, int]:
     return cap, cap * 3 // 8
 
 
-def test_rlfit_plan_on_a_cpu_compiles_only_the_caps_size_when_it_fits(config, monkeypatch):
-    """On a CPU target with room: the cap's candidate (what training runs when memory does not limit) alone, with
-    the cheap options (`rlfit plan` runs nothing); it fits, so it is the choice and no other size compiles."""
+def test_rlfit_plan_on_a_cpu_with_room_compiles_nothing(config, monkeypatch):
+    """On a CPU target with room: the cap's candidate (what training runs when memory does not limit) is bounded
+    from its lowered step, the bound fits, so it is the choice and nothing compiles; the bound is not below XLA's
+    analysis of that size compiled as training compiles it (the reference)."""
     from rlfit.algos.ppo.candidates import candidate_sizes
 
     log = CompileLog(monkeypatch)
     planned = memory_plan(config)
     cap = cap_and_partner()[0]
-    assert log.leading_axes() == [cap] and planned.chosen.sizes.num_envs == cap
-    assert planned.model.measured_once and [p.sizes.num_envs for p in planned.model.points] == [cap]
+    assert log.calls == [] and planned.chosen.sizes.num_envs == cap
+    assert planned.model.source == "lowered" and planned.model.measured_once
+    assert [p.sizes.num_envs for p in planned.model.points] == [cap]
     assert cap in {c.num_envs for c in candidate_sizes(config_sizes(config))}
+    assert planned.model.points[0].total_bytes >= training_analysis(config, cap).total_bytes
+    assert any(reason.startswith("memory bounded at one size without compiling") for reason in planned.reasons)
+
+
+def between_bound_and_xla(config) -> int:
+    """Bytes of a CPU whose budget fits the cap's size by XLA's analysis (with the planner's margin) but not by the
+    bound from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it)."""
+    from rlfit.planning.budget import SAME_BACKEND_MARGIN
+    from rlfit.run.sizing import bound_model
+
+    cap = cap_and_partner()[0]
+    xla = training_analysis(config, cap).total_bytes
+    bound = bound_model(config, None, "cpu")[0].points[0].total_bytes
+    assert bound > 1.2 * xla  # room between them
+    return int((xla + bound) / 2 * SAME_BACKEND_MARGIN / 0.75)
+
+
+def test_where_the_bound_does_not_fit_the_caps_size_compiles_alone(config, monkeypatch):
+    """A CPU between the two: the bound does not fit, so the cap's size compiles alone with the cheap options
+    (`rlfit plan` runs nothing); XLA's analysis of it fits, so it is the choice and no other size compiles."""
+    device_memory = between_bound_and_xla(config)
+    cap = cap_and_partner()[0]
+    reference = training_analysis(config, cap)
+    log = CompileLog(monkeypatch)
+    planned = memory_plan(config, device_memory, "cpu")
+    assert log.leading_axes() == [cap] and planned.chosen.sizes.num_envs == cap
+    assert planned.model.source == "xla" and planned.model.measured_once
+    assert planned.model.points[0] == reference
     assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
 
 
 def test_fit_line_compiles_the_cap_and_a_size_never_chosen_and_chooses_the_same(config, monkeypatch):
-    """`rlfit plan --fit-line` on a CPU: the cap's candidate and 3/8 of it (no candidate), both cheap; the line
-    passes through the first point, so the choice and its prediction are those of the plan measured once."""
+    """`rlfit plan --fit-line` on a CPU: the cap's candidate and 3/8 of it (no candidate), both cheap; it chooses
+    the sizes the bound chose, and every figure of the bound is at least the line's."""
     from rlfit.algos.ppo.candidates import candidate_sizes
 
-    once = memory_plan(config)
+    bounded = memory_plan(config)
     log = CompileLog(monkeypatch)
     line = memory_plan(config, fit_lines=True)
     assert log.leading_axes() == list(cap_and_partner())
     assert [p.sizes.num_envs for p in line.model.points] == list(cap_and_partner())
-    assert line.model.first_is_unlimited_choice and not line.model.measured_once
+    assert line.model.first_is_unlimited_choice and not line.model.measured_once and line.model.source == "xla"
     assert cap_and_partner()[1] not in {c.num_envs for c in candidate_sizes(config_sizes(config))}
     assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
-    assert line.chosen == once.chosen
-    bounds = {c.sizes.num_envs: c.estimate_bytes for c in once.candidates}
+    assert line.chosen.sizes == bounded.chosen.sizes
+    bounds = {c.sizes.num_envs: c.estimate_bytes for c in bounded.candidates}
     assert all(bounds[c.sizes.num_envs] >= c.estimate_bytes for c in line.candidates)  # bounds, never below
 
 
 def test_where_the_caps_size_does_not_fit_the_line_decides(config, monkeypatch):
-    """A CPU with 4 MiB: the cap's size measured alone does not fit, so the partner compiles and the plan is the
-    one `--fit-line` makes."""
+    """A CPU with 4 MiB: neither the bound nor the cap's size measured alone fits, so the partner compiles and the
+    plan is the one `--fit-line` makes."""
     log = CompileLog(monkeypatch)
     planned = memory_plan(config, "4MiB", "cpu")
     assert log.leading_axes() == list(cap_and_partner())
@@ -158,23 +188,43 @@ def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, 
     assert [p["name"] for p in summary["programs"]] == ["training step", "evaluation", "starting state"]
 
 
-def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
-    """`train --num-envs auto` with the memory to run the CPU's cap: in a fresh compile cache, training's step comes
-    from the cache, where only the planner's probe of that size can have put it, and so does its starting state,
-    compiled beside the probe; the probe fits, so the planner compiled nothing else: auto compiles what a plain
-    `train` compiles."""
+def auto_run(run_cli, tmp_path, monkeypatch, *extra: str) -> tuple[dict, list[tuple]]:
+    """`train --num-envs auto` of the toy env in a fresh compile cache: (plan.json, each program's (name,
+    from_cache, from_store) from summary.json)."""
     monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
     done = run_cli("train", TOY, "--preset", "smoke", "--num-envs", "auto", "--set", "run.num_timesteps=1",
-                   "--set", "run.num_eval_envs=4", "--run-dir", str(tmp_path / "run"), "--quiet")
+                   "--set", "run.num_eval_envs=4", "--run-dir", str(tmp_path / "run"), "--quiet", *extra)
     assert done.returncode == 0, done.stderr[-2000:]
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
-    assert plan["sizes"]["num_envs"] == cap_and_partner()[0]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
+    return plan, [(p["name"], p["from_cache"], p["from_store"]) for p in summary["programs"]]
+
+
+def test_auto_with_room_compiles_what_a_plain_train_compiles(tmp_path, run_cli, monkeypatch):
+    """`train --num-envs auto` with the memory to run the CPU's cap: the planner bounds that size from its lowered
+    step and compiles nothing, so in a fresh compile cache training compiles each of its programs itself, once (a
+    user's factory, as the toy env is, is not in the program store: each program traced by training too)."""
+    plan, programs = auto_run(run_cli, tmp_path, monkeypatch)
+    assert plan["sizes"]["num_envs"] == cap_and_partner()[0]
+    assert programs == [("training step", False, False), ("evaluation", False, False),
+                        ("starting state", False, False)]
+    model = plan["extra"]["memory_model"]
+    assert model["source"] == "lowered" and model["first_is_unlimited_choice"] is True
+    assert [p["num_envs"] for p in model["points"]] == [cap_and_partner()[0]]
+
+
+def test_auto_where_only_xla_fits_reads_the_training_step_the_planner_compiled(config, tmp_path, run_cli,
+                                                                              monkeypatch):
+    """`train --num-envs auto` on a CPU where XLA's analysis of the cap's size fits but the bound does not: the
+    planner compiles that size as training compiles it, and its starting state beside it, so in a fresh compile
+    cache training reads both from the cache, where only the planner can have put them; nothing else compiled."""
+    plan, programs = auto_run(run_cli, tmp_path, monkeypatch, "--device-memory", str(between_bound_and_xla(config)))
+    assert plan["sizes"]["num_envs"] == cap_and_partner()[0]
+    assert [(name, from_cache) for name, from_cache, _ in programs] == [
         ("training step", True), ("evaluation", False), ("starting state", True)]
     model = plan["extra"]["memory_model"]
-    assert model["first_is_unlimited_choice"] is True
+    assert model["source"] == "xla" and model["first_is_unlimited_choice"] is True
     assert [p["num_envs"] for p in model["points"]] == [cap_and_partner()[0]]  # the planner compiled nothing else
 
 

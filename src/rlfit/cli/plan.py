@@ -25,9 +25,10 @@ def register(subparsers) -> None:
     parser.add_argument("--target", choices=("gpu", "cpu"),
                         help="backend of the --device-memory device (default: gpu)")
     parser.add_argument("--fit-line", action="store_true",
-                        help="compile a second size and fit the memory line even where the first size measured "
-                             "decides (it fits: the choice whenever memory does not limit, e.g. on a CPU), so that "
-                             "every size is predicted rather than bounded; one compile more")
+                        help="compile the step at two sizes and fit XLA's memory line even where a bound decides "
+                             "(the step at the size chosen whenever memory does not limit, bounded from its lowered "
+                             "program or measured once, fits), so that every size is predicted rather than bounded; "
+                             "two compiles more")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the table ({\"plans\": [...]} for several sizes)")
     parser.set_defaults(handler=run)
@@ -105,7 +106,7 @@ def table(planned, env_name: str) -> list[str]:
 
     budget, columns = planned.budget, planned.columns
     lines = [f"{env_name} on {budget.device}: budget {format_bytes(budget.budget_bytes)}", ""]
-    predicted = "at most" if planned.model.measured_once else "predicted"  # bounds from one measured size
+    predicted = "at most" if planned.model.measured_once else "predicted"  # bounds from one size
     header = [f"{c:>{len(c)}s}" for c in columns] + [f"{predicted:>11s}", "fits"]
     lines.append("  ".join(header))
     for candidate in planned.candidates:

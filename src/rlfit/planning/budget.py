@@ -55,11 +55,13 @@ def stated_budget(device_memory: int, target_backend: str, device: DeviceInfo) -
     return Budget(label, target_backend, budget, reasons)
 
 
-def margin_for(prediction_backend: str, target_backend: str) -> tuple[float, str]:
-    """The safety margin for a prediction compiled on `prediction_backend` for a run on `target_backend`."""
+def margin_for(prediction_backend: str, target_backend: str, source: str = "xla") -> tuple[float, str]:
+    """The safety margin for a prediction made on `prediction_backend` for a run on `target_backend`: from XLA's
+    compile (`source` "xla") or a bound from the lowered program ("lowered", `rlfit.planning.memory.MemoryModel`)."""
+    how = (f"XLA's {prediction_backend} compile of the iteration" if source == "xla" else
+           f"a bound read from the iteration lowered for {prediction_backend}, not compiled")
     if prediction_backend == target_backend:
-        return SAME_BACKEND_MARGIN, (f"predicted from XLA's {prediction_backend} compile of the iteration, "
-                                     f"x{SAME_BACKEND_MARGIN:g} safety margin")
+        return SAME_BACKEND_MARGIN, f"predicted from {how}, x{SAME_BACKEND_MARGIN:g} safety margin"
     return CROSS_BACKEND_MARGIN, (f"predicted on the {prediction_backend} backend for a {target_backend} run: "
                                   "compilers and MJX implementations differ, so the safety margin is widened to "
                                   f"x{CROSS_BACKEND_MARGIN:g} (run `rlfit plan` on the target for a closer figure)")

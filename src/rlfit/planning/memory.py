@@ -25,6 +25,11 @@ the planner compiles it alone first (`MemoryModel.measured_once`): with bytes a 
 slopes, no smaller size needs more than it and a larger one at most in proportion, so when it fits the budget the
 choice is made and the other probes are never compiled; only when it does not fit are they compiled and the line
 fitted (`rlfit.run.sizing.memory_plan`).
+
+Before any of that, the planner reads an upper bound of the step at those sizes from its lowered program, which
+costs a trace and no compile (`rlfit.hardware.program_memory`, `MemoryModel.source` "lowered"): every value of
+the unoptimized program counted as its own buffer, 1.6-2.4x XLA's figure on the environments measured
+(benchmarks/trace_bound.py). Where even the bound fits the budget, nothing is compiled for planning at all.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class MemoryPoint:
-    """XLA's compile-time memory analysis of one training step, in bytes."""
+    """The memory of one training step, in bytes: XLA's compile-time analysis, or the bound read from the lowered
+    program without compiling it (`MemoryModel.source`: then `temp_bytes` is the bound less arguments and results,
+    and nothing is aliased)."""
 
     sizes: Any
     """The algorithm's sizes NamedTuple."""
@@ -80,11 +87,15 @@ class MemoryModel:
     first_is_unlimited_choice: bool = False
     """Whether `points[0]` is at the sizes the rules choose when memory does not limit (the probe training may
     reuse, `rlfit.run.sizing`)."""
+    source: str = "xla"
+    """Where the points come from: "xla" (XLA's compile-time analysis of the compiled step) or "lowered" (an upper
+    bound read from the lowered step without compiling it, `rlfit.hardware.program_memory`; one point only)."""
 
     @classmethod
-    def from_one_point(cls, point: MemoryPoint, backend: str, first_is_unlimited_choice: bool) -> MemoryModel:
-        """The model of a step measured at one size only (see `estimate`)."""
-        return cls(None, None, None, (point,), backend, first_is_unlimited_choice)
+    def from_one_point(cls, point: MemoryPoint, backend: str, first_is_unlimited_choice: bool,
+                       source: str = "xla") -> MemoryModel:
+        """The model of a step measured (or bounded, `source`) at one size only (see `estimate`)."""
+        return cls(None, None, None, (point,), backend, first_is_unlimited_choice, source)
 
     @property
     def measured_once(self) -> bool:
@@ -107,6 +118,7 @@ class MemoryModel:
         return {"intercept_bytes": self.intercept_bytes, "bytes_per_env": self.bytes_per_env,
                 "bytes_per_transition": self.bytes_per_transition, "backend": self.backend,
                 "measured_once": self.measured_once, "first_is_unlimited_choice": self.first_is_unlimited_choice,
+                "source": self.source,
                 "points": [p.to_dict() for p in self.points]}
 
 

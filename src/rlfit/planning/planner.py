@@ -76,7 +76,7 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
     from rlfit.algos.registry import algorithm
 
     rules = algorithm(config.algo).memory
-    margin, margin_reason = margin_for(model.backend, budget.target_backend)
+    margin, margin_reason = margin_for(model.backend, budget.target_backend, model.source)
     cap = num_envs_cap(budget.target_backend, cpu_cores)
     shared = budget.target_backend == "cpu" and devices > 1
     device_budget = budget.budget_bytes // devices if shared else budget.budget_bytes
@@ -167,6 +167,11 @@ def _fit_reason(model: MemoryModel) -> str:
         stored = f" storing {p.transitions:,}" if p.transitions else ""
         return f"{p.sizes.num_envs} envs{stored}: {format_bytes(p.total_bytes)}"
 
+    if model.source == "lowered":
+        return (f"memory bounded at one size without compiling, {point(model.points[0])} at most (every value of "
+                "the lowered step, before XLA's compile, counted as its own buffer; XLA's own analysis is lower): "
+                "even the bound fits, so nothing was compiled for planning; every other figure is a bound from it "
+                "(`rlfit plan --fit-line` compiles the step and fits XLA's line)")
     if model.measured_once:
         return (f"memory measured at one size, {point(model.points[0])} (XLA's analysis of what training runs when "
                 "memory does not limit): it fits, so no other size was compiled; every other figure is a bound "

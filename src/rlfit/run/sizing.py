@@ -1,5 +1,6 @@
-"""Sizing a run to its device: the algorithm's step compiled at a few sizes, XLA's memory analysis of each, the
-memory model fitted through them (`rlfit.planning.memory`), and the planner's choice (`rlfit.planning.planner`).
+"""Sizing a run to its device: the algorithm's step bounded from its lowered program (no compile) where that
+decides, else compiled at a few sizes, XLA's memory analysis of each, the memory model fitted through them
+(`rlfit.planning.memory`), and the planner's choice (`rlfit.planning.planner`).
 
 This is the part of planning that builds and compiles the learner (`rlfit.run.build`); the planner itself only
 reasons about numbers."""
@@ -17,8 +18,10 @@ from rlfit.config.schema import Config
 from rlfit.envs import load_env
 from rlfit.errors import UserError
 from rlfit.hardware.jax_setup import configure_jax, lower_ahead
+from rlfit.hardware.program_memory import lowered_bound
 from rlfit.hardware.probe import DeviceInfo, probe_device
 from rlfit.planning.budget import local_budget, stated_budget
+from rlfit.planning.budget import Budget
 from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients, point_from_analysis
 from rlfit.planning.plan import Plan, make_plan
 from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
@@ -75,14 +78,16 @@ def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
 
 
 def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training: Any = None,
-                   say: Callable[[str], None] | None = None) -> tuple[MemoryPoint, ...]:
+                   say: Callable[[str], None] | None = None,
+                   lowered: dict[Any, tuple[Any, Trainer]] | None = None) -> tuple[MemoryPoint, ...]:
     """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
     lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
     runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or None)
     compiles with training's own options (the persistent cache then holds training's step at those sizes), and
     training's starting state at those sizes compiles beside it (`training_programs_beside`); the others with
     `probe_options`. The first probe is traced and compiled first. `say` (the console's, or None) hears each
-    probe's start and its compile's seconds and bytes."""
+    probe's start and its compile's seconds and bytes. `lowered` holds programs already lowered (`lower_iteration`)
+    by their sizes: those are compiled as they are, not traced again."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rlfit.hardware.jax_setup import compiler_options
@@ -93,10 +98,10 @@ def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training:
             if say is not None:
                 say(f"planning: compiling the training step at {described(config, sizes)} for XLA's memory analysis"
                     + (" (as training compiles it, for training to reuse)" if sizes == as_training else ""))
-            lowered, trainer = lower_iteration(config, sizes, env)
+            program, trainer = (lowered or {}).get(sizes) or lower_iteration(config, sizes, env)
             options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
                        else probe_options(trainer.step_ynn_fusions))
-            compiling.append(pool.submit(timed, lowered.compile, compiler_options=options))
+            compiling.append(pool.submit(timed, program.compile, compiler_options=options))
             if sizes == as_training:
                 beside = training_programs_beside(trainer, pool)
         compiled = [future.result() for future in compiling]
@@ -144,7 +149,8 @@ def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
 
 def fit_memory_model(config: Config, env: Any = None, target_backend: str | None = None,
                      for_training: bool = False, first_only: bool = False,
-                     say: Callable[[str], None] | None = None) -> MemoryModel:
+                     say: Callable[[str], None] | None = None,
+                     lowered: dict[Any, tuple[Any, Trainer]] | None = None) -> MemoryModel:
     """Compiles the step at the algorithm's probe sizes for `target_backend` (default: this process's; a CPU target
     caps the environments, `num_envs_cap`) and fits the model through the results.
 
@@ -153,6 +159,7 @@ def fit_memory_model(config: Config, env: Any = None, target_backend: str | None
     not limit compiles with training's options, so training, when it runs those sizes, reads its step from the
     persistent compile cache instead of compiling it again. `first_only`: where the first probe is at those sizes,
     compile it alone and return the model measured once (`MemoryModel.measured_once`; `fit_line` completes it).
+    `lowered`: programs already lowered, by sizes (`analyze_probes`).
     """
     env = env if env is not None else load_env(config.env, jax.default_backend())
     cap = num_envs_cap(target_backend or jax.default_backend())
@@ -160,11 +167,33 @@ def fit_memory_model(config: Config, env: Any = None, target_backend: str | None
     likely = unlimited_choice(config, cap)
     as_training = likely if for_training else None
     if first_only and probes[0] == likely:
-        first = analyze_probes(config, probes[:1], env, as_training=as_training, say=say)[0]
+        first = analyze_probes(config, probes[:1], env, as_training=as_training, say=say, lowered=lowered)[0]
         return MemoryModel.from_one_point(first, jax.default_backend(), first_is_unlimited_choice=True)
-    points = analyze_probes(config, probes, env, as_training=as_training, say=say)
+    points = analyze_probes(config, probes, env, as_training=as_training, say=say, lowered=lowered)
     return MemoryModel(*fit_coefficients(points), points, jax.default_backend(),
                        first_is_unlimited_choice=probes[0] == likely)
+
+
+def bound_model(config: Config, env: Any, target_backend: str,
+                say: Callable[[str], None] | None = None) -> tuple[MemoryModel | None, dict[Any, tuple[Any, Trainer]]]:
+    """(the model bounded at one size from the lowered step, or None; the lowered program by its sizes).
+
+    The step at the sizes the rules choose when memory does not limit (`unlimited_choice` within the target's cap)
+    is traced and lowered, as training lowers it (the program store then holds it for training), and its StableHLO
+    walked for an upper bound of its memory (`rlfit.hardware.program_memory`): no compile. None where the rules
+    choose nothing even without a memory limit. The lowered program is returned for a compile that may follow."""
+    likely = unlimited_choice(config, num_envs_cap(target_backend))
+    if likely is None:
+        return None, {}
+    if say is not None:
+        say(f"planning: bounding the training step's memory at {described(config, likely)} from its lowered program "
+            "(no compile)")
+    program, trainer = lower_iteration(config, likely, env)
+    bound = lowered_bound(program)
+    point = MemoryPoint(likely, bound.argument_bytes, bound.output_bytes, 0, bound.temp_bytes, 0,
+                        algorithm(config.algo).memory.stored_transitions(likely))
+    model = MemoryModel.from_one_point(point, jax.default_backend(), first_is_unlimited_choice=True, source="lowered")
+    return model, {likely: (program, trainer)}
 
 
 def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend: str | None = None,
@@ -217,17 +246,9 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     for encoder in candidates:
         planned_config = config if encoder is None else config.replace(network={"encoder": encoder})
         key = planned_config.network.encoder
-        if key not in models:
-            models[key] = fit_memory_model(planned_config, env, budget.target_backend,
-                                           for_training=for_training and devices == 1, first_only=not fit_lines,
-                                           say=say)
-        planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
-        if models[key].measured_once and not chose_the_first_probe(planned):
-            if say is not None:
-                say(f"planning: {described(planned_config, models[key].points[0].sizes)} does not fit the budget of "
-                    f"{format_bytes(budget.budget_bytes)}: compiling another size to fit the memory line")
-            models[key] = fit_line(planned_config, models[key], env, budget.target_backend, say=say)
-            planned = memory_plan_from_model(planned_config, models[key], budget, devices=devices)
+        models[key], planned = deciding_model(planned_config, models.get(key), budget, devices, env,
+                                              for_training=for_training and devices == 1, fit_lines=fit_lines,
+                                              say=say)
         tried.append(dataclasses.replace(planned, config=planned_config))
         if tried[-1].chosen is not None:
             break
@@ -245,6 +266,49 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
                   f"budget of {format_bytes(budget.budget_bytes)} in any configuration (its smallest is predicted "
                   f"at {format_bytes(smallest)}); planned {planned.config.network.encoder} instead")
     return dataclasses.replace(planned, reasons=(reason,) + planned.reasons)
+
+
+def deciding_model(config: Config, model: MemoryModel | None, budget: Budget, devices: int, env: Any,
+                   for_training: bool, fit_lines: bool,
+                   say: Callable[[str], None] | None) -> tuple[MemoryModel, MemoryPlan]:
+    """(the cheapest model that decides the plan for `budget`, the plan from it), starting from `model` (one made for
+    another budget, or None). In order, each step only where the one before does not choose its own point:
+
+    1. the bound from the lowered step at the sizes chosen when memory does not limit (`bound_model`; skipped with
+       `fit_lines`): if even the bound fits, those sizes are the choice and nothing compiles;
+    2. XLA's analysis of that step alone (`fit_memory_model(first_only=True)`), for training to reuse under
+       `for_training`;
+    3. the other probes compiled and the line fitted through XLA's points (`fit_line`).
+    """
+    target = budget.target_backend
+    lowered: dict[Any, tuple[Any, Trainer]] = {}
+    if model is None or model.measured_once:
+        env = env if env is not None else load_env(config.env, jax.default_backend())  # loaded once for every step
+    if model is None and not fit_lines:
+        model, lowered = bound_model(config, env, target, say=say)
+    if model is not None:
+        planned = memory_plan_from_model(config, model, budget, devices=devices)
+        if not model.measured_once or chose_the_first_probe(planned):
+            if say is not None and model.source == "lowered":
+                say(f"planning: {described(config, model.points[0].sizes)} is bounded at "
+                    f"{format_bytes(model.points[0].total_bytes)} without compiling: it fits the budget of "
+                    f"{format_bytes(budget.budget_bytes)}")
+            return model, planned
+    if model is None or model.source == "lowered":
+        if say is not None and model is not None:
+            say(f"planning: the bound at {described(config, model.points[0].sizes)}, "
+                f"{format_bytes(model.points[0].total_bytes)}, does not fit the budget of "
+                f"{format_bytes(budget.budget_bytes)}: compiling for XLA's analysis")
+        model = fit_memory_model(config, env, target, for_training=for_training, first_only=not fit_lines, say=say,
+                                 lowered=lowered)
+        planned = memory_plan_from_model(config, model, budget, devices=devices)
+        if not model.measured_once or chose_the_first_probe(planned):
+            return model, planned
+    if say is not None:
+        say(f"planning: {described(config, model.points[0].sizes)} does not fit the budget of "
+            f"{format_bytes(budget.budget_bytes)}: compiling another size to fit the memory line")
+    model = fit_line(config, model, env, target, say=say)
+    return model, memory_plan_from_model(config, model, budget, devices=devices)
 
 
 def chose_the_first_probe(planned: MemoryPlan) -> bool:

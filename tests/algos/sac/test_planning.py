@@ -115,10 +115,10 @@ def test_the_probes_are_the_configs_sizes_then_two_never_chosen():
 
 
 @pytest.mark.slow
-def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, run_cli, monkeypatch):
-    """`train --algo sac --num-envs auto` where the config's buffer fits: in a fresh compile cache training's step
-    comes from the cache, where only the planner's probe at the config's sizes can have put it, and so does the
-    starting state, compiled beside that probe; nothing else was compiled to plan."""
+def test_auto_with_room_compiles_what_a_plain_train_compiles(tmp_path, run_cli, monkeypatch):
+    """`train --algo sac --num-envs auto` where the config's buffer fits: the planner bounds the config's sizes from
+    the lowered step, even the bound fits, so it compiles nothing; in a fresh compile cache training compiles each
+    of its programs itself, once."""
     monkeypatch.setenv("RLFIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # cached however fast it compiled
     done = run_cli("train", TOY, "--algo", "sac", "--preset", "smoke", "--num-envs", "auto", "--set",
@@ -128,7 +128,9 @@ def test_auto_with_room_reads_the_training_step_the_planner_compiled(tmp_path, r
     assert plan["sizes"] == section_sizes(resolve(TOY, "smoke", overrides=["algo=sac"]).sac)._asdict()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [(p["name"], p["from_cache"]) for p in summary["programs"]] == [
-        ("training step", True), ("evaluation", False), ("starting state", True)]  # both compiled by the planner
+        ("training step", False), ("evaluation", False), ("starting state", False)]  # none compiled by the planner
     model = plan["extra"]["memory_model"]
-    assert model["first_is_unlimited_choice"] is True
-    assert model["measured_once"] and [p["sizes"] for p in model["points"]] == [plan["sizes"]]  # nothing else compiled
+    assert model["source"] == "lowered" and model["first_is_unlimited_choice"] is True
+    assert model["measured_once"] and [p["sizes"] for p in model["points"]] == [plan["sizes"]]
+    sizes = plan["sizes"]
+    assert model["points"][0]["transitions"] == sizes["max_replay_size"] // sizes["num_envs"] * sizes["num_envs"]

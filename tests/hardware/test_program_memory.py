@@ -1,0 +1,160 @@
+"""The memory bound read from a lowered program: hand-written StableHLO against bytes counted by hand, and JAX
+programs against XLA's own memory analysis of the same program compiled."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax._src.interpreters import mlir
+from jax._src.lib.mlir import ir
+
+from rlfit.hardware.program_memory import lowered_bound, module_bound, type_bytes
+
+
+def bound_of(text: str):
+    with mlir.make_ir_context():
+        return module_bound(ir.Module.parse(text))
+
+
+@pytest.mark.parametrize("type_text, expected", [
+    ("tensor<4x3xf32>", 48), ("tensor<f32>", 4), ("tensor<2x5xi1>", 10), ("tensor<7xbf16>", 14),
+    ("tensor<3xcomplex<f32>>", 24), ("tensor<2x2xui8>", 4), ("tensor<5xi64>", 40), ("!stablehlo.token", 0)])
+def test_bytes_of_a_type(type_text, expected):
+    assert type_bytes(type_text) == expected
+
+
+STRAIGHT = """
+func.func public @main(%arg0: tensor<100xf32>) -> tensor<100xf32> {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<100xf32>
+  %1 = stablehlo.multiply %0, %0 : tensor<100xf32>
+  %2 = stablehlo.sine %1 : tensor<100xf32>
+  %3 = stablehlo.add %0, %2 : tensor<100xf32>
+  return %3 : tensor<100xf32>
+}
+"""
+
+
+def test_a_value_lives_from_its_definition_to_its_last_use():
+    """Each 400 B value takes a 448 B buffer (64 B aligned). %0 is read again by the last add, so it is alive beside
+    %1 and %2: %1 is made while %0 lives (896), %2 while %0 and %1 live (1,344), %3 while %0 and %2 live (1,344;
+    %1 is dead by then). Arguments and results are counted as they are (400 B each)."""
+    bound = bound_of(STRAIGHT)
+    assert (bound.argument_bytes, bound.output_bytes, bound.peak_bytes) == (400, 400, 1344)
+    assert bound.total_bytes == 1744 and bound.temp_bytes == 944 and bound.passthrough_bytes == 0
+
+
+LOOP = """
+func.func public @main(%arg0: tensor<8x100xf32>) -> tensor<8x100xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %buf = %arg0) : tensor<i32>, tensor<8x100xf32>
+  cond {
+    %c8 = stablehlo.constant dense<8> : tensor<i32>
+    %lt = stablehlo.compare LT, %i, %c8 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %x = stablehlo.constant dense<1.0> : tensor<f32>
+    %row = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<1x100xf32>
+    %z = stablehlo.constant dense<0> : tensor<i32>
+    %new = stablehlo.dynamic_update_slice %buf, %row, %i, %z :
+      (tensor<8x100xf32>, tensor<1x100xf32>, tensor<i32>, tensor<i32>) -> tensor<8x100xf32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %next, %new : tensor<i32>, tensor<8x100xf32>
+  }
+  return %r#1 : tensor<8x100xf32>
+}
+"""
+
+
+def test_a_loop_holds_its_state_and_its_body_and_updates_its_state_in_place():
+    """Buffers of 64 B at least. Body: %x 64, then %row 448 beside it (512), %z (512); the update writes into the
+    carried buffer (no new bytes); %one and %next 128. Condition: 64 + 64. The loop: its results (64 + 3,200, and a
+    16 B table of the two) plus the larger region (512), beside %c0 (64): 3,856."""
+    bound = bound_of(LOOP)
+    assert (bound.argument_bytes, bound.output_bytes, bound.peak_bytes) == (3200, 3200, 3856)
+
+
+def test_an_update_of_the_programs_own_argument_is_a_new_buffer():
+    """The caller owns main's arguments (XLA copies a buffer it was not given): the update's 3,200 B count, beside
+    the index (64)."""
+    bound = bound_of("""
+func.func public @main(%arg0: tensor<8x100xf32>, %arg1: tensor<1x100xf32>) -> tensor<8x100xf32> {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %new = stablehlo.dynamic_update_slice %arg0, %arg1, %z, %z :
+      (tensor<8x100xf32>, tensor<1x100xf32>, tensor<i32>, tensor<i32>) -> tensor<8x100xf32>
+  return %new : tensor<8x100xf32>
+}
+""")
+    assert (bound.argument_bytes, bound.peak_bytes, bound.total_bytes) == (3600, 3264, 6864)
+
+
+def test_a_call_holds_the_larger_of_its_results_and_the_callees_peak_and_a_returned_argument_counts_twice():
+    """@inner's peak is 896 (%a and %b, 448 B each, alive at once; %b is its result); the call holds 896, not 896 +
+    its result. main's two results take a 16 B table; it returns its argument unchanged beside the call's result:
+    passed through, counted once more (448)."""
+    bound = bound_of("""
+func.func public @main(%arg0: tensor<100xf32>) -> (tensor<100xf32>, tensor<100xf32>) {
+  %0 = func.call @inner(%arg0) : (tensor<100xf32>) -> tensor<100xf32>
+  return %0, %arg0 : tensor<100xf32>, tensor<100xf32>
+}
+func.func private @inner(%arg0: tensor<100xf32>) -> tensor<100xf32> {
+  %a = stablehlo.sine %arg0 : tensor<100xf32>
+  %b = stablehlo.cosine %a : tensor<100xf32>
+  return %b : tensor<100xf32>
+}
+""")
+    assert (bound.argument_bytes, bound.output_bytes, bound.peak_bytes) == (400, 800, 912)
+    assert bound.passthrough_bytes == 448 and bound.total_bytes == 1760
+
+
+def scan_with_stacked_outputs(x):
+    def step(carry, _):
+        carry = jnp.tanh(carry @ carry.T) @ carry + 1.0
+        return carry, carry.sum(axis=1)
+    return jax.lax.scan(step, x, None, length=16)
+
+
+def loop_with_a_branch(x, flag):
+    def body(i, value):
+        return jax.lax.cond(flag > i, lambda v: jnp.sin(v) * 2.0, lambda v: jnp.cos(v).cumsum(axis=0), value)
+    return jax.lax.fori_loop(0, 5, body, x)
+
+
+@jax.jit
+def nested(x):
+    return jnp.exp(x) @ x
+
+
+def calls_and_sorts(x):
+    return jnp.sort(nested(x) + nested(x.T), axis=0), jnp.argmax(x, axis=1)
+
+
+def buffer_insert(buffer, rows, index):
+    return jax.lax.dynamic_update_slice(buffer, rows, (index, 0)), rows.mean()
+
+
+PROGRAMS = [
+    (scan_with_stacked_outputs, (jnp.ones((64, 64)),), ()),
+    (loop_with_a_branch, (jnp.ones((256, 32)), jnp.int32(2)), ()),
+    (calls_and_sorts, (jnp.ones((128, 128)),), ()),
+    (buffer_insert, (jnp.zeros((4096, 32)), jnp.ones((64, 32)), jnp.int32(5)), (0,)),
+    (buffer_insert, (jnp.zeros((4096, 32)), jnp.ones((64, 32)), jnp.int32(5)), ()),
+]
+
+
+@pytest.mark.parametrize("fn, args, donate", PROGRAMS, ids=lambda p: getattr(p, "__name__", None))
+def test_the_bound_is_never_below_xlas_analysis_and_its_arguments_and_results_are_exact(fn, args, donate):
+    """Reference: XLA's compile-time memory analysis of the same lowered program (arguments + outputs - aliased +
+    temporaries + code), and numpy's byte counts of the arguments and results."""
+    lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
+    bound = lowered_bound(lowered)
+    analysis = lowered.compile().memory_analysis()
+    xla = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes - analysis.alias_size_in_bytes
+           + analysis.temp_size_in_bytes + analysis.generated_code_size_in_bytes)
+    assert bound.total_bytes >= xla
+    assert bound.argument_bytes == sum(np.asarray(a).nbytes for a in args)
+    results = jax.eval_shape(fn, *args)
+    assert bound.output_bytes == sum(np.dtype(r.dtype).itemsize * int(np.prod(r.shape))
+                                     for r in jax.tree.leaves(results))
