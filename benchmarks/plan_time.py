@@ -83,8 +83,8 @@ def plan_case(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if result["exit_code"] == 0:
         planned = json.loads(Path(result["out"]).read_text())
         result["chosen"] = planned["chosen"]
-        result["memory_model"] = {k: planned["memory_model"][k] for k in ("intercept_bytes", "bytes_per_env", "measured_once")
-                                  if k in planned["memory_model"]}
+        kept = ("intercept_bytes", "bytes_per_env", "measured_once", "source")
+        result["memory_model"] = {k: planned["memory_model"][k] for k in kept if k in planned["memory_model"]}
         result["probes"] = [p["num_envs"] for p in planned["memory_model"]["points"]]
         result["reasons"] = planned["reasons"]
     return result

@@ -14,9 +14,9 @@ from rlfit.planning.seed_groups import group_fits, seeds_per_program
 GiB = 1 << 30
 
 
-def plan(backend="cpu", num_envs=512, predicted_bytes=None, devices=1):
+def plan(backend="cpu", num_envs=512, predicted_bytes=None, devices=1, source="xla"):
     return SimpleNamespace(backend=backend, sizes=SimpleNamespace(num_envs=num_envs), predicted_bytes=predicted_bytes,
-                           devices=devices)
+                           devices=devices, extra={"memory_model": {"source": source}})
 
 
 def device(budget_bytes=16 * GiB):
@@ -37,6 +37,16 @@ def test_on_a_gpu_as_many_seeds_as_the_predicted_bytes_allow():
     assert seeds_per_program(plan("gpu", 4096, 20 * GiB), 4, None, device(10 * GiB)).size == 1
     unknown = seeds_per_program(plan("gpu", 4096, None), 6, None, device(10 * GiB))
     assert unknown.size == 6 and "checked on the compiled program" in unknown.reason
+
+
+def test_a_seed_bounded_without_compiling_is_said_to_be_at_most_its_figure():
+    """A plan whose memory is the bound from the lowered step (`source` "lowered") groups seeds by that figure, and
+    the reason says it is an upper bound, not XLA's prediction."""
+    bounded = seeds_per_program(plan("gpu", 4096, 1 * GiB, source="lowered"), 16, None, device(10 * GiB))
+    predicted = seeds_per_program(plan("gpu", 4096, 1 * GiB), 16, None, device(10 * GiB))
+    assert bounded.size == predicted.size == int(10 // SAME_BACKEND_MARGIN)
+    assert "one seed is predicted at most 1.15 GiB" in bounded.reason
+    assert "one seed is predicted at 1.15 GiB" in predicted.reason
 
 
 def test_several_devices_and_the_manifests_count():
