@@ -15,7 +15,8 @@ from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.run.build import Trainer
-from rlfit.run.sizing import PROBE_COMPILER_OPTIONS, analyze_compiled, fit_memory_model, memory_plan, plan_for
+from rlfit.run.probes import PROBE_COMPILER_OPTIONS, analyze_compiled
+from rlfit.run.sizing import fit_memory_model, memory_plan, plan_for
 
 TOY = "tests.toy_env:make"
 pytestmark = pytest.mark.slow
@@ -111,7 +112,7 @@ def between_bound_and_xla(config) -> int:
     """Bytes of a CPU whose budget fits the cap's size by XLA's analysis (with the planner's margin) but not by the
     bound from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it)."""
     from rlfit.planning.budget import SAME_BACKEND_MARGIN
-    from rlfit.run.sizing import bound_model
+    from rlfit.run.probes import bound_model
 
     cap = cap_and_partner()[0]
     xla = training_analysis(config, cap).total_bytes
@@ -167,6 +168,40 @@ def test_on_an_accelerator_target_the_probes_are_never_chosen(config, monkeypatc
     log = CompileLog(monkeypatch)
     model = fit_memory_model(config, target_backend="gpu")
     assert log.leading_axes() == [384, 3072] and not model.first_is_unlimited_choice
+
+
+def test_on_an_accelerator_target_the_largest_size_compiles_alone_where_xla_may_fit(config, monkeypatch):
+    """Planning for a GPU (no cap: the rules choose the largest candidate, 65,536, when memory does not limit) with a
+    budget between XLA's analysis of that size and its bound (both with the cross-backend margin): the bound does not
+    fit, but over BOUND_OVER_XLA_AT_MOST it would, so that size compiles alone; XLA's analysis of it fits, so it is
+    the choice and the probes 384 and 3072 never compile."""
+    import os
+
+    from rlfit.algos.ppo.candidates import MAX_NUM_ENVS
+    from rlfit.hardware.xla_memory import read_xla_memory_settings
+    from rlfit.planning.budget import CROSS_BACKEND_MARGIN
+    from rlfit.run.probes import bound_model
+
+    xla = training_analysis(config, MAX_NUM_ENVS).total_bytes
+    bound = bound_model(config, None, "gpu")[0].points[0].total_bytes
+    fraction = read_xla_memory_settings(os.environ).mem_fraction
+    log = CompileLog(monkeypatch)
+    planned = memory_plan(config, int((xla + bound) / 2 * CROSS_BACKEND_MARGIN / fraction), "gpu")
+    budget = planned.budget.budget_bytes
+    assert xla * CROSS_BACKEND_MARGIN <= budget < bound * CROSS_BACKEND_MARGIN  # the case this test is about
+    assert log.leading_axes() == [MAX_NUM_ENVS] and planned.chosen.sizes.num_envs == MAX_NUM_ENVS
+    assert planned.model.source == "xla" and planned.model.measured_once
+    assert planned.model.points[0].total_bytes == xla
+
+
+def test_on_an_accelerator_target_with_no_hope_for_the_largest_size_only_the_probes_compile(config, monkeypatch):
+    """A 4 MiB GPU: the bound at 65,536 environments is far over the budget even over BOUND_OVER_XLA_AT_MOST, so
+    that size is not compiled; the probes 384 and 3072 are, and their line decides."""
+    log = CompileLog(monkeypatch)
+    planned = memory_plan(config, "4MiB", "gpu")
+    assert log.leading_axes() == [384, 3072] and not planned.model.measured_once
+    assert [p.sizes.num_envs for p in planned.model.points] == [384, 3072]
+    assert planned.chosen == memory_plan(config, "4MiB", "gpu", fit_lines=True).chosen
 
 
 def test_training_after_auto_compiles_the_chosen_size_once(config, monkeypatch, tmp_path):

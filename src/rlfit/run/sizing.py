@@ -1,6 +1,7 @@
-"""Sizing a run to its device: the algorithm's step bounded from its lowered program (no compile) where that
-decides, else compiled at a few sizes, XLA's memory analysis of each, the memory model fitted through them
-(`rlfit.planning.memory`), and the planner's choice (`rlfit.planning.planner`).
+"""Sizing a run to its device: the cheapest measure of the algorithm's step that decides the plan (a bound read
+from its lowered program, no compile; else XLA's analysis of one size; else the line through a few sizes,
+`rlfit.run.probes`), the memory model it gives (`rlfit.planning.memory`), and the planner's choice
+(`rlfit.planning.planner`).
 
 This is the part of planning that builds and compiles the learner (`rlfit.run.build`); the planner itself only
 reasons about numbers."""
@@ -8,7 +9,8 @@ reasons about numbers."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -17,102 +19,16 @@ from rlfit.algos.registry import algorithm
 from rlfit.config.schema import Config
 from rlfit.envs import load_env
 from rlfit.errors import UserError
-from rlfit.hardware.jax_setup import configure_jax, lower_ahead
-from rlfit.hardware.program_memory import lowered_bound
+from rlfit.hardware.jax_setup import configure_jax
 from rlfit.hardware.probe import DeviceInfo, probe_device
-from rlfit.planning.budget import local_budget, stated_budget
-from rlfit.planning.budget import Budget
-from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients, point_from_analysis
+from rlfit.hardware.units import format_bytes, parse_size
+from rlfit.planning.budget import Budget, local_budget, stated_budget
+from rlfit.planning.memory import MemoryModel, fit_coefficients
 from rlfit.planning.plan import Plan, make_plan
 from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
                                     memory_plan_from_model, num_envs_cap, planned_device_count, unlimited_choice)
-from rlfit.hardware.units import format_bytes, parse_size
-from rlfit.run.build import PROGRAM_NAMES, Trainer
-
-
-PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-"""XLA options of a probe compiled on a CPU: LLVM's cheaper code generation. XLA assigns buffers on the optimized
-HLO before LLVM runs, so the memory analysis is the same byte for byte (tests/planning/test_memory.py) while the
-compile takes about half as long. Other backends compile probes with the step's own options (not yet measured
-there)."""
-
-
-def probe_options(ynn_fusions: bool) -> dict[str, Any]:
-    """The compiler options of a probe: the step's own (`rlfit.hardware.jax_setup.compiler_options`), on a CPU with
-    PROBE_COMPILER_OPTIONS added."""
-    from rlfit.hardware.jax_setup import compiler_options
-
-    cheap = PROBE_COMPILER_OPTIONS if jax.default_backend() == "cpu" else {}
-    return {**compiler_options(ynn_fusions), **cheap}
-
-
-def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, Trainer]:
-    """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, as
-    `Trainer.compile_iteration` lowers it on one device, so the persistent compile cache holds one for the other;
-    the Trainer it was built with). Traces; compiles nothing. (A run split over several devices is planned per
-    device: `rlfit.planning.planner`.)"""
-    trainer = Trainer.build(config, make_plan(config, sizes, devices=1), env=env)
-    lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
-                          store_key=trainer.store_key(PROGRAM_NAMES[0]))
-    return lowered, trainer
-
-
-def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
-    """The training step for `sizes` on one device compiled as a probe (`lower_iteration`, `probe_options`): for
-    its memory analysis, not to run."""
-    lowered, trainer = lower_iteration(config, sizes, env)
-    return lowered.compile(compiler_options=probe_options(trainer.step_ynn_fusions))
-
-
-def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
-    """XLA's memory analysis of the step at `sizes` on the default backend (compiles; allocates nothing)."""
-    return analyze_compiled(config, sizes, compile_iteration(config, sizes, env))
-
-
-def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
-    """The MemoryPoint of the step at `sizes` from its compiled executable's memory analysis."""
-    analysis = compiled.memory_analysis()
-    if analysis is None:
-        raise RuntimeError("this JAX backend gives no compile-time memory analysis")
-    return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
-
-
-def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training: Any = None,
-                   say: Callable[[str], None] | None = None,
-                   lowered: dict[Any, tuple[Any, Trainer]] | None = None) -> tuple[MemoryPoint, ...]:
-    """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
-    lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
-    runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or None)
-    compiles with training's own options (the persistent cache then holds training's step at those sizes), and
-    training's starting state at those sizes compiles beside it (`training_programs_beside`); the others with
-    `probe_options`. The first probe is traced and compiled first. `say` (the console's, or None) hears each
-    probe's start and its compile's seconds and bytes. `lowered` holds programs already lowered (`lower_iteration`)
-    by their sizes: those are compiled as they are, not traced again."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from rlfit.hardware.jax_setup import compiler_options
-
-    with ThreadPoolExecutor(max_workers=len(probes) + 1) as pool:
-        compiling, beside = [], []
-        for sizes in probes:
-            if say is not None:
-                say(f"planning: compiling the training step at {described(config, sizes)} for XLA's memory analysis"
-                    + (" (as training compiles it, for training to reuse)" if sizes == as_training else ""))
-            program, trainer = (lowered or {}).get(sizes) or lower_iteration(config, sizes, env)
-            options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
-                       else probe_options(trainer.step_ynn_fusions))
-            compiling.append(pool.submit(timed, program.compile, compiler_options=options))
-            if sizes == as_training:
-                beside = training_programs_beside(trainer, pool)
-        compiled = [future.result() for future in compiling]
-        for future in beside:
-            future.exception()  # waited for; a failure is training's to meet and report when it compiles again
-    points = tuple(analyze_compiled(config, sizes, c) for sizes, (c, _) in zip(probes, compiled, strict=True))
-    for point, (_, seconds) in zip(points, compiled, strict=True):
-        if say is not None:
-            say(f"planning: {described(config, point.sizes)} compiled in {seconds:.1f}s: "
-                f"{format_bytes(point.total_bytes)} by XLA's analysis")
-    return points
+from rlfit.run.build import Trainer
+from rlfit.run.probes import analyze_probes, bound_model, described, measured_alone
 
 
 def planning_message(text: str) -> None:
@@ -122,34 +38,8 @@ def planning_message(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    """(`work(*args, **kwargs)`, its seconds)."""
-    import time
-
-    started = time.perf_counter()
-    return work(*args, **kwargs), time.perf_counter() - started
-
-
-def described(config: Config, sizes: Any) -> str:
-    """`num_envs=512`, and the transitions stored at `sizes` where the algorithm stores any
-    (`MemoryRules.stored_transitions`)."""
-    stored = algorithm(config.algo).memory.stored_transitions(sizes)
-    return f"num_envs={sizes.num_envs}" + (f" storing {stored:,} transitions" if stored else "")
-
-
-def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
-    """Starts compiling in `pool` what training compiles before its first step besides the step itself: the
-    starting state (a plain `train` compiles it beside its step too). It lands in the persistent compile cache
-    and the program store, so that under `--num-envs auto` training reads it back as it reads its step, and the
-    planner's probe costs the wall time a plain `train` spends compiling. (The evaluation is not needed before
-    the first step: training compiles it in the background, as a plain `train` does.) Returns the futures
-    (compiled for nothing if the planner then chooses other sizes)."""
-    return [pool.submit(trainer.starting_state_program, trainer.config.run.seed)]
-
-
 def fit_memory_model(config: Config, env: Any = None, target_backend: str | None = None,
-                     for_training: bool = False, first_only: bool = False,
-                     say: Callable[[str], None] | None = None,
+                     for_training: bool = False, say: Callable[[str], None] | None = None,
                      lowered: dict[Any, tuple[Any, Trainer]] | None = None) -> MemoryModel:
     """Compiles the step at the algorithm's probe sizes for `target_backend` (default: this process's; a CPU target
     caps the environments, `num_envs_cap`) and fits the model through the results.
@@ -157,55 +47,46 @@ def fit_memory_model(config: Config, env: Any = None, target_backend: str | None
     `env` is the loaded environment (loaded once here when None). Takes one compile per probe (side by side).
     `for_training` (`train --num-envs auto` on one device): the probe at the sizes the rules choose when memory does
     not limit compiles with training's options, so training, when it runs those sizes, reads its step from the
-    persistent compile cache instead of compiling it again. `first_only`: where the first probe is at those sizes,
-    compile it alone and return the model measured once (`MemoryModel.measured_once`; `fit_line` completes it).
-    `lowered`: programs already lowered, by sizes (`analyze_probes`).
+    persistent compile cache instead of compiling it again. `lowered`: programs already lowered, by sizes
+    (`analyze_probes`). (`deciding_model` measures that size alone first where that may decide.)
     """
     env = env if env is not None else load_env(config.env, jax.default_backend())
     cap = num_envs_cap(target_backend or jax.default_backend())
     probes = algorithm(config.algo).memory.measured_sizes(config, cap)
     likely = unlimited_choice(config, cap)
     as_training = likely if for_training else None
-    if first_only and probes[0] == likely:
-        first = analyze_probes(config, probes[:1], env, as_training=as_training, say=say, lowered=lowered)[0]
-        return MemoryModel.from_one_point(first, jax.default_backend(), first_is_unlimited_choice=True)
     points = analyze_probes(config, probes, env, as_training=as_training, say=say, lowered=lowered)
     return MemoryModel(*fit_coefficients(points), points, jax.default_backend(),
                        first_is_unlimited_choice=probes[0] == likely)
 
 
-def bound_model(config: Config, env: Any, target_backend: str,
-                say: Callable[[str], None] | None = None) -> tuple[MemoryModel | None, dict[Any, tuple[Any, Trainer]]]:
-    """(the model bounded at one size from the lowered step, or None; the lowered program by its sizes).
+BOUND_OVER_XLA_AT_MOST = 4.0
+"""How far above XLA's analysis the bound from the lowered step can be expected to lie: at most 3.44x on the steps
+measured (benchmarks/trace_bound.py). Where even the bound divided by this does not fit the budget, XLA's analysis
+of that size is not expected to fit either, so the planner does not compile that size alone first."""
 
-    The step at the sizes the rules choose when memory does not limit (`unlimited_choice` within the target's cap)
-    is traced and lowered, as training lowers it (the program store then holds it for training), and its StableHLO
-    walked for an upper bound of its memory (`rlfit.hardware.program_memory`): no compile. None where the rules
-    choose nothing even without a memory limit. The lowered program is returned for a compile that may follow."""
-    likely = unlimited_choice(config, num_envs_cap(target_backend))
-    if likely is None:
-        return None, {}
-    if say is not None:
-        say(f"planning: bounding the training step's memory at {described(config, likely)} from its lowered program "
-            "(no compile)")
-    program, trainer = lower_iteration(config, likely, env)
-    bound = lowered_bound(program)
-    point = MemoryPoint(likely, bound.argument_bytes, bound.output_bytes, 0, bound.temp_bytes, 0,
-                        algorithm(config.algo).memory.stored_transitions(likely))
-    model = MemoryModel.from_one_point(point, jax.default_backend(), first_is_unlimited_choice=True, source="lowered")
-    return model, {likely: (program, trainer)}
+
+def may_fit_by_xla(config: Config, bounded: MemoryModel, budget: Budget, devices: int) -> bool:
+    """Whether XLA's analysis of the bounded size may fit `budget`: the plan from the bound divided by
+    BOUND_OVER_XLA_AT_MOST chooses that size."""
+    point = bounded.points[0]
+    hopeful = point.total_bytes / BOUND_OVER_XLA_AT_MOST
+    scaled = dataclasses.replace(point, temp_bytes=math.ceil(hopeful) - point.argument_bytes - point.output_bytes)
+    optimistic = dataclasses.replace(bounded, points=(scaled,))
+    return chose_the_first_probe(memory_plan_from_model(config, optimistic, budget, devices=devices))
 
 
 def fit_line(config: Config, model: MemoryModel, env: Any = None, target_backend: str | None = None,
              say: Callable[[str], None] | None = None) -> MemoryModel:
-    """`model` measured once, completed: the algorithm's other probes compiled (as probes) and the line fitted through
-    them and the first point. A fitted model is returned as it is."""
+    """`model` measured once, completed: the algorithm's probes not yet measured compiled (as probes) and the line
+    fitted through them and the first point. A fitted model is returned as it is."""
     if not model.measured_once:
         return model
     env = env if env is not None else load_env(config.env, jax.default_backend())
     probes = algorithm(config.algo).memory.measured_sizes(config, num_envs_cap(target_backend or
                                                                                jax.default_backend()))
-    points = model.points + analyze_probes(config, probes[1:], env, say=say)
+    measured = [point.sizes for point in model.points]
+    points = model.points + analyze_probes(config, [p for p in probes if p not in measured], env, say=say)
     return dataclasses.replace(model, **dict(zip(("intercept_bytes", "bytes_per_env", "bytes_per_transition"),
                                                  fit_coefficients(points), strict=True)), points=points)
 
@@ -226,11 +107,11 @@ def memory_plan(config: Config, device_memory: int | str | None = None, target_b
     many devices of that size the run is split over. `for_training`: training follows on this process
     (`fit_memory_model`; on one device only, where training's step is the probe's program).
 
-    Where the algorithm's first probe is the size its rules choose when memory does not limit, that probe compiles
-    alone first; if it fits the budget it is the choice and nothing else compiles (the model is measured once:
-    other sizes are bounded by it, `MemoryModel.estimate`); if not, the other probes compile and the line decides.
-    `fit_lines` compiles every probe and fits the line whatever the first gives (`rlfit plan --fit-line`). `say`
-    (a console's, or None) hears what is compiled and why.
+    The model is the cheapest that decides (`deciding_model`): the bound read from the lowered step at the size the
+    rules choose when memory does not limit (no compile); else XLA's analysis of that size alone; else the line
+    through the algorithm's probes. A model from one size bounds the other sizes (`MemoryModel.estimate`).
+    `fit_lines` compiles every probe and fits the line whatever one size gives (`rlfit plan --fit-line`). `say`
+    (a console's, or None) hears what is bounded and compiled, and why.
     """
     device = device or probe_device()
     local = device if device.jax_uses_it else cpu_device(device)
@@ -276,9 +157,11 @@ def deciding_model(config: Config, model: MemoryModel | None, budget: Budget, de
 
     1. the bound from the lowered step at the sizes chosen when memory does not limit (`bound_model`; skipped with
        `fit_lines`): if even the bound fits, those sizes are the choice and nothing compiles;
-    2. XLA's analysis of that step alone (`fit_memory_model(first_only=True)`), for training to reuse under
-       `for_training`;
-    3. the other probes compiled and the line fitted through XLA's points (`fit_line`).
+    2. XLA's analysis of that step alone (`measured_alone`), for training to reuse under `for_training`: where those
+       sizes are the algorithm's first probe (a CPU; SAC, FastTD3), or where the bound leaves hope that XLA's figure
+       fits (`may_fit_by_xla`: PPO's largest candidate on an accelerator);
+    3. the algorithm's other probes compiled and the line fitted through XLA's points (`fit_line`), or all of them
+       at once (`fit_memory_model`) where step 2 was skipped.
     """
     target = budget.target_backend
     lowered: dict[Any, tuple[Any, Trainer]] = {}
@@ -299,10 +182,15 @@ def deciding_model(config: Config, model: MemoryModel | None, budget: Budget, de
             say(f"planning: the bound at {described(config, model.points[0].sizes)}, "
                 f"{format_bytes(model.points[0].total_bytes)}, does not fit the budget of "
                 f"{format_bytes(budget.budget_bytes)}: compiling for XLA's analysis")
-        model = fit_memory_model(config, env, target, for_training=for_training, first_only=not fit_lines, say=say,
-                                 lowered=lowered)
+        cap = num_envs_cap(target)
+        likely = unlimited_choice(config, cap)
+        first_probe = algorithm(config.algo).memory.measured_sizes(config, cap)[0] == likely
+        if fit_lines or likely is None or not (first_probe or may_fit_by_xla(config, model, budget, devices)):
+            model = fit_memory_model(config, env, target, for_training=for_training, say=say, lowered=lowered)
+            return model, memory_plan_from_model(config, model, budget, devices=devices)
+        model = measured_alone(config, likely, env, for_training, say=say, lowered=lowered)
         planned = memory_plan_from_model(config, model, budget, devices=devices)
-        if not model.measured_once or chose_the_first_probe(planned):
+        if chose_the_first_probe(planned):
             return model, planned
     if say is not None:
         say(f"planning: {described(config, model.points[0].sizes)} does not fit the budget of "

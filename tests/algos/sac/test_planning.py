@@ -71,7 +71,7 @@ def test_bisection_and_capacity_rounding():
 @pytest.mark.slow
 def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(capsys, tmp_path):
     """The CLI end to end on the toy environment; the prediction is checked against XLA's own analysis."""
-    from rlfit.run.sizing import analyze_iteration
+    from rlfit.run.probes import analyze_iteration
 
     sets = [arg for item in BIG for arg in ("--set", item)]
     base = ["--algo", "sac", "--preset", "smoke", *sets, "--device-memory", "8MiB"]
