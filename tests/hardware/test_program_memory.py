@@ -10,7 +10,7 @@ import pytest
 from jax._src.interpreters import mlir
 from jax._src.lib.mlir import ir
 
-from rlfit.hardware.program_memory import lowered_bound, module_bound, type_bytes
+from rlfit.hardware.program_memory import UnboundedProgram, lowered_bound, module_bound, type_bytes
 
 
 def bound_of(text: str):
@@ -23,6 +23,13 @@ def bound_of(text: str):
     ("tensor<3xcomplex<f32>>", 24), ("tensor<2x2xui8>", 4), ("tensor<5xi64>", 40), ("!stablehlo.token", 0)])
 def test_bytes_of_a_type(type_text, expected):
     assert type_bytes(type_text) == expected
+
+
+@pytest.mark.parametrize("type_text", ["tensor<?x4xf32>", "tuple<tensor<f32>>", "index", "tensor<4xf32, #enc>"])
+def test_a_type_of_no_static_size_has_no_bound(type_text):
+    """A dynamic dimension, a tuple or any type that is not a static tensor: no bound (never counted as 0 B)."""
+    with pytest.raises(UnboundedProgram):
+        type_bytes(type_text)
 
 
 STRAIGHT = """

@@ -108,6 +108,27 @@ def test_rlfit_plan_on_a_cpu_with_room_compiles_nothing(config, monkeypatch):
     assert any(reason.startswith("memory bounded at one size without compiling") for reason in planned.reasons)
 
 
+def test_a_step_that_cannot_be_bounded_is_compiled_instead(config, monkeypatch):
+    """Where the lowered step holds a value of no static size (`UnboundedProgram`, simulated), the planner compiles
+    the cap's size as it would without the bound: the same choice, from XLA's analysis, the lowered step reused."""
+    from rlfit.hardware.program_memory import UnboundedProgram
+    from rlfit.run import probes
+
+    def unbounded(lowered):
+        raise UnboundedProgram("no static size for a value of type tensor<?xf32>")
+
+    monkeypatch.setattr(probes, "lowered_bound", unbounded)
+    log = CompileLog(monkeypatch)
+    lowerings = []
+    original = probes.lower_iteration
+    monkeypatch.setattr(probes, "lower_iteration", lambda *a, **k: lowerings.append(a[1]) or original(*a, **k))
+    planned = memory_plan(config)
+    cap = cap_and_partner()[0]
+    assert log.leading_axes() == [cap] and planned.chosen.sizes.num_envs == cap
+    assert planned.model.source == "xla" and planned.model.measured_once
+    assert [sizes.num_envs for sizes in lowerings] == [cap]  # lowered once, for the bound, and compiled from there
+
+
 def between_bound_and_xla(config) -> int:
     """Bytes of a CPU whose budget fits the cap's size by XLA's analysis (with the planner's margin) but not by the
     bound from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it)."""

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-TENSOR_TYPE = re.compile(r"^tensor<(?P<dims>(?:[0-9]+x)*)(?P<element>.+)>$")
+TENSOR_TYPE = re.compile(r"^tensor<(?P<dims>(?:[0-9]+x)*)(?P<element>[A-Za-z][A-Za-z0-9_]*|complex<[a-z0-9]+>)>$")
 """A ranked tensor type as MLIR prints it: `tensor<512x30xf32>`, `tensor<i1>`."""
 ELEMENT_BYTES = {"i1": 1, "i4": 1, "ui4": 1, "i8": 1, "ui8": 1, "i16": 2, "ui16": 2, "i32": 4, "ui32": 4, "i64": 8,
                  "ui64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "complex<f32>": 8, "complex<f64>": 16}
@@ -69,12 +69,20 @@ class ProgramBound:
         return self.total_bytes - self.argument_bytes - self.output_bytes
 
 
+class UnboundedProgram(ValueError):
+    """The program holds a value whose size cannot be read from its type (a dynamic shape, a tuple, an unknown
+    type): no bound; the caller measures the program another way (XLA's compile)."""
+
+
 @functools.lru_cache(maxsize=4096)
 def type_bytes(type_text: str) -> int:
-    """Bytes of one value of the MLIR type printed as `type_text` (`tensor<4x3xf32>`: 48); 0 for a token."""
+    """Bytes of one value of the MLIR type printed as `type_text` (`tensor<4x3xf32>`: 48); 0 for a token. Raises
+    UnboundedProgram for any other type, or a tensor whose shape is not static."""
+    if type_text == "!stablehlo.token":
+        return 0  # orders side effects; holds no device buffer
     match = TENSOR_TYPE.match(type_text)
     if match is None:
-        return 0  # !stablehlo.token and the like hold no device buffer
+        raise UnboundedProgram(f"no static size for a value of type {type_text}")
     count = 1
     for dim in match["dims"].split("x")[:-1]:
         count *= int(dim)
@@ -102,8 +110,11 @@ def lowered_bound(lowered: Any) -> ProgramBound:
 
 
 def module_bound(module: Any) -> ProgramBound:
-    """The bound of a StableHLO module (an `mlir.ir.Module` with a public `main`)."""
+    """The bound of a StableHLO module (an `mlir.ir.Module` with a public `main`). Raises UnboundedProgram where a
+    value's size cannot be read or a called function is missing."""
     walker = _Walker({_symbol(op): op for op in module.body.operations if op.operation.name == "func.func"})
+    if "main" not in walker.functions:
+        raise UnboundedProgram("the module has no main function")
     main = walker.functions["main"]
     block = main.regions[0].blocks[0]
     arguments = list(block.arguments)
@@ -129,6 +140,8 @@ class _Walker:
         self.operations = 0
 
     def function_peak(self, name: str) -> int:
+        if name not in self.functions:
+            raise UnboundedProgram(f"the module calls {name}, which it does not hold")
         if name not in self.peaks:
             self.peaks[name] = 0  # a recursive call (none in JAX's output) would count nothing more
             self.peaks[name] = self.region_peak(self.functions[name].regions[0])

@@ -12,7 +12,7 @@ import jax
 from rlfit.algos.registry import algorithm
 from rlfit.config.schema import Config
 from rlfit.hardware.jax_setup import lower_ahead
-from rlfit.hardware.program_memory import lowered_bound
+from rlfit.hardware.program_memory import UnboundedProgram, lowered_bound
 from rlfit.hardware.units import format_bytes
 from rlfit.planning.memory import MemoryModel, MemoryPoint, point_from_analysis
 from rlfit.planning.plan import make_plan
@@ -122,7 +122,8 @@ def bound_model(config: Config, env: Any, target_backend: str,
     The step at the sizes the rules choose when memory does not limit (`unlimited_choice` within the target's cap)
     is traced and lowered, as training lowers it (the program store then holds it for training), and its StableHLO
     walked for an upper bound of its memory (`rlfit.hardware.program_memory`): no compile. None where the rules
-    choose nothing even without a memory limit. The lowered program is returned for a compile that may follow."""
+    choose nothing even without a memory limit, or where the program holds a value of no static size
+    (`UnboundedProgram`). The lowered program is returned for a compile that may follow."""
     likely = unlimited_choice(config, num_envs_cap(target_backend))
     if likely is None:
         return None, {}
@@ -130,7 +131,12 @@ def bound_model(config: Config, env: Any, target_backend: str,
         say(f"planning: bounding the training step's memory at {described(config, likely)} from its lowered program "
             "(no compile)")
     program, trainer = lower_iteration(config, likely, env)
-    bound = lowered_bound(program)
+    try:
+        bound = lowered_bound(program)
+    except UnboundedProgram as reason:
+        if say is not None:
+            say(f"planning: no bound without compiling ({reason})")
+        return None, {likely: (program, trainer)}
     point = MemoryPoint(likely, bound.argument_bytes, bound.output_bytes, 0, bound.temp_bytes, 0,
                         algorithm(config.algo).memory.stored_transitions(likely))
     model = MemoryModel.from_one_point(point, jax.default_backend(), first_is_unlimited_choice=True, source="lowered")

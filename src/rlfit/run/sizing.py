@@ -185,7 +185,8 @@ def deciding_model(config: Config, model: MemoryModel | None, budget: Budget, de
         cap = num_envs_cap(target)
         likely = unlimited_choice(config, cap)
         first_probe = algorithm(config.algo).memory.measured_sizes(config, cap)[0] == likely
-        if fit_lines or likely is None or not (first_probe or may_fit_by_xla(config, model, budget, devices)):
+        hopeful = model is not None and may_fit_by_xla(config, model, budget, devices)
+        if fit_lines or likely is None or not (first_probe or hopeful):
             model = fit_memory_model(config, env, target, for_training=for_training, say=say, lowered=lowered)
             return model, memory_plan_from_model(config, model, budget, devices=devices)
         model = measured_alone(config, likely, env, for_training, say=say, lowered=lowered)
