@@ -126,9 +126,9 @@ def test_plan_for_several_device_sizes_matches_one_size_at_a_time(plan_cli):
 
 @pytest.mark.slow
 def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_cli):
-    """Where the CPU's cap fits, `rlfit plan` measures that size alone and labels its figures bounds ("at most");
-    `--fit-line` fits the line through a second size and chooses the same. Several CPU sizes where only a later
-    one needs the line are all planned from the line."""
+    """Where the CPU's cap fits, `rlfit plan` bounds that size alone and labels its figures bounds ("at most", in
+    the table and the choice); `--fit-line` fits the line through two sizes and chooses the same. Several CPU sizes
+    where only a later one needs the line are all planned from the line."""
     once = plan_cli("plan", TOY, "--preset", "smoke")
     line = plan_cli("plan", TOY, "--preset", "smoke", "--fit-line")
     assert once.returncode == 0 and line.returncode == 0, once.stderr + line.stderr
@@ -136,6 +136,7 @@ def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_c
     assert headers[0][-3:] == ["at", "most", "fits"] and headers[1][-2:] == ["predicted", "fits"]
     chosen = [next(row for row in r.stdout.splitlines() if row.startswith("chosen:")) for r in (once, line)]
     assert chosen[0].split("(")[0] == chosen[1].split("(")[0]
+    assert "(at most " in chosen[0] and "(predicted " in chosen[1]
     several = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "16MiB", "2MiB", "--target", "cpu",
                        "--json")
     assert several.returncode == 0, several.stderr

@@ -121,7 +121,7 @@ def table(planned, env_name: str) -> list[str]:
     lines.append("")
     if planned.chosen is not None:
         sizes = " ".join(f"{c}={getattr(planned.chosen.sizes, c)}" for c in columns)
-        lines.append(f"chosen: {sizes} (predicted {format_bytes(planned.chosen.predicted_bytes)} of "
+        lines.append(f"chosen: {sizes} ({predicted} {format_bytes(planned.chosen.predicted_bytes)} of "
                      f"{format_bytes(budget.budget_bytes)})")
     else:
         lines.append("chosen: none (nothing fits)")
