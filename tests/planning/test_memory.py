@@ -129,6 +129,24 @@ def test_a_step_that_cannot_be_bounded_is_compiled_instead(config, monkeypatch):
     assert [sizes.num_envs for sizes in lowerings] == [cap]  # lowered once, for the bound, and compiled from there
 
 
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_the_bound_lies_between_xla_and_the_factor_the_planner_hopes_within(algo):
+    """For each algorithm's step at the size the planner bounds (toy env, this CPU's cap): XLA's analysis of it
+    compiled as training compiles it <= the bound <= BOUND_OVER_XLA_AT_MOST times XLA's (the factor by which
+    the planner decides whether compiling that size alone may pay)."""
+    from rlfit.planning.planner import num_envs_cap, unlimited_choice
+    from rlfit.run.probes import bound_model
+    from rlfit.run.sizing import BOUND_OVER_XLA_AT_MOST
+
+    algo_config = resolve(TOY, "smoke", overrides=[f"algo={algo}"])
+    sizes = unlimited_choice(algo_config, num_envs_cap("cpu"))
+    trainer = Trainer.build(algo_config, make_plan(algo_config, sizes, devices=1))
+    xla = analyze_compiled(algo_config, sizes, trainer.compile_iteration()).total_bytes
+    bound = bound_model(algo_config, None, "cpu")[0].points[0]
+    assert bound.sizes == sizes
+    assert xla <= bound.total_bytes <= BOUND_OVER_XLA_AT_MOST * xla
+
+
 def between_bound_and_xla(config) -> int:
     """Bytes of a CPU whose budget fits the cap's size by XLA's analysis (with the planner's margin) but not by the
     bound from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it)."""
