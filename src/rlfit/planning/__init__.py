@@ -1,5 +1,6 @@
 """Fit the run to the hardware: predict memory, choose sizes that fit, recognise out-of-memory. Pure decisions
-on numbers; measuring the compiled step and calling the planner is `rlfit.run.sizing`:
+on numbers; measuring the step (bounded from its lowered program or compiled) and calling the planner is
+`rlfit.run.sizing`:
 
     rlfit.run.sizing.plan_for(config, device_memory=None, auto_num_envs=False) -> (Config, Plan)
     is_out_of_memory(error) -> bool   (the back-off's next sizes are the algorithm's: Algorithm.smaller_sizes)

@@ -1,7 +1,8 @@
 """Choose the largest valid configuration that fits the device: config + device -> sizes, precision, reasons.
 
-    probe (or --device-memory) -> budget;  compile the step at the algorithm's small probe sizes -> memory model
-    (bytes = intercept + per env * num_envs + per transition * stored transitions);
+    probe (or --device-memory) -> budget;  measure the step (`rlfit.run.sizing`: a bound read from the lowered
+    step at one size, XLA's analysis of one size, or a line through the algorithm's probe sizes) -> memory model
+    (bytes = intercept + per env * num_envs + per transition * stored transitions, or a bound from one size);
     the algorithm's rules (`Algorithm.memory`) judge candidates with it (predicted bytes with margin <= budget?)
     and choose -> Plan(sizes, predicted_bytes, reasons)
 
