@@ -119,12 +119,24 @@ def module_bound(module: Any) -> ProgramBound:
     block = main.regions[0].blocks[0]
     arguments = list(block.arguments)
     returned = list(block.operations)[-1].operands
-    argument_set = set(arguments)
+    donated = donated_positions(main)
+    peak, aliases = walker.function_peak("main", donated)
+    passed = [v for position, v in enumerate(returned) if v in set(arguments) and position not in aliases]
     return ProgramBound(argument_bytes=sum(value_bytes(a) for a in arguments),
                         output_bytes=sum(value_bytes(v) for v in returned),
-                        peak_bytes=walker.function_peak("main") + tuple_bytes(len(returned)),
-                        passthrough_bytes=sum(buffer_bytes(v) for v in returned if v in argument_set),
+                        peak_bytes=peak + tuple_bytes(len(returned)),
+                        passthrough_bytes=sum(buffer_bytes(v) for v in passed),
                         operations=walker.operations)
+
+
+def donated_positions(main: Any) -> frozenset[int]:
+    """Positions of `main`'s arguments the caller donates (JAX's `tf.aliasing_output` or `jax.buffer_donor`): their
+    buffers are the program's to update in place."""
+    if "arg_attrs" not in main.attributes:
+        return frozenset()
+    attributes = [str(attribute) for attribute in main.attributes["arg_attrs"]]
+    return frozenset(position for position, text in enumerate(attributes)
+                     if "tf.aliasing_output" in text or "jax.buffer_donor" in text)
 
 
 def _symbol(function: Any) -> str:
@@ -132,77 +144,86 @@ def _symbol(function: Any) -> str:
 
 
 class _Walker:
-    """Peaks of a module's functions, each walked once."""
+    """Peaks of a module's functions, each walked once per set of arguments it may update in place."""
 
     def __init__(self, functions: dict[str, Any]) -> None:
         self.functions = functions
-        self.peaks: dict[str, int] = {}
+        self.peaks: dict[tuple[str, frozenset[int]], tuple[int, dict[int, int]]] = {}
         self.operations = 0
 
-    def function_peak(self, name: str) -> int:
+    def function_peak(self, name: str, reusable: frozenset[int] = frozenset()) -> tuple[int, dict[int, int]]:
+        """(the function's peak, {result position: the argument position whose buffer holds it}) where the
+        arguments at `reusable` are buffers the caller gives up (it reads them no more)."""
         if name not in self.functions:
             raise UnboundedProgram(f"the module calls {name}, which it does not hold")
-        if name not in self.peaks:
-            self.peaks[name] = 0  # a recursive call (none in JAX's output) would count nothing more
-            self.peaks[name] = self.region_peak(self.functions[name].regions[0])
-        return self.peaks[name]
+        key = (name, reusable)
+        if key not in self.peaks:
+            self.peaks[key] = (0, {})  # a recursive call (none in JAX's output) would count nothing more
+            block = self.functions[name].regions[0].blocks[0]
+            self.peaks[key] = self.block_peak(block, reusable)
+        return self.peaks[key]
 
-    def region_peak(self, region: Any, arguments_reusable: bool = False) -> int:
-        return max((self.block_peak(block, arguments_reusable) for block in region.blocks), default=0)
+    def region_peak(self, region: Any, reusable: frozenset[int] = frozenset()) -> int:
+        return max((self.block_peak(block, reusable)[0] for block in region.blocks), default=0)
 
-    def block_peak(self, block: Any, arguments_reusable: bool = False) -> int:
-        """The most bytes of values defined in `block` (its arguments belong to whoever holds the block) alive at
-        once, with what runs inside each operation added at that operation. `arguments_reusable`: the block's
-        arguments are buffers an update may write in place (a loop body's carried state)."""
+    def block_peak(self, block: Any, reusable: frozenset[int] = frozenset()) -> tuple[int, dict[int, int]]:
+        """(the most bytes of values defined in `block` alive at once, with what runs inside each operation added
+        at that operation; {position of a returned value: the argument position whose buffer holds it}). The
+        block's arguments belong to whoever holds the block; those at `reusable` (a loop body's carried state, a
+        donated or given-up argument) may be updated in place."""
         operations = list(block.operations)
         self.operations += len(operations)
         last_use: dict[Any, int] = {}
         for index, operation in enumerate(operations):
             for operand in operation.operands:
                 last_use[operand] = index
-        arguments = set(block.arguments) if arguments_reusable else set()
+        arguments = list(block.arguments)
+        origin = {arguments[position]: position for position in reusable}  # value -> argument buffer it lives in
         live = peak = 0
         defined: dict[Any, int] = {}
-        for index, operation in enumerate(operations):
+        for index, operation in enumerate(operations[:-1]):
             results = [(result, buffer_bytes(result)) for result in operation.results]
-            in_place = self.written_in_place(operation, index, last_use, defined, arguments)
+            owned = {operand for operand in operation.operands
+                     if last_use.get(operand) == index and (operand in defined or operand in origin)
+                     and list(operation.operands).count(operand) == 1}
+            in_place, inner = self.inside(operation, owned)
             new_bytes = (sum(size for position, (_, size) in enumerate(results) if position not in in_place)
                          + tuple_bytes(len(results)))
-            peak = max(peak, live + self.held_by(operation, new_bytes))
+            peak = max(peak, live + (max(new_bytes, inner) if operation.operation.name == "func.call"
+                                     else new_bytes + inner))
             for position, (result, size) in enumerate(results):
+                overwritten = in_place.get(position)
+                if overwritten is not None and overwritten in origin:
+                    origin[result] = origin[overwritten]
                 if result in last_use:
-                    kept = position not in in_place or in_place[position] in defined  # else: the loop's buffer
-                    defined[result] = size if kept else 0
+                    transferred = overwritten is not None and overwritten not in origin
+                    defined[result] = size if overwritten is None or transferred else 0
                     live += defined[result]
             for operand in set(operation.operands):
                 if last_use.get(operand) == index and operand in defined:
                     live -= defined.pop(operand)
-        return peak
+        returned = list(operations[-1].operands) if operations else []
+        return peak, {position: origin[value] for position, value in enumerate(returned) if value in origin}
 
-    @staticmethod
-    def written_in_place(operation: Any, index: int, last_use: dict[Any, int], defined: dict[Any, int],
-                         arguments: set[Any]) -> dict[int, Any]:
-        """{result position: the operand it overwrites} for an update (`dynamic_update_slice`, `scatter`) whose
-        updated operand dies at it: XLA writes the result into that operand's buffer. Only for an operand this
-        block owns (defined in it, or a loop body's carried state), never for one a caller may still read."""
-        if operation.operation.name not in IN_PLACE:
-            return {}
-        operands = list(operation.operands)
-        return {position: operands[position] for position in range(len(operation.results))
-                if last_use.get(operands[position]) == index
-                and (operands[position] in defined or operands[position] in arguments)
-                and operands.count(operands[position]) == 1}
-
-    def held_by(self, operation: Any, result_bytes: int) -> int:
-        """Bytes an operation holds beyond the values alive around it: its new results and what runs inside it. A
-        called function's peak includes the values it returns, which are the call's results; a loop's or a
-        conditional's regions are counted beside its results."""
+    def inside(self, operation: Any, owned: set[Any]) -> tuple[dict[int, Any], int]:
+        """({result position: the operand whose buffer it is written into}, the peak of what runs inside the
+        operation). `owned`: operands that die here and whose buffers this block may give up. An update
+        (`dynamic_update_slice`, `scatter`) writes its result into its updated operand's buffer; a loop's state
+        lives in its initial operands' buffers and its body updates that state in place; a called function may
+        update in place the buffers given up to it and return them."""
         name = operation.operation.name
-        if name == "func.call":
-            callee = str(operation.attributes["callee"]).lstrip("@").strip('"')
-            return max(result_bytes, self.function_peak(callee))
+        operands = list(operation.operands)
+        count = len(operation.results)
+        if name in IN_PLACE:
+            return {position: operands[position] for position in range(count) if operands[position] in owned}, 0
         if name == "stablehlo.while":
             condition, body = operation.regions
-            return result_bytes + max(self.region_peak(condition), self.region_peak(body, arguments_reusable=True))
-        inner = max((self.region_peak(region) for region in operation.regions), default=0)
-        return result_bytes + inner
+            state = frozenset(range(len(operands)))
+            inner = max(self.region_peak(condition), self.region_peak(body, state))
+            return {position: operands[position] for position in range(count) if operands[position] in owned}, inner
+        if name == "func.call":
+            callee = str(operation.attributes["callee"]).lstrip("@").strip('"')
+            given = frozenset(position for position, operand in enumerate(operands) if operand in owned)
+            inner, aliases = self.function_peak(callee, given)
+            return {result: operands[argument] for result, argument in aliases.items()}, inner
+        return {}, max((self.region_peak(region) for region in operation.regions), default=0)
