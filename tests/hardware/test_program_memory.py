@@ -118,6 +118,22 @@ def test_a_buffer_given_up_to_a_call_is_updated_in_place_and_returned():
     assert (kept.peak_bytes, kept.total_bytes) == (3264, 6864)
 
 
+BARRIER = """
+func.func public @main(%arg0: tensor<100xf32> {tf.aliasing_output = 0 : i32}) -> tensor<100xf32> {
+  %0 = stablehlo.optimization_barrier %arg0 : tensor<100xf32>
+  %1 = stablehlo.sine %0 : tensor<100xf32>
+  return %1 : tensor<100xf32>
+}
+"""
+
+
+def test_an_annotation_leaves_a_given_up_value_in_its_buffer():
+    """An optimization barrier computes nothing: on the donated argument it takes no new buffer (only the sine's
+    448 B); on an argument the caller keeps it is counted as a copy (448 + 448)."""
+    assert bound_of(BARRIER).peak_bytes == 448
+    assert bound_of(BARRIER.replace(" {tf.aliasing_output = 0 : i32}", "")).peak_bytes == 896
+
+
 def test_an_update_of_the_programs_own_argument_is_a_new_buffer():
     """The caller owns main's arguments (XLA copies a buffer it was not given): the update's 3,200 B count, beside
     the index (64)."""

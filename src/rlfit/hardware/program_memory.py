@@ -9,17 +9,19 @@ order it is written and adds up the bytes of the values alive at each operation:
   its bytes rounded up to 64 (XLA's alignment); an operation with several results adds XLA's table of them;
 - an operation holds the live values, its new results, and the peak of what runs inside it (a loop's body and
   condition, a conditional's branches; a called function's peak, which includes what it returns);
-- an update (`dynamic_update_slice`, `scatter`) of a buffer that dies at it and that the block owns (defined in
-  it, or a loop body's carried state) writes in place, as XLA does: no new buffer;
+- a buffer that dies at an operation and that its block may give up (defined in it, a loop's carried state, an
+  argument the caller donated or gave up) is reused where XLA reuses it: an update (`dynamic_update_slice`,
+  `scatter`) writes into it, an annotation (a sharding constraint, an optimization barrier) leaves its value
+  there, a loop keeps its state in its initial operands' buffers, and a called function may update and return
+  the buffers given up to it;
 - the program holds its arguments throughout, its peak, and any argument it returns unchanged a second time.
 
 Every other value of the unoptimized program is counted as its own buffer: XLA's fusion, which keeps most
-elementwise intermediates out of memory, reshapes that are views, and its reuse of donated arguments only lower
-the figure XLA reports. The bound is not a proof: it is checked against XLA's analysis in
-tests/hardware/test_program_memory.py and benchmarks/trace_bound.py (1.8-3.4x XLA's figure for the training steps
-measured there: least for PPO, most for a replay buffer of pixels, which the unoptimized program copies), and rlfit
-uses it only where even the bound, with the planner's margin, fits the budget (`rlfit.run.sizing`); elsewhere XLA
-compiles and decides.
+elementwise intermediates out of memory, reshapes that are views, and its other reuse only lower the figure XLA
+reports. The bound is not a proof: it is checked against XLA's analysis in tests/hardware/test_program_memory.py
+and benchmarks/trace_bound.py (1.1-1.7x XLA's figure for the training steps measured there), and rlfit uses it
+only where even the bound, with the planner's margin, fits the budget (`rlfit.run.sizing`); elsewhere XLA compiles
+and decides.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ ALIGNMENT = 64
 """Bytes each computed value is rounded up to, as XLA aligns its buffers (64 on a CPU, less on a GPU)."""
 TUPLE_ENTRY_BYTES = 8
 """Bytes of one entry of the table of pointers XLA allocates for an operation with several results."""
-IN_PLACE = ("stablehlo.dynamic_update_slice", "stablehlo.scatter")
-"""Updates XLA writes into their operand's buffer when that operand is not read again."""
+IN_PLACE = ("stablehlo.dynamic_update_slice", "stablehlo.scatter", "sdy.sharding_constraint",
+            "stablehlo.optimization_barrier")
+"""Operations whose result XLA writes into (or leaves in) its operand's buffer when that operand is not read again:
+updates, and annotations that compute nothing (a sharding constraint, an optimization barrier)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ class ProgramBound:
     passthrough_bytes: int
     """Results that are arguments returned unchanged (XLA copies them unless they are donated)."""
     operations: int
-    """Operations walked (functions counted once each)."""
+    """Operations walked (a function once per set of arguments given up to it)."""
 
     @property
     def total_bytes(self) -> int:
@@ -208,9 +212,9 @@ class _Walker:
     def inside(self, operation: Any, owned: set[Any]) -> tuple[dict[int, Any], int]:
         """({result position: the operand whose buffer it is written into}, the peak of what runs inside the
         operation). `owned`: operands that die here and whose buffers this block may give up. An update
-        (`dynamic_update_slice`, `scatter`) writes its result into its updated operand's buffer; a loop's state
-        lives in its initial operands' buffers and its body updates that state in place; a called function may
-        update in place the buffers given up to it and return them."""
+        (`dynamic_update_slice`, `scatter`) writes its result into its updated operand's buffer, and an annotation
+        (`IN_PLACE`) leaves it there; a loop's state lives in its initial operands' buffers and its body updates
+        that state in place; a called function may update in place the buffers given up to it and return them."""
         name = operation.operation.name
         operands = list(operation.operands)
         count = len(operation.results)

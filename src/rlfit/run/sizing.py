@@ -60,10 +60,11 @@ def fit_memory_model(config: Config, env: Any = None, target_backend: str | None
                        first_is_unlimited_choice=probes[0] == likely)
 
 
-BOUND_OVER_XLA_AT_MOST = 4.0
-"""How far above XLA's analysis the bound from the lowered step can be expected to lie: at most 3.44x on the steps
+BOUND_OVER_XLA_AT_MOST = 2.0
+"""How far above XLA's analysis the bound from the lowered step can be expected to lie: at most 1.71x on the steps
 measured (benchmarks/trace_bound.py). Where even the bound divided by this does not fit the budget, XLA's analysis
-of that size is not expected to fit either, so the planner does not compile that size alone first."""
+of that size is not expected to fit either, so the planner does not compile that size alone first (a wrong guess
+costs a compile, never a wrong choice)."""
 
 
 def may_fit_by_xla(config: Config, bounded: MemoryModel, budget: Budget, devices: int) -> bool:
