@@ -28,7 +28,7 @@ fitted (`rlfit.run.sizing.memory_plan`).
 
 Before any of that, the planner reads an upper bound of the step at those sizes from its lowered program, which
 costs a trace and no compile (`rlfit.hardware.program_memory`, `MemoryModel.source` "lowered"): every value of
-the unoptimized program counted as its own buffer, 1.6-2.4x XLA's figure on the environments measured
+the unoptimized program counted as its own buffer, 1.1-1.7x XLA's figure on the training steps measured
 (benchmarks/trace_bound.py). Where even the bound fits the budget, nothing is compiled for planning at all.
 """
 
