@@ -50,7 +50,7 @@ def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: 
                                         "checked on the compiled program's analysis before training")
     per_seed = plan.predicted_bytes * SAME_BACKEND_MARGIN
     size = max(1, min(num_seeds, int(budget // per_seed)))
-    bounded = (getattr(plan, "extra", None) or {}).get("memory_model", {}).get("source") == "lowered"  # a bound
+    bounded = (plan.extra or {}).get("memory_model", {}).get("source") == "lowered"  # a bound, not XLA's figure
     return SeedGroupPlan(size, f"{size} seed(s) per program: one seed is predicted at {'most ' if bounded else ''}"
                                f"{format_bytes(per_seed)} with the x{SAME_BACKEND_MARGIN:g} margin, against a budget "
                                f"of {format_bytes(budget)}")

@@ -166,9 +166,8 @@ def deciding_model(config: Config, model: MemoryModel | None, budget: Budget, de
     """
     target = budget.target_backend
     lowered: dict[Any, tuple[Any, Trainer]] = {}
-    if model is None or model.measured_once:
-        env = env if env is not None else load_env(config.env, jax.default_backend())  # loaded once for every step
     if model is None and not fit_lines:
+        env = env if env is not None else load_env(config.env, jax.default_backend())
         model, lowered = bound_model(config, env, target, say=say)
     if model is not None:
         planned = memory_plan_from_model(config, model, budget, devices=devices)
@@ -178,6 +177,7 @@ def deciding_model(config: Config, model: MemoryModel | None, budget: Budget, de
                     f"{format_bytes(model.points[0].total_bytes)} without compiling: it fits the budget of "
                     f"{format_bytes(budget.budget_bytes)}")
             return model, planned
+    env = env if env is not None else load_env(config.env, jax.default_backend())  # once for every compile below
     if model is None or model.source == "lowered":
         if say is not None and model is not None:
             say(f"planning: the bound at {described(config, model.points[0].sizes)}, "
