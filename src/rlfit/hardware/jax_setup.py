@@ -71,7 +71,10 @@ def lower_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, .
         except Exception as error:
             if stored.entry is None:  # traced in this process: a real error, raised as without the store
                 raise
-            discard(stored, error)  # read whole, but JAX cannot load it: removed, and `fn` traced below
+            discard(stored, error)  # read whole, but JAX cannot load it: removed, traced and written again
+            stored = traced(fn, args, store_key, directory)
+            if stored is not None and stored.entry is None:
+                fn = stored.function()
     return jax.jit(fn, donate_argnums=donate_argnums, **layout).lower(*args)
 
 
