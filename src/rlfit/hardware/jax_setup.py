@@ -95,8 +95,6 @@ def configure_jax(precision: str = "fp32") -> Path | None:
     up), instead of JAX's warning per program. A damaged entry is a miss for its program only
     (`rlfit.hardware.cache_entries`): removed, named in one note, compiled and written again.
     """
-    from rlfit.hardware.cache_entries import check_compile_cache_entries
-
     jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[precision])
     directory = cache_dir() / "jax"
     problem = _unusable(directory)
@@ -107,7 +105,7 @@ def configure_jax(precision: str = "fp32") -> Path | None:
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's own setting, when given, wins
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    check_compile_cache_entries()
+    _check_entries_when_read()
     _quiet_cache_failures(directory)
     return directory
 
@@ -202,3 +200,17 @@ def _cache_failure(directory: Path, action: str, program: str, cause: str) -> No
         return
     print(f"rlfit: note: could not write the compile cache entry of {program} ({cause}); the next run compiles it "
           "again", file=sys.stderr, flush=True)
+
+
+@functools.cache
+def _check_entries_when_read() -> None:
+    """Makes JAX's compile cache check each entry as it reads it (`rlfit.hardware.cache_entries`). That hooks JAX's
+    private cache module: on a JAX whose internals moved (a newer one on a GPU machine) the cache works as JAX's
+    own, without the check, and one note says so."""
+    try:
+        from rlfit.hardware.cache_entries import check_compile_cache_entries
+
+        check_compile_cache_entries()
+    except (ImportError, AttributeError) as error:
+        print(f"rlfit: note: damaged compile-cache entries are not checked with jax {jax.__version__} ({error}); "
+              "the cache works without the check", file=sys.stderr, flush=True)
