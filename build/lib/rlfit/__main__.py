@@ -1,5 +1,0 @@
-"""`python -m rlfit`: the command line."""
-
-from rlfit.cli import run
-
-run()

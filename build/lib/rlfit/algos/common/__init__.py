@@ -1,1 +1,0 @@
-"""Pieces every algorithm may use: observation normalization and dynamic loss scaling."""

@@ -1,1 +1,0 @@
-"""The run configuration: typed frozen sections, their rules, values, documentation and the algorithms rlfit knows."""

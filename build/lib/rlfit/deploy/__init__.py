@@ -1,1 +1,0 @@
-"""Using a trained policy: the policy file, export (ONNX) and play (video or viewer)."""

@@ -1,1 +1,0 @@
-"""Experiments: many trials (variants x seeds), their statistics, plots and report."""
