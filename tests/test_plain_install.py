@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -36,7 +37,11 @@ def plain(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["RLFIT_CACHE_DIR"] = str(root / "cache")  # a first run's cache, as a new user has
-    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO_ROOT)],
+    source = root / "rlfit"  # a copy of what the package is built from: pip builds in the tree it is given
+    shutil.copytree(REPO_ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(source)],
                                capture_output=True, text=True, env=env)
     assert installed.returncode == 0, installed.stderr[-3000:]
     work = root / "work"

@@ -227,25 +227,27 @@ def preset_names() -> list[str]:
 
 def resolve(
     env_name: str,
-    preset: str = "default",
+    preset: str | None = None,
     config_file: str | Path | None = None,
     overrides: Sequence[str] = (),
 ) -> Config:
     """The config for `env_name`: defaults < Playground's < preset < file < `key=value` overrides.
 
     The algorithm (`algo`) is the overrides', else the file's, else ppo; it picks the preset and the
-    published layer.
+    published layer. The preset is `preset`, else the file's `preset:`, else `default` (`rlfit train` chooses one
+    for the device first: `rlfit.planning.preset_choice`).
     """
     file_layer = read_yaml(config_file) if config_file is not None else {}
-    override_layer = _nest(dict(parse_override(item) for item in overrides))
-    algo = override_layer.get("algo", file_layer.get("algo", DEFAULT_ALGORITHM))
-    check_algo(algo)
+    preset = preset or file_preset(file_layer, config_file) or "default"
+    file_layer = {key: value for key, value in file_layer.items() if key != "preset"}
+    algo = chosen_algo(file_layer, overrides)
     presets = config_module(algo).PRESETS
     if preset not in presets:
         hint = did_you_mean(preset, presets)
         elsewhere = [a for a in ALGORITHMS if preset in config_module(a).PRESETS]
         hint = hint or (f" (it is a preset of algo {', '.join(elsewhere)})" if elsewhere else "")
         raise UserError(f"unknown preset '{preset}' for algo {algo}{hint}; choose one of: {', '.join(presets)}")
+    override_layer = _nest(dict(parse_override(item) for item in overrides))
     layers: list[Mapping[str, Any]] = [{"algo": algo, "env": {"name": env_name}},
                                        config_module(algo).published(env_name), presets[preset], file_layer,
                                        override_layer]
@@ -254,6 +256,26 @@ def resolve(
         raise UserError(f"env.name is '{config.env.name}' in the config but '{env_name}' on the command line; "
                         "drop one of them")
     return config
+
+
+def chosen_algo(file_layer: Mapping[str, Any], overrides: Sequence[str] = ()) -> str:
+    """The algorithm a config will train: the last `algo=` override, else the file's `algo`, else ppo."""
+    algo = DEFAULT_ALGORITHM
+    algo = file_layer.get("algo", algo)
+    for item in overrides:
+        key, value = parse_override(item)
+        if key == "algo":
+            algo = value
+    check_algo(algo)
+    return algo
+
+
+def file_preset(file_layer: Mapping[str, Any], config_file: str | Path | None) -> str | None:
+    """The preset a config file names (`preset: quick` at its top level), or None."""
+    named = file_layer.get("preset")
+    if named is not None and not isinstance(named, str):
+        raise UserError(f"preset in {config_file} must be a preset's name (e.g. preset: quick), got {named!r}")
+    return named
 
 
 def check_algo(algo: Any) -> None:

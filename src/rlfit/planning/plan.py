@@ -35,6 +35,9 @@ class Plan:
     """The memory planner's figures (budget, margin, fitted model), as JSON values."""
     devices: int = 1
     """Local devices the run is split over (`rlfit.parallel.mesh`); the sizes are totals over all of them."""
+    preset: str | None = None
+    """The preset the config was built from (named, or chosen for the device: `rlfit.planning.preset_choice`);
+    None where the config did not come from `rlfit train` (the API's `train_config`, an experiment's trial)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -175,6 +175,7 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         "backend": plan.backend,
         "impl": plan.impl,
         "sizes": plan.sizes._asdict(),
+        "preset": plan.preset,
         "predicted_bytes": plan.predicted_bytes,
         "devices": trainer.layout.describe(),
         "device_peak_bytes": max(peaks, default=None),

@@ -4,6 +4,7 @@ command's session) and the study's seed groups use it."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,7 @@ def restore_newest(directory: RunDir, config: Config, at_most: int | None = None
             sizes = sizes_from_dict(config, meta.plan["sizes"])
             if sizes not in trainers:
                 plan = make_plan(config, sizes, tuple(meta.plan.get("reasons", ())) + ("resumed with the run's sizes",))
+                plan = dataclasses.replace(plan, preset=meta.plan.get("preset"))
                 env = next(iter(trainers.values())).env if trainers else None
                 trainers[sizes] = Trainer.build(config, plan, env=env)
             state, meta = load_checkpoint(directory.checkpoints, iteration, trainers[sizes].abstract_state())

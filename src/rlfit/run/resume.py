@@ -85,7 +85,8 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     if request.iterations is not None:
         config = config.replace(run={"num_timesteps": max(1, meta.env_steps + (request.iterations - meta.iteration)
                                                           * trainer.plan.env_steps_per_iteration)})
-    plan = make_plan(config, trainer.plan.sizes, trainer.plan.reasons, done)
+    plan = dataclasses.replace(make_plan(config, trainer.plan.sizes, trainer.plan.reasons, done),
+                               preset=trainer.plan.preset)
     finished = plan.num_iterations < meta.iteration or summary_written(directory, meta.iteration)
     if plan.num_iterations <= meta.iteration and finished:
         raise UserError(f"{directory.path} is already at iteration {meta.iteration} ({meta.env_steps:,} env steps); "

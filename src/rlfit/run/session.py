@@ -3,6 +3,7 @@ utilization sampler around the host loop (`rlfit.run.loop.Runner`), for a new ru
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from rlfit.config.schema import DEFAULT_ENV, Config, resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.hardware.utilization import UtilizationSampler
 from rlfit.planning.plan import Plan
+from rlfit.planning.preset_choice import PresetChoice, choose_preset
 from rlfit.run.build import Trainer
 from rlfit.run.loop import Progress, Runner, RunResult
 from rlfit.run.new_run import check_new_run_dir, create_run_dir, default_run_path
@@ -26,7 +28,7 @@ from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
 
 def train(
     env: str = DEFAULT_ENV,
-    preset: str = "default",
+    preset: str | None = None,
     config_file: str | Path | None = None,
     overrides: Sequence[str] = (),
     *,
@@ -42,18 +44,44 @@ def train(
     defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
     `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
     `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
-    `run.fit_to_device` in the config (set by the `g1` preset) asks for the same.
+    `run.fit_to_device` in the config (set by the `g1` preset) asks for the same. With no `preset` (and none in
+    the config file) the preset is chosen for the device (`rlfit.planning.preset_choice`): quick on a CPU,
+    Playground's published settings on a GPU, sized down where they do not fit; plan.json and summary.json say which.
 
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
     """
     from rlfit.run.sizing import plan_for, planning_message
 
-    config = resolve(env, preset, config_file, overrides)
+    choice = preset_for_device(env, preset, config_file, overrides)
+    if not quiet and choice.by_device:
+        print(f"rlfit: {choice.reason}", flush=True)
+    config = resolve(env, choice.name, config_file, overrides)
     config, plan = plan_for(config, device_memory=device_memory,
                             auto_num_envs=num_envs_auto or config.run.fit_to_device,
-                            say=None if quiet else planning_message)
+                            say=None if quiet else planning_message,
+                            shrink_to_fit=choice.by_device and plan_backend() != "cpu")
+    plan = dataclasses.replace(plan, preset=choice.name, reasons=(choice.reason,) + plan.reasons)
     return train_config(config, plan, run_dir, quiet=quiet, live=live)
+
+
+def preset_for_device(env: str, preset: str | None, config_file: str | Path | None = None,
+                      overrides: Sequence[str] = ()) -> PresetChoice:
+    """The preset `rlfit train` uses: `preset`, else the config file's, else the one for this device."""
+    from rlfit.config.algorithms import config_module
+    from rlfit.config.schema import chosen_algo, file_preset, read_yaml
+
+    file_layer = read_yaml(config_file) if config_file is not None else {}
+    named = preset or file_preset(file_layer, config_file)
+    algo = chosen_algo(file_layer, overrides)
+    return choose_preset(named, config_module(algo).PRESETS, plan_backend())
+
+
+def plan_backend() -> str:
+    """The backend this process's JAX computes on ('cpu', 'gpu', 'tpu')."""
+    import jax
+
+    return jax.default_backend()
 
 
 def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,

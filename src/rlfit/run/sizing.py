@@ -207,30 +207,35 @@ def chose_the_first_probe(planned: MemoryPlan) -> bool:
 
 
 def plan_for(config: Config, device_memory: int | str | None = None,
-             auto_num_envs: bool = False, say: Callable[[str], None] | None = None) -> tuple[Config, Plan]:
+             auto_num_envs: bool = False, say: Callable[[str], None] | None = None,
+             shrink_to_fit: bool = False) -> tuple[Config, Plan]:
     """(the config to run, its Plan) on this process's device.
 
     Without `auto_num_envs` the config's sizes run as given (with `device_memory`, their predicted bytes are
     recorded too). With it, the largest valid configuration predicted to fit the budget (this device's, or
-    `device_memory` bytes, e.g. '12GiB') runs. The config returned differs from the one given only where the
-    planner resolved `network.encoder=auto` for pixels on an accelerator (`memory_plan`). Raises UserError for
-    bf16 on a device without it, a bad size, or when nothing fits. `say` hears what the planner compiles.
+    `device_memory` bytes, e.g. '12GiB') runs. With `shrink_to_fit` (a preset chosen for an accelerator) the
+    config's sizes run where they are predicted to fit, else the planner's choice. The config returned differs
+    from the one given only where the planner resolved `network.encoder=auto` for pixels on an accelerator
+    (`memory_plan`). Raises UserError for bf16 on a device without it, a bad size, or when nothing fits. `say`
+    hears what the planner compiles.
     """
     device = check_device_precision(config.run.precision)
     encoder_choice = encoder_candidates(config, device.jax_backend if device.jax_uses_it else "cpu") != (None,)
-    if not auto_num_envs and device_memory is None and not encoder_choice:
+    if not auto_num_envs and not shrink_to_fit and device_memory is None and not encoder_choice:
         return config, make_plan(config)
 
     configure_jax(config.run.precision)  # the same settings (and compile cache) the run will use
-    planned = memory_plan(config, device_memory, None, device=device, for_training=auto_num_envs, say=say)
+    planned = memory_plan(config, device_memory, None, device=device, for_training=auto_num_envs or shrink_to_fit,
+                          say=say)
     config = planned.config
     extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
              "memory_model": planned.model.to_dict()}
-    if not auto_num_envs:
+    if not auto_num_envs and (not shrink_to_fit or planned.requested.fits):
         return config, dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
                                            predicted_bytes=planned.requested.predicted_bytes, extra=extra)
     if planned.chosen is None:
         raise UserError(planned.nothing_fits)
-    reasons = ("num_envs auto: sizes chosen by the memory planner",) + planned.reasons
+    reasons = ("num_envs auto: sizes chosen by the memory planner" if auto_num_envs else
+               "the preset's sizes do not fit this device: sizes chosen by the memory planner",) + planned.reasons
     return config, dataclasses.replace(make_plan(config, planned.chosen.sizes, reasons),
                                        predicted_bytes=planned.chosen.predicted_bytes, extra=extra)
