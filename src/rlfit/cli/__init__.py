@@ -35,7 +35,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="rlfit", description="Train robot control policies with PPO or SAC, sized to your hardware.")
+    from rlfit.config.algorithms import titles_in_words
+
+    parser = OneLineParser(prog="rlfit",
+                           description=f"Train robot control policies with {titles_in_words()}, sized to your hardware.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     subparsers.required = True
     for name in COMMANDS:

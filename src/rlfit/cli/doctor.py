@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-EXIT_CHECK_FAILED = 1
+from rlfit.exit_codes import CHECK_FAILED
 
 
 def register(subparsers) -> None:
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             out["checks"] = [c.to_dict() for c in checks]
             out["passed"] = all(c.passed for c in checks)
         print(json.dumps(out, indent=2))
-    return EXIT_CHECK_FAILED if any(not c.passed for c in checks) else 0
+    return CHECK_FAILED if any(not c.passed for c in checks) else 0
 
 
 def describe_devices(devices: list[dict]) -> list[str]:

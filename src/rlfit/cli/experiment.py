@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_TRIALS_FAILED = 3
-"""Some trial's training became non-finite or ran out of memory (the report was written without it)."""
+from rlfit.exit_codes import TRIALS_FAILED
 
 
 def register(subparsers) -> None:
@@ -62,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         print(f"rlfit: {len(failed)} trial(s) failed and are left out of the statistics: {', '.join(failed)}",
               file=sys.stderr)
-        return EXIT_TRIALS_FAILED
+        return TRIALS_FAILED
     return 0

@@ -14,8 +14,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "plan", help="predict memory per configuration and choose the largest that fits",
         description="Predict the device memory of ENV's training step for candidate sizes (from XLA's "
-                    "compile-time analysis; nothing is allocated) and choose the largest that fits: PPO the "
-                    "most environments, SAC (--algo sac) the largest replay buffer.")
+                    "compile-time analysis, or a bound read from its lowered program; nothing is allocated) and choose "
+                    "the largest that fits, by the algorithm's own rule (PPO: the most environments; SAC, "
+                    "FastTD3: the largest replay buffer).")
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)

@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import argparse
 
-from rlfit.config.algorithms import ALGORITHMS
+from rlfit.config.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, titles_in_words
 from rlfit.config.schema import DEFAULT_ENV, preset_names
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The config layers every command that builds a config accepts."""
-    parser.add_argument("--algo", choices=list(ALGORITHMS), help="the learning algorithm (sets algo; default: ppo)")
+    parser.add_argument("--algo", choices=list(ALGORITHMS),
+                        help=f"the learning algorithm (sets algo; default: {DEFAULT_ALGORITHM})")
     parser.add_argument("--preset", default="default",
                         help=f"one of {', '.join(preset_names())} (default: default; g1 is PPO's)")
-    parser.add_argument("--config", metavar="FILE", help="YAML file with sections env, ppo, network, run")
+    parser.add_argument("--config", metavar="FILE",
+                        help=f"YAML file with algo and sections env, the algorithm's ({', '.join(ALGORITHMS)}), "
+                             "network, run")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one key, e.g. --set ppo.learning_rate=3e-4 (repeatable)")
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("train", help="train a policy",
-                                   description="Train a policy on ENV (PPO, or SAC with --algo sac).")
+    parser = subparsers.add_parser(
+        "train", help="train a policy",
+        description=f"Train a policy on ENV with {titles_in_words()} (--algo; default: {DEFAULT_ALGORITHM}).")
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
     parser.add_argument("--num-envs", metavar="N",
                         help="parallel environments (overrides the algorithm's num_envs); 'auto': size the run to the device's "
-                             "memory (PPO: the most environments that fit; SAC: the largest replay buffer)")
+                             "memory (PPO: the most environments that fit; SAC, FastTD3: the largest replay buffer)")
     parser.add_argument("--device-memory", metavar="SIZE",
                         help="with --num-envs auto: plan for this much device memory (e.g. 12GiB), not all of it")
     parser.add_argument("--timesteps", metavar="N", help="total env steps (overrides run.num_timesteps)")
