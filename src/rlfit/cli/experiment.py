@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlfit.cli.output import add_output_arguments, progress, show_result
 from rlfit.exit_codes import TRIALS_FAILED
 
 
@@ -25,7 +26,7 @@ def register(subparsers) -> None:
                         "every node sees")
     parser.add_argument("--seeds-per-program", metavar="N|auto", help="seeds of a variant trained in one compiled "
                         "program (default: the manifest's, else auto: planned for this device); may differ on resume")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.study.report import check_report_paths, write_report
     from rlfit.rundir.write_failures import stop_on_refusal
 
-    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+    say = progress(args)
     per_program = args.seeds_per_program
     count = parse_seeds_per_program(per_program, "--seeds-per-program") if per_program is not None else None
     if args.target[0] == "resume":
@@ -56,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     with stop_on_refusal(f"free space, then `rlfit experiment resume {experiment.path}`"):
         run_experiment(experiment, say=say, ray=args.ray)
         report = write_report(experiment, zip_path=zip_path)
-    say(f"report: {report}\nzip: {zip_path}")
     failed = failed_trials(experiment)
+    show_result(args, f"report: {report}\nzip: {zip_path}", {"experiment_dir": experiment.path, "report": report,
+                                                              "zip": zip_path, "trials_failed": failed})
     if failed:
         print(f"rlfit: {len(failed)} trial(s) failed and are left out of the statistics: {', '.join(failed)}",
               file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from rlfit.cli.output import JSON_HELP, QUIET_HELP, silent
 from rlfit.cli.train import add_config_arguments, flag_overrides
 from rlfit.config.schema import DEFAULT_ENV
 
@@ -30,8 +31,10 @@ def register(subparsers) -> None:
                              "(the step at the size chosen whenever memory does not limit, bounded from its lowered "
                              "program or measured once, fits), so that every size is predicted rather than bounded; "
                              "two compiles more")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP + "; the exit code says whether it fits")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object instead of the table ({\"plans\": [...]} for several sizes)")
+                        help=JSON_HELP.replace("the result", "the plan instead of the table") +
+                        " ({\"plans\": [...]} for several sizes)")
     parser.set_defaults(handler=run)
 
 
@@ -56,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     target = args.target or ("gpu" if sizes != [None] else None)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
-    say = planning_message if sys.stderr.isatty() else None  # scripts reading the output see it alone
+    say = planning_message if sys.stderr.isatty() and not silent(args) else None  # scripts see the output alone
     plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line, say=say)
              for size in sizes]
     if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
         plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
     if len(plans) > 1:
-        print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
-              else "\n".join(comparison(plans, sizes, config.env.name)))
+        if args.json or not args.quiet:
+            print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
+                  else "\n".join(comparison(plans, sizes, config.env.name)))
         if all(p.chosen is None for p in plans):
             largest = max(plans, key=lambda p: p.budget.budget_bytes)
             print(f"rlfit: error: {largest.nothing_fits}", file=sys.stderr)
@@ -72,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     planned = plans[0]
     if args.json:
         print(json.dumps(planned.to_dict(), indent=2))
-    else:
+    elif not args.quiet:
         print("\n".join(table(planned, config.env.name)))
     if planned.chosen is None:
         print(f"rlfit: error: {planned.nothing_fits}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rlfit.cli.output import add_output_arguments, show_result, silent
 from rlfit.config.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, titles_in_words
 from rlfit.config.schema import DEFAULT_ENV, preset_names
 
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
     parser.add_argument("--run-dir", metavar="DIR", help="where to write the run (default: runs/<env>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue RUN_DIR instead of starting a new run (refused if the settings differ)")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser)
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -114,9 +115,15 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         return resume_as_train(args)
     device_memory = parse_size(args.device_memory) if args.device_memory is not None else None
-    train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir, quiet=args.quiet,
-          num_envs_auto=num_envs_auto(args), device_memory=device_memory)
+    result = train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir,
+                   quiet=silent(args), num_envs_auto=num_envs_auto(args), device_memory=device_memory)
+    show_run_result(args, result)
     return 0
+
+
+def show_run_result(args: argparse.Namespace, result) -> None:
+    """Under --json: {"run_dir": ..., "summary": summary.json's content}; else nothing (the console has said it)."""
+    show_result(args, None, {"run_dir": result.run_dir.path, "summary": result.summary})
 
 
 def resume_as_train(args: argparse.Namespace) -> int:
@@ -129,5 +136,6 @@ def resume_as_train(args: argparse.Namespace) -> int:
         raise UserError("--resume continues a run with its own sizes and directory; "
                         "drop --num-envs auto, --device-memory and --run-dir")
     requested = resolve(args.env, args.preset, args.config, flag_overrides(args))
-    resume(args.resume, timesteps=requested.run.num_timesteps, requested=requested, quiet=args.quiet)
+    show_run_result(args, resume(args.resume, timesteps=requested.run.num_timesteps, requested=requested,
+                                 quiet=silent(args)))
     return 0
