@@ -16,7 +16,9 @@ def register(subparsers) -> None:
         description="Run every trial (variant x seed) of MANIFEST.yaml as its own run directory under "
                     "--dir/<name>-<stage>-<time>/trials/, evaluate the suites, and write the report and its zip. "
                     "`rlfit experiment resume EXP_DIR` finishes what is missing and never retrains a finished trial.")
-    parser.add_argument("target", nargs="+", metavar="MANIFEST | resume EXP_DIR")
+    parser.add_argument("target", nargs="+", metavar="MANIFEST",
+                        help="the study's manifest (YAML); or `resume EXP_DIR` to finish a stopped or killed "
+                             "experiment")
     parser.add_argument("--stage", help="a stage of the manifest (e.g. gpu-test, mini, full)")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="a config override for every trial, applied last")

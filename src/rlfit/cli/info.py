@@ -8,10 +8,16 @@ from rlfit.cli.output import add_output_arguments, show_result
 
 
 def register(subparsers) -> None:
-    envs = subparsers.add_parser("envs", help="list the environments rlfit can train")
+    envs = subparsers.add_parser(
+        "envs", help="list the environments rlfit can train",
+        description="List the environments rlfit can train: MuJoCo Playground's, then those of each family "
+                    "whose package is installed, as `<family>:<name>` (a missing family: a note on stderr).")
     add_output_arguments(envs)
     envs.set_defaults(handler=list_envs)
-    keys = subparsers.add_parser("keys", help="list every config key with its meaning and default")
+    keys = subparsers.add_parser(
+        "keys", help="list every config key with its meaning and default",
+        description="List every config key with rlfit's own default and its meaning, from the config's own "
+                    "docstrings (Playground's published settings and the presets come on top).")
     keys.add_argument("--markdown", action="store_true",
                       help="print the list as a Markdown table (the documentation's configuration page is this table)")
     add_output_arguments(keys)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from rlfit.cli.output import JSON_HELP, QUIET_HELP, silent
+from rlfit.cli.output import QUIET_HELP, silent
 from rlfit.cli.train import add_config_arguments, flag_overrides
 from rlfit.config.schema import DEFAULT_ENV
 
@@ -33,8 +33,8 @@ def register(subparsers) -> None:
                              "two compiles more")
     parser.add_argument("--quiet", action="store_true", help=QUIET_HELP + "; the exit code says whether it fits")
     parser.add_argument("--json", action="store_true",
-                        help=JSON_HELP.replace("the result", "the plan instead of the table") +
-                        " ({\"plans\": [...]} for several sizes)")
+                        help="print the plan as one JSON object on stdout instead of the table, and nothing else "
+                             "there ({\"plans\": [...]} for several sizes)")
     parser.set_defaults(handler=run)
 
 

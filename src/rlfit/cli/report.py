@@ -14,7 +14,7 @@ def register(subparsers) -> None:
         description="Write EXP_DIR/report/ from the finished trials: IQM and mean with 95% CIs per variant, "
                     "intervals on the differences between variants, tests adjusted for the report's family, "
                     "correlations, plots; --zip also packs it for download.")
-    parser.add_argument("experiment", metavar="EXP_DIR")
+    parser.add_argument("experiment", metavar="EXP_DIR", help="an experiment directory written by `rlfit experiment`")
     parser.add_argument("--zip", action="store_true", help="also write EXP_DIR/<name>.zip")
     parser.add_argument("--with-checkpoints", action="store_true", help="put the trials' checkpoints in the zip")
     parser.add_argument("--interval", default="auto", metavar="METHOD",

@@ -13,7 +13,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "resume", help="continue a run from its last checkpoint",
         description="Continue RUN_DIR from its newest valid checkpoint to a new total (not an increment).")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `rlfit train`")
     total = parser.add_mutually_exclusive_group()
     total.add_argument("--timesteps", type=int, metavar="N", help="new total of env steps")
     total.add_argument("--iterations", type=int, metavar="N", help="new total of iterations")

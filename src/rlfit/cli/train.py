@@ -13,13 +13,23 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The config layers every command that builds a config accepts."""
     parser.add_argument("--algo", choices=list(ALGORITHMS),
                         help=f"the learning algorithm (sets algo; default: {DEFAULT_ALGORITHM})")
-    parser.add_argument("--preset", default="default",
-                        help=f"one of {', '.join(preset_names())} (default: default; g1 is PPO's)")
+    parser.add_argument("--preset", default="default", metavar="NAME",
+                        help=f"one of {', '.join(preset_names())} (default: default){preset_owners()}")
     parser.add_argument("--config", metavar="FILE",
                         help=f"YAML file with algo and sections env, the algorithm's ({', '.join(ALGORITHMS)}), "
                              "network, run")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one key, e.g. --set ppo.learning_rate=3e-4 (repeatable)")
+
+
+def preset_owners() -> str:
+    """'; g1: PPO, FastTD3 only; ...' for each preset that not every registered algorithm has ('' if none)."""
+    from rlfit.config.algorithms import config_module, title
+
+    owners = {name: [title(algo) for algo in ALGORITHMS if name in config_module(algo).PRESETS]
+              for name in preset_names()}
+    partial = [f"{name}: {', '.join(titles)} only" for name, titles in owners.items() if len(titles) < len(ALGORITHMS)]
+    return "".join(f"; {text}" for text in partial)
 
 
 def register(subparsers) -> None:
