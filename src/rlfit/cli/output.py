@@ -2,8 +2,9 @@
 `--json` (the result as one JSON object on stdout, nothing else there).
 
 A command prints two kinds of text: progress (what it is doing, for a person watching) and its result (what it
-made: a file's path, a table, a list). `--quiet` drops both; `--json` drops the progress and prints the result as
-JSON, also with `--quiet`. Errors and notes on stderr are never dropped by either.
+made: a file's path, a table, a list). `--quiet` drops both; `--json` prints the result as JSON, also with
+`--quiet`, and keeps stdout for it alone (progress written to stdout is dropped; `rlfit plan`'s, on stderr and
+only on a terminal, stays). Errors on stderr are never dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 QUIET_HELP = "print nothing but errors (with --json: the JSON object too)"
-JSON_HELP = "print the result as one JSON object on stdout and nothing else there (no progress lines)"
+JSON_HELP = "print the result as one JSON object on stdout, and nothing else there"
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, json_result: bool = True) -> None:

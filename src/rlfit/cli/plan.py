@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from rlfit.cli.output import QUIET_HELP, silent
+from rlfit.cli.output import QUIET_HELP
 from rlfit.cli.train import add_config_arguments, flag_overrides
 from rlfit.config.schema import DEFAULT_ENV
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     target = args.target or ("gpu" if sizes != [None] else None)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
-    say = planning_message if sys.stderr.isatty() and not silent(args) else None  # scripts see the output alone
+    say = planning_message if sys.stderr.isatty() and not args.quiet else None  # scripts see the output alone
     plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line, say=say)
              for size in sizes]
     if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
