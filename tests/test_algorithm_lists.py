@@ -6,7 +6,6 @@ here, so registering a fourth algorithm fails these tests until the texts name i
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 
 import pytest
@@ -20,6 +19,11 @@ from rlfit.cli.reference import subcommands
 from rlfit.config.algorithms import title
 from rlfit.config.docs import key_docs
 from tests.conftest import REPO_ROOT
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's own dependency reads TOML the same way
+    import tomli as tomllib
 
 
 def section(text: str, heading: str) -> str:

@@ -14,7 +14,10 @@ def test_the_import_contracts_hold():
 
 def layers_bottom_up() -> list[set[str]]:
     """pyproject.toml's layers contract, lowest first, each layer as the set of its stages' short names."""
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: pytest's own dependency reads TOML the same way
+        import tomli as tomllib
 
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     [layers] = [contract["layers"] for contract in contracts if contract["type"] == "layers"]
