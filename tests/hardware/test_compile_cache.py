@@ -145,31 +145,57 @@ def test_a_cache_folder_that_cannot_be_created_is_one_note_and_training_goes_on(
     assert code == 0, err
     notes = [line for line in err.splitlines() if line.startswith(CACHE_NOTE)]
     assert len(notes) == 1 and str(cache / "jax") in notes[0], err
+    assert notes[0].endswith("a file stands where a folder should be: move it, or set RLFIT_CACHE_DIR to another "
+                             "folder"), notes[0]
     assert (tmp_path / "run" / "summary.json").exists()
     assert (tmp_path / "file").read_text() == "not a folder"
 
 
-def test_a_failed_cache_write_is_one_note_and_turns_the_cache_off(tmp_path):
-    """JAX warns once per entry it cannot write; rlfit says it once and stops writing (no further lookups)."""
-    code = (
-        "import warnings, jax, jax.numpy as jnp\n"
-        "from rlfit.hardware.jax_setup import configure_jax\n"
-        "configure_jax()\n"
-        "from jax._src import compilation_cache as cc\n"
-        "before = cc.is_cache_used(jax.devices()[0].client)\n"
-        "for name in ('a', 'b', 'c'):\n"
-        "    warnings.warn(f\"Error writing persistent compilation cache entry for '{name}': OSError: [Errno 28] "
-        "No space left on device\")\n"
-        "warnings.warn('another warning')\n"
-        "print(before, cc.is_cache_used(jax.devices()[0].client))\n")
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "RLFIT_CACHE_DIR": str(tmp_path)},
-                          capture_output=True, text=True, check=True)
+WRITE_FAILURES = (
+    "import warnings, jax, jax.numpy as jnp\n"
+    "from rlfit.hardware.jax_setup import configure_jax\n"
+    "configure_jax()\n"
+    "from jax._src import compilation_cache as cc\n"
+    "before = cc.is_cache_used(jax.devices()[0].client)\n"
+    "for name in ('a', 'b', 'c'):\n"
+    "    warnings.warn(f\"Error writing persistent compilation cache entry for '{{name}}': {cause}\")\n"
+    "warnings.warn('another warning')\n"
+    "print(before, cc.is_cache_used(jax.devices()[0].client))\n")
+"""Gives JAX's warning for three entries it failed to write (`cause`); prints whether the cache was in use before
+and after."""
+
+
+@pytest.mark.parametrize("cause, problem, advice", [
+    ("OSError: [Errno 28] No space left on device", "No space left on device",
+     "free space there, or set RLFIT_CACHE_DIR to a folder with free space"),
+    ("PermissionError: [Errno 13] Permission denied: '/somewhere'", "Permission denied",
+     "make the folder writable, or set RLFIT_CACHE_DIR to a writable folder"),
+])
+def test_a_folder_that_cannot_be_written_is_one_note_naming_its_cause_and_turns_the_cache_off(tmp_path, cause,
+                                                                                               problem, advice):
+    """JAX warns once per entry it cannot write; rlfit says it once, with the advice for that cause, and stops
+    writing (no further lookups)."""
+    done = subprocess.run([sys.executable, "-c", WRITE_FAILURES.format(cause=cause)],
+                          env={**os.environ, "RLFIT_CACHE_DIR": str(tmp_path)}, capture_output=True, text=True,
+                          check=True)
     assert done.stdout.split() == ["True", "False"]
     notes = [line for line in done.stderr.splitlines() if line.startswith(CACHE_NOTE)]
-    assert notes == [f"{CACHE_NOTE} ({tmp_path / 'jax'}: OSError: [Errno 28] No space left on device); compiling "
-                     "without it. Set RLFIT_CACHE_DIR to a writable folder with free space to keep compiled programs "
-                     "between runs"]
+    assert notes == [f"{CACHE_NOTE} ({tmp_path / 'jax'}: {problem}); compiling without it. To keep compiled programs "
+                     f"between runs, {advice}"]
     assert "Error writing persistent" not in done.stderr and "another warning" in done.stderr
+
+
+def test_an_entry_that_cannot_be_serialized_is_named_and_the_cache_stays_on(tmp_path):
+    """A failure that is not the folder's (XLA cannot serialize one program) says so for that program only."""
+    cause = "JaxRuntimeError: UNIMPLEMENTED: this executable cannot be serialized"
+    done = subprocess.run([sys.executable, "-c", WRITE_FAILURES.format(cause=cause)],
+                          env={**os.environ, "RLFIT_CACHE_DIR": str(tmp_path)}, capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["True", "True"]
+    assert CACHE_NOTE not in done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("rlfit: note:")] == [
+        f"rlfit: note: could not write the compile cache entry of {name} ({cause}); the next run compiles it again"
+        for name in "abc"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or sys.platform != "linux", reason="mounting a tmpfs needs root on Linux")
@@ -195,3 +221,60 @@ def test_a_full_or_read_only_cache_folder_is_one_note_and_training_goes_on(tmp_p
     assert len([line for line in err.splitlines() if line.startswith(CACHE_NOTE)]) == 1, err
     assert "Error writing persistent" not in err and "Traceback" not in err, err
     assert (tmp_path / "run" / "summary.json").exists()
+
+
+LOOKUPS = """
+import json, jax, jax.numpy as jnp
+from jax._src import compilation_cache
+from rlfit.hardware.compile_log import timed_compile
+from rlfit.hardware.jax_setup import configure_jax
+configure_jax()
+def garbled(x): return jnp.sin(x) @ x.T
+def cut_short(x): return jnp.cos(x) @ x.T
+def unloadable(x): return jnp.tanh(x) @ x.T
+def whole(x): return jnp.exp(x) @ x.T
+found = {}
+for program in (garbled, cut_short, unloadable, whole):
+    with timed_compile(program.__name__) as timing:
+        jax.jit(program).lower(jnp.ones((8, 8))).compile()
+    found[program.__name__] = timing.record.from_cache
+print(json.dumps({"from_cache": found, "cache_used": compilation_cache.is_cache_used(jax.devices()[0].client)}))
+"""
+"""Compiles four small programs, each with a compile-cache entry of its own; prints which came from the cache and
+whether the cache is still in use."""
+
+
+def test_a_damaged_compile_cache_entry_is_a_miss_for_its_program_only_and_is_written_again(tmp_path):
+    from jax._src import compilation_cache
+
+    env = {**os.environ, "RLFIT_CACHE_DIR": str(tmp_path), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+    def run() -> tuple[dict, list[str]]:
+        done = subprocess.run([sys.executable, "-c", LOOKUPS], env=env, capture_output=True, text=True, check=True)
+        return (json.loads(done.stdout.strip().splitlines()[-1]),
+                [line for line in done.stderr.splitlines() if line.startswith("rlfit: note:")])
+
+    first, first_notes = run()
+    assert first == {"from_cache": dict.fromkeys(("garbled", "cut_short", "unloadable", "whole"), False),
+                     "cache_used": True} and first_notes == []
+    entry = {name: next((tmp_path / "jax").glob(f"jit_{name}-*-cache")) for name in ("garbled", "cut_short",
+                                                                                      "unloadable")}
+    data = bytearray(entry["garbled"].read_bytes())  # 32 bytes in the middle inverted: zlib's checksum fails
+    data[len(data) // 2:len(data) // 2 + 32] = bytes(255 - byte for byte in data[len(data) // 2:len(data) // 2 + 32])
+    entry["garbled"].write_bytes(bytes(data))
+    entry["cut_short"].write_bytes(entry["cut_short"].read_bytes()[:100])  # a kill -9 or a full disk while writing
+    # decompresses, but is no executable: XLA refuses it
+    entry["unloadable"].write_bytes(compilation_cache.compress_executable(b"\0\0\0\1not an executable"))
+
+    second, second_notes = run()
+    assert second == {"from_cache": {"garbled": False, "cut_short": False, "unloadable": False, "whole": True},
+                      "cache_used": True}
+    assert len(second_notes) == 3, second_notes
+    for name, path in entry.items():
+        (note,) = [note for note in second_notes if f"damaged cache entry {path} (" in note]
+        assert "removed it, so its program is compiled again and rewritten" in note, note
+        compilation_cache.decompress_executable(path.read_bytes())  # written again, whole
+
+    third, third_notes = run()
+    assert third == {"from_cache": dict.fromkeys(("garbled", "cut_short", "unloadable", "whole"), True),
+                     "cache_used": True} and third_notes == []

@@ -169,3 +169,99 @@ def test_result_shapes_of_jax_key_types_are_correct_and_not_stored(tmp_path):
         shapes = program_store.result_shapes(keys, (np.int32(0),), "key", tmp_path)
         assert jax.dtypes.issubdtype(shapes["key"].dtype, jax.dtypes.prng_key) and shapes["x"].shape == (3,)
     assert not list(tmp_path.glob("*.shapes"))
+
+
+def garble(entry):
+    """32 bytes in the middle of `entry` inverted, as a disk's error or an interrupted rewrite can leave them."""
+    data = bytearray(entry.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 32] = bytes(255 - byte for byte in data[middle:middle + 32])
+    entry.write_bytes(bytes(data))
+
+
+def cut_short(entry):
+    """`entry` cut to half its length, as a kill -9 or a full disk while writing can leave it."""
+    entry.write_bytes(entry.read_bytes()[:entry.stat().st_size // 2])
+
+
+def notes(capfd):
+    """The notes rlfit printed on stderr since the last call."""
+    return [line for line in capfd.readouterr().err.splitlines() if line.startswith("rlfit: note:")]
+
+
+@pytest.mark.parametrize("damage", [garble, cut_short])
+def test_a_damaged_entry_is_removed_named_once_traced_again_and_read_back(tmp_path, monkeypatch, capfd, damage):
+    monkeypatch.setattr(program_store, "store_dir", lambda: tmp_path)
+    compile_ahead(Counted(), *arguments(), store_key="key")
+    (entry,) = tmp_path.glob("*.jaxprog")
+    compile_ahead(Counted(), *arguments(5), store_key="key")  # another program, whose entry stays whole
+    damage(entry)
+    notes(capfd)
+
+    counted = Counted()
+    with timed_compile("program") as timing:
+        compiled = compile_ahead(counted, *arguments(), store_key="key")
+    assert counted.traces == 1 and not timing.record.from_store
+    assert float(compiled(*arguments())[1]) == 2 * (0 + 1 + 2 + 3) + 4
+    (note,) = notes(capfd)
+    assert f"damaged cache entry {entry} (" in note and "removed it, so its program is traced again" in note
+
+    for size in (4, 5):  # the rewritten entry and the untouched one are both read back, without a note
+        again = Counted()
+        with timed_compile("program") as timing:
+            compile_ahead(again, *arguments(size), store_key="key")
+        assert again.traces == 0 and timing.record.from_store
+    assert notes(capfd) == []
+
+
+def test_an_entry_jax_cannot_load_is_removed_and_traced_again(tmp_path, monkeypatch, capfd):
+    """Whole and with a matching digest, but its StableHLO does not load (as a garbled entry of the old format,
+    without a digest, did): lowering the stored program fails, so the code is traced instead."""
+    import dataclasses
+
+    monkeypatch.setattr(program_store, "store_dir", lambda: tmp_path)
+    stored = program_store.traced(Counted(), arguments(), "key", tmp_path)
+    (entry,) = tmp_path.glob("*.jaxprog")
+    broken = dataclasses.replace(stored.exported, mlir_module_serialized=b"not a StableHLO module")
+    program_store._keep(entry, {"format": program_store.FORMAT, "exported": bytes(broken.serialize()),
+                                "in_tree": stored.in_tree, "out_tree": stored.out_tree, "name": stored.name})
+    notes(capfd)
+    counted = Counted()
+    with timed_compile("program") as timing:
+        compiled = compile_ahead(counted, *arguments(), store_key="key")
+    assert counted.traces == 1 and not timing.record.from_store
+    assert float(compiled(*arguments())[1]) == 16.0
+    (note,) = notes(capfd)
+    assert f"damaged cache entry {entry} (" in note and "removed it" in note
+    again = Counted()
+    compile_ahead(again, *arguments(), store_key="key")
+    assert again.traces == 0
+
+
+def test_an_entry_that_cannot_be_read_or_removed_is_named_and_the_program_traced(tmp_path, capfd):
+    program_store.traced(Counted(), arguments(), "key", tmp_path)
+    (entry,) = tmp_path.glob("*.jaxprog")
+    entry.unlink()
+    entry.mkdir()  # a folder where the entry should be: it can be neither read nor removed as a file
+    notes(capfd)
+    counted = Counted()
+    program = program_store.traced(counted, arguments(), "key", tmp_path)
+    assert counted.traces == 1 and float(jax.jit(program.function())(*arguments())[1]) == 16.0
+    (note,) = notes(capfd)
+    assert f"damaged cache entry {entry} (cannot be read: " in note and "could not remove it" in note
+
+
+@pytest.mark.parametrize("damage", [garble, cut_short])
+def test_a_damaged_shapes_entry_is_removed_named_traced_again_and_read_back(tmp_path, capfd, damage):
+    program_store.result_shapes(Counted(), arguments(), "key", tmp_path)
+    (entry,) = tmp_path.glob("*.shapes")
+    damage(entry)
+    notes(capfd)
+    retraced = Counted()
+    shapes = program_store.result_shapes(retraced, arguments(), "key", tmp_path)
+    assert retraced.traces == 1 and shapes[0]["x"].shape == (4,)
+    (note,) = notes(capfd)
+    assert f"damaged cache entry {entry} (" in note
+    read = Counted()
+    assert program_store.result_shapes(read, arguments(), "key", tmp_path)[0]["x"].shape == (4,)
+    assert read.traces == 0 and notes(capfd) == []

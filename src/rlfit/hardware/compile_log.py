@@ -22,6 +22,8 @@ from typing import NamedTuple, TypeVar
 HIT, MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 STORE_HIT = "/rlfit/program_store/hit"
 """Recorded when a program comes from rlfit's store of traced programs (`rlfit.hardware.program_store`)."""
+STORE_DISCARDED = "/rlfit/program_store/discarded"
+"""Recorded when a program read from the store could not be lowered (its entry is removed) and was traced instead."""
 
 
 class ProgramCompile(NamedTuple):
@@ -48,7 +50,7 @@ _OPEN: dict[int, list[list[str]]] = {}
 
 
 def _listen(event: str, **_: object) -> None:
-    if event in (HIT, MISS, STORE_HIT):
+    if event in (HIT, MISS, STORE_HIT, STORE_DISCARDED):
         with _LOCK:
             for events in _OPEN.get(threading.get_ident(), ()):
                 events.append(event)
@@ -85,8 +87,10 @@ def timed_compile(name: str) -> Iterator[_Timing]:
             _OPEN[thread].remove(events)
             if not _OPEN[thread]:
                 del _OPEN[thread]
-        lookups = [event for event in events if event != STORE_HIT]
-        timing.record = ProgramCompile(name, seconds, (lookups[-1] == HIT) if lookups else None, STORE_HIT in events)
+        lookups = [event for event in events if event in (HIT, MISS)]
+        store = [event for event in events if event in (STORE_HIT, STORE_DISCARDED)]
+        timing.record = ProgramCompile(name, seconds, (lookups[-1] == HIT) if lookups else None,
+                                       bool(store) and store[-1] == STORE_HIT)
 
 
 T = TypeVar("T")

@@ -3,6 +3,7 @@ options every ahead-of-time compile uses."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import re
@@ -58,14 +59,22 @@ def lower_ahead(fn: Callable[..., Any], *args: Any, donate_argnums: tuple[int, .
     """`fn` jitted and lowered for `args`, not compiled. With `store_key` (everything `fn` depends on besides the
     arguments and the installed packages) the traced program comes from, or goes to, rlfit's program store
     (`rlfit.hardware.program_store`): a later process with the same key skips tracing and lowering `fn`."""
-    from rlfit.hardware.program_store import store_dir, traced
+    from rlfit.hardware.program_store import discard, store_dir, traced
 
     directory = store_dir() if store_key is not None else None
     stored = traced(fn, args, store_key, directory) if directory is not None else None
-    if stored is not None:
-        fn = stored.function()
     layout = {name: value for name, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings))
               if value is not None}
+    if stored is not None:
+        try:
+            return jax.jit(stored.function(), donate_argnums=donate_argnums, **layout).lower(*args)
+        except Exception as error:
+            if stored.entry is None:  # traced in this process: a real error, raised as without the store
+                raise
+            discard(stored, error)  # read whole, but JAX cannot load it: removed, traced and written again
+            stored = traced(fn, args, store_key, directory)
+            if stored is not None and stored.entry is None:
+                fn = stored.function()
     return jax.jit(fn, donate_argnums=donate_argnums, **layout).lower(*args)
 
 
@@ -82,9 +91,12 @@ def configure_jax(precision: str = "fp32") -> Path | None:
 
     Returns the compilation cache directory, or None when it cannot be used: a folder that cannot be created or
     written (a path that is a file, a read-only file system, a full disk). rlfit then compiles without a cache and
-    says so in one note; so it does when writing an entry fails later in the run (the disk filled up), instead of
-    JAX's warning per program.
+    says so in one note naming the cause; so it does when writing an entry fails later in the run (the disk filled
+    up), instead of JAX's warning per program. A damaged entry is a miss for its program only
+    (`rlfit.hardware.cache_entries`): removed, named in one note, compiled and written again.
     """
+    from rlfit.hardware.cache_entries import check_compile_cache_entries
+
     jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[precision])
     directory = cache_dir() / "jax"
     problem = _unusable(directory)
@@ -95,11 +107,12 @@ def configure_jax(precision: str = "fp32") -> Path | None:
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's own setting, when given, wins
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    check_compile_cache_entries()
     _quiet_cache_failures(directory)
     return directory
 
 
-def _unusable(directory: Path) -> str | None:
+def _unusable(directory: Path) -> OSError | None:
     """Why the cache folder cannot be used (created, then written), or None when it can."""
     import tempfile
 
@@ -110,16 +123,27 @@ def _unusable(directory: Path) -> str | None:
             probe.flush()
             os.fsync(probe.fileno())
     except OSError as error:
-        return error.strerror or str(error)
+        return error
     return None
 
 
 _NOTED: set[str] = set()
 """The cache folders already reported unusable in this process (one note each)."""
 
+_ADVICE = {
+    errno.ENOSPC: "free space there, or set RLFIT_CACHE_DIR to a folder with free space",
+    errno.EDQUOT: "free space within your disk quota, or set RLFIT_CACHE_DIR to a folder with free space",
+    errno.EACCES: "make the folder writable, or set RLFIT_CACHE_DIR to a writable folder",
+    errno.EPERM: "make the folder writable, or set RLFIT_CACHE_DIR to a writable folder",
+    errno.EROFS: "the file system is read-only: set RLFIT_CACHE_DIR to a folder on a writable one",
+    errno.ENOTDIR: "a file stands where a folder should be: move it, or set RLFIT_CACHE_DIR to another folder",
+    errno.EEXIST: "a file stands where a folder should be: move it, or set RLFIT_CACHE_DIR to another folder",
+}
+"""What to do about a cache folder that cannot be used, by the error's number."""
 
-def _no_cache(directory: Path, problem: str) -> None:
-    """Turns the persistent cache off and says so once per folder."""
+
+def _no_cache(directory: Path, problem: OSError) -> None:
+    """Turns the persistent cache off and says so once per folder, with the advice that fits the cause."""
     from jax.experimental.compilation_cache import compilation_cache
 
     jax.config.update("jax_enable_compilation_cache", False)
@@ -127,18 +151,23 @@ def _no_cache(directory: Path, problem: str) -> None:
     if str(directory) in _NOTED:
         return
     _NOTED.add(str(directory))
-    print(f"rlfit: note: no compile cache ({directory}: {problem}); compiling without it. Set RLFIT_CACHE_DIR to a "
-          "writable folder with free space to keep compiled programs between runs", file=sys.stderr, flush=True)
+    cause = problem.strerror or str(problem)
+    advice = _ADVICE.get(problem.errno or 0, "set RLFIT_CACHE_DIR to a writable folder with free space")
+    print(f"rlfit: note: no compile cache ({directory}: {cause}); compiling without it. To keep compiled programs "
+          f"between runs, {advice}", file=sys.stderr, flush=True)
 
 
-CACHE_WARNING = re.compile(r"^Error (?:writing|reading) persistent compilation cache entry for '[^']*': (?P<cause>.*)$",
-                           re.DOTALL)
+CACHE_WARNING = re.compile(r"^Error (?P<action>writing|reading) persistent compilation cache entry for "
+                           r"'(?P<program>[^']*)': (?P<cause>.*)$", re.DOTALL)
 """The warning JAX gives for each cache entry it fails to write or read (compiling goes on without it)."""
+OS_ERROR = re.compile(r"^(?:\w+Error): \[Errno (?P<number>\d+)\] (?P<text>[^:]*)")
+"""A cause in JAX's warning that is an error of the operating system: `OSError: [Errno 28] No space left ...`."""
 
 
 def _quiet_cache_failures(directory: Path) -> None:
-    """Replaces JAX's warning per failed cache entry by one note, and turns the cache off (every later entry
-    would fail the same way)."""
+    """Replaces JAX's warning per failed cache entry by one note: an entry XLA could not load is removed (a miss
+    for that program only); a folder that cannot be written turns the cache off (every later entry would fail
+    the same way); any other failure to write is named for its program."""
     import warnings
 
     shown = warnings.showwarning
@@ -150,7 +179,26 @@ def _quiet_cache_failures(directory: Path) -> None:
         if failed is None:
             shown(message, category, filename, lineno, file, line)
             return
-        _no_cache(Path(jax.config.jax_compilation_cache_dir or directory), failed["cause"].strip().splitlines()[0])
+        _cache_failure(Path(jax.config.jax_compilation_cache_dir or directory), failed["action"], failed["program"],
+                       failed["cause"].strip().splitlines()[0])
 
     show.rlfit_cache_hook = True  # type: ignore[attr-defined]
     warnings.showwarning = show
+
+
+def _cache_failure(directory: Path, action: str, program: str, cause: str) -> None:
+    """What JAX's warning that it failed to read or write `program`'s cache entry (`cause`) means for the cache."""
+    from rlfit.hardware.cache_entries import checked_cache_in_use
+
+    if action == "reading":
+        cache = checked_cache_in_use()
+        if cache is None or not cache.forget_last_read(cause):
+            print(f"rlfit: note: could not load the compile cache entry of {program} ({cause}); compiling it again",
+                  file=sys.stderr, flush=True)
+        return
+    os_error = OS_ERROR.match(cause)
+    if os_error is not None:
+        _no_cache(directory, OSError(int(os_error["number"]), os_error["text"].strip()))
+        return
+    print(f"rlfit: note: could not write the compile cache entry of {program} ({cause}); the next run compiles it "
+          "again", file=sys.stderr, flush=True)

@@ -12,9 +12,12 @@ An entry's name is a digest of everything the traced program depends on: the cal
 without the seed, and the plan), the arguments' shapes, dtypes and placements, the versions and installed files
 of rlfit, JAX, MuJoCo (MJX) and Playground, JAX's numeric settings, and the devices. Code outside those packages
 (an environment built by a user's own factory, `module:function`) is not in the digest, so its programs are not
-stored (the caller passes no key). An entry that cannot be read is traced again and rewritten; one that cannot
-be written is left out (the run goes on). `RLFIT_PROGRAM_STORE=0` turns the store off; deleting the folder is
-always safe.
+stored (the caller passes no key). Each entry begins with a SHA-256 digest of the rest, checked when it is read
+(a few ms for a training step's entry): an entry cut short or garbled (a kill -9 or a full disk while writing, a
+disk's error), or one that cannot be read, is removed and named in one note, and its program is traced again and
+rewritten (`rlfit.hardware.cache_entries`); so is one that reads whole but that JAX cannot load
+(`rlfit.hardware.jax_setup.lower_ahead`). One that cannot be written is left out (the run goes on).
+`RLFIT_PROGRAM_STORE=0` turns the store off; deleting the folder is always safe.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from rlfit.hardware.compile_log import STORE_HIT
+from rlfit.hardware.cache_entries import describe, remove_damaged
+from rlfit.hardware.compile_log import STORE_DISCARDED, STORE_HIT
 
 STORE_SWITCH = "RLFIT_PROGRAM_STORE"
 """Environment variable: "0" (or "off", "false") turns the store off."""
@@ -44,7 +48,10 @@ PACKAGES = ("jax", "jaxlib", "mujoco", "mujoco-mjx", "playground", "flax", "opta
 WATCHED_MODULES = ("rlfit", "mujoco.mjx", "mujoco_playground")
 """Packages whose installed files (names, sizes, modification times) are in every entry's digest: an edited
 checkout of any of them gives new entries."""
-FORMAT = 1
+FORMAT = 2
+"""The entries' layout, in every entry's digest: 2 is a SHA-256 digest of the pickled record, then the record."""
+CHECKSUM_BYTES = hashlib.sha256().digest_size
+TRACED_AGAIN = "so its program is traced again and rewritten"
 
 
 class StoredProgram(NamedTuple):
@@ -58,6 +65,8 @@ class StoredProgram(NamedTuple):
     """The result's tree structure."""
     name: str
     """The traced function's name, which `jax.jit` gives the compiled program (and its compile-cache entry)."""
+    entry: Path | None = None
+    """The store's file it was read from; None when it was traced in this process."""
 
     def function(self) -> Callable[..., Any]:
         """The stored program as a function of the original (pytree) arguments, for `jax.jit`, named as the
@@ -179,21 +188,45 @@ def _package_files(module: str) -> list[Path]:
 
 
 def _read(entry: Path) -> StoredProgram | None:
-    """The stored program, or None when there is none or it cannot be read (written by another version, cut
-    short by a full disk)."""
+    """The stored program, or None when there is none or it is damaged (then it is removed and named)."""
+    record = read_record(entry)
+    if record is None:
+        return None
     try:
-        with entry.open("rb") as file:
-            return _program_of(pickle.load(file))
+        return _program_of(record, entry)
+    except Exception as error:  # noqa: BLE001 - a record jax.export cannot read: traced again and rewritten
+        remove_damaged(entry, describe(error), TRACED_AGAIN)
+        return None
+
+
+def read_record(entry: Path) -> Any:
+    """The record `entry` holds, or None when there is none, or when it is damaged: it cannot be read, is cut short
+    or garbled (its digest does not match), or does not unpickle. A damaged entry is removed and named in one
+    note."""
+    try:
+        data = entry.read_bytes()
     except FileNotFoundError:
         return None
-    except Exception:  # noqa: BLE001 - any unreadable entry is traced again and rewritten
+    except OSError as error:
+        remove_damaged(entry, f"cannot be read: {error.strerror or error}", TRACED_AGAIN)
         return None
+    checksum, payload = data[:CHECKSUM_BYTES], data[CHECKSUM_BYTES:]
+    if hashlib.sha256(payload).digest() != checksum:
+        remove_damaged(entry, f"cut short or garbled: its {len(data)} bytes do not match their checksum",
+                       TRACED_AGAIN)
+        return None
+    try:
+        record = pickle.loads(payload)
+    except Exception as error:  # noqa: BLE001 - written whole but unreadable here (another Python's pickle)
+        remove_damaged(entry, describe(error), TRACED_AGAIN)
+        return None
+    return record
 
 
-def _program_of(record: dict[str, Any]) -> StoredProgram:
-    """The program a `.jaxprog` record holds."""
+def _program_of(record: dict[str, Any], entry: Path | None = None) -> StoredProgram:
+    """The program a `.jaxprog` record holds (read from `entry`)."""
     return StoredProgram(jax.export.deserialize(bytearray(record["exported"])), record["in_tree"], record["out_tree"],
-                         record["name"])
+                         record["name"], entry)
 
 
 def _keep(entry: Path, record: dict[str, Any]) -> dict[str, Any] | None:
@@ -206,8 +239,16 @@ def _keep(entry: Path, record: dict[str, Any]) -> dict[str, Any] | None:
         data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - a structure that cannot be pickled is not stored
         return None
-    _write_bytes(entry, data)
+    _write_bytes(entry, hashlib.sha256(data).digest() + data)
     return pickle.loads(data)
+
+
+def discard(program: StoredProgram, error: BaseException) -> None:
+    """Removes the entry `program` was read from, which JAX could not load (`error`), and names it; the program
+    then counts as not from the store (`STORE_DISCARDED`)."""
+    if program.entry is not None:
+        remove_damaged(program.entry, describe(error), TRACED_AGAIN)
+    jax.monitoring.record_event(STORE_DISCARDED)
 
 
 def _write_bytes(entry: Path, data: bytes) -> None:
@@ -241,10 +282,12 @@ def result_shapes(fn: Callable[..., Any], args: Sequence[Any], key: str | None,
     except (pickle.PicklingError, TypeError, AttributeError):
         return jax.eval_shape(fn, *args)
     entry = directory / f"{entry_digest(key + ' (shapes)', leaves, tree_bytes)}.shapes"
-    try:
-        return _shapes_of(pickle.loads(entry.read_bytes()))
-    except Exception:  # noqa: BLE001 - none yet, or unreadable: traced, and (re)written below
-        pass
+    record = read_record(entry)
+    if record is not None:
+        try:
+            return _shapes_of(record)
+        except Exception as error:  # noqa: BLE001 - whole but not a shapes record: traced and rewritten below
+            remove_damaged(entry, describe(error), TRACED_AGAIN)
     shapes = jax.eval_shape(fn, *args)
     out_leaves, out_tree = jax.tree.flatten(shapes)
     if not all(isinstance(leaf.dtype, np.dtype) for leaf in out_leaves):  # JAX's key types: not kept

@@ -71,7 +71,7 @@ def fit_generalization(ood: Sequence[float], in_distribution: Sequence[float], d
     try:
         import statsmodels.api as sm
     except ImportError:
-        raise UserError("the generalization fit needs statsmodels; install it with pip install 'rlfit[study]'") from None
+        raise UserError("the generalization fit needs statsmodels, a dependency of rlfit: pip install statsmodels") from None
 
     if method not in METHODS:
         raise UserError(f"unknown generalization fit '{method}'; choose {' or '.join(METHODS)}")

@@ -1,0 +1,5 @@
+"""`python -m rlfit`: the command line."""
+
+from rlfit.cli import run
+
+run()

@@ -1,0 +1,1 @@
+"""Pieces every algorithm may use: observation normalization and dynamic loss scaling."""

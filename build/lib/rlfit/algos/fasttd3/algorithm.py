@@ -1,0 +1,97 @@
+"""FastTD3 behind the algorithm contract: its sizes (SAC's, `rlfit.algos.sac.sizes`), presets, rules, back-off
+and Learner.
+
+An iteration is `policy_steps_per_iteration` policy steps of the `num_envs` environments, each followed by
+`grad_updates_per_step` gradient updates: one compiled call, one metrics row. The replay buffer is prefilled
+to `min_replay_size` with a uniform random policy when the state is created, so the starting checkpoint
+already holds it. The buffer, its checkpointing (`stored_rows`), its refill and its split over devices are
+SAC's (`rlfit.algos.sac.algorithm`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.fasttd3.config import FastTD3Config
+from rlfit.algos.fasttd3.networks import make_fasttd3_networks
+from rlfit.algos.fasttd3.planning import MEMORY_RULES
+from rlfit.algos.fasttd3.step import FastTD3Metrics, draw_noise_std, init_fasttd3_state, make_train_step
+from rlfit.algos.fasttd3.update import make_optimizers
+from rlfit.algos.sac.algorithm import replay_learner_parts
+from rlfit.algos.sac.sizes import SACSizes, section_sizes, smaller_sizes
+from rlfit.algos.sac.step import make_prefill
+from rlfit.errors import UserError
+from rlfit.networks.heads import DETERMINISTIC_TANH
+
+
+def sized_config(config: FastTD3Config, sizes: SACSizes) -> FastTD3Config:
+    """The FastTD3 config with the plan's sizes."""
+    return dataclasses.replace(config, num_envs=sizes.num_envs, batch_size=sizes.batch_size,
+                               max_replay_size=sizes.max_replay_size,
+                               min_replay_size=min(config.min_replay_size, sizes.max_replay_size))
+
+
+def metrics_row(metrics: FastTD3Metrics) -> dict[str, Any]:
+    return {
+        "loss/critic": float(metrics.critic_loss),
+        "loss/actor": float(metrics.actor_loss),
+        "q_mean": float(metrics.q_mean),
+        "noise_std": float(metrics.noise_std),
+        "replay_size": int(metrics.replay_size),
+        "updates": int(metrics.updates),
+        "actor_updates": int(metrics.actor_updates),
+    }
+
+
+def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+    if train_env.action_space.discrete:
+        raise UserError(f"algo: fasttd3 acts with continuous actions and '{config.env.name}' has "
+                        f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
+    settings = sized_config(config.fasttd3, plan.sizes)
+    networks = make_fasttd3_networks(obs_example, int(train_env.action_size), settings, plan.precision)
+    optimizers = make_optimizers(settings)
+    prefill = make_prefill(train_env, settings)
+
+    def filled(state: Any) -> Any:
+        """`state` after the prefill, which updates the buffer in place (donated: the buffer is not doubled)."""
+        return jax.jit(prefill, donate_argnums=0)(state) if settings.min_replay_size > 0 else state
+
+    def init(seed: int) -> Any:
+        return filled(init_fasttd3_state(train_env, networks, optimizers, settings, seed))
+
+    parts = replay_learner_parts(train_env, settings, filled)
+
+    def resize(state: Any, key: jax.Array) -> Any:
+        """SAC's resize (new environments, a new prefilled buffer) with a noise std for each new environment."""
+        env_key, noise_key = jax.random.split(key)
+        return parts.resize(state._replace(noise_std=draw_noise_std(noise_key, train_env.num_envs, settings)), env_key)
+
+    return Learner(
+        init=init,
+        step=make_train_step(train_env, networks, optimizers, settings, steps=plan.sizes.policy_steps_per_iteration),
+        metrics_row=metrics_row,
+        acting=lambda state: (state.params.policy, state.normalizer),
+        policy_logits=networks.policy_logits,
+        policy=PolicySpec(tuple(settings.actor_hidden), settings.activation, settings.policy_obs_key,
+                          head=DETERMINISTIC_TANH),
+        resize=resize,
+        stored_rows=parts.stored_rows,
+        refill=parts.refill,
+        env_axes=lambda state: parts.env_axes(state)._replace(noise_std=0),  # one std per environment
+        ynn_fusions=False,  # many small matrix products, as SAC's
+    )
+
+
+ALGORITHM = Algorithm(
+    name="fasttd3",
+    sizes_type=SACSizes,
+    config_sizes=lambda config: section_sizes(config.fasttd3),
+    smaller_sizes=smaller_sizes,
+    build=build,
+    memory=MEMORY_RULES,
+    non_finite_hint="lower fasttd3.learning_rate or set fasttd3.critic_layer_norm=true",
+)

@@ -1,0 +1,90 @@
+"""FastTD3 networks: a deterministic tanh actor and twin distributional (C51) critics on (observation, action).
+
+Shapes: observations [..., obs_dim] (or dicts of them); A = action size, K = atoms;
+actor output [..., A] before the tanh (the action is tanh of it); critic logits [..., NUM_CRITICS, K].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.algos.fasttd3.config import FastTD3Config
+from rlfit.algos.fasttd3.distributional import atoms
+from rlfit.algos.sac.networks import TwinQ
+from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
+
+
+
+class FastTD3Params(NamedTuple):
+    """Trainable parameters and the slowly following target critics (FastTD3 keeps no target actor)."""
+
+    policy: Any
+    q: Any
+    target_q: Any
+
+
+class FastTD3Networks(NamedTuple):
+    """Pure functions of (params, normalized observation)."""
+
+    actor: Callable[[Any, Any], jax.Array]
+    """(policy params, obs [...]) -> [..., A] before the tanh."""
+    critic: Callable[[Any, Any, jax.Array], jax.Array]
+    """(q or target q params, obs [B, ...], action [B, A]) -> logits [B, NUM_CRITICS, K]."""
+    init: Callable[[jax.Array], FastTD3Params]
+    """key -> fresh parameters (target critics = critics)."""
+    support: jax.Array
+    """[K] the atoms."""
+    action_size: int
+
+    def action(self, policy_params: Any, obs: Any) -> jax.Array:
+        """[..., A] the deterministic action tanh(actor(obs)) in [-1, 1]."""
+        return jnp.tanh(self.actor(policy_params, obs))
+
+    def policy_logits(self, policy_params: Any, obs: Any) -> jax.Array:
+        """[..., A] the actor's output before the tanh: what the `deterministic_tanh` action head reads."""
+        return self.actor(policy_params, obs)
+
+
+def scaled_output_layer(policy_params: Any, key: jax.Array, scale: float) -> Any:
+    """The actor's params with its last kernel drawn from N(0, scale^2) and its bias 0 (FastTD3's init_scale)."""
+    layers = policy_params["params"]
+    last = f"dense_{len(layers) - 1}"
+    kernel = layers[last]["kernel"]
+    fresh = {"kernel": scale * jax.random.normal(key, kernel.shape, kernel.dtype),
+             "bias": jnp.zeros_like(layers[last]["bias"])}
+    return {**policy_params, "params": {**layers, last: fresh}}
+
+
+def make_fasttd3_networks(obs_example: Any, action_size: int, config: FastTD3Config,
+                          precision: str = "fp32") -> FastTD3Networks:
+    """The networks for observations shaped like `obs_example` (one unbatched observation); `precision` is the
+    compute dtype, fp32 or bf16 (parameters stay fp32)."""
+    dtype = COMPUTE_DTYPES[precision]
+    actor_net = MLP(tuple(config.actor_hidden) + (action_size,), config.activation, dtype)
+    critic_net = TwinQ(tuple(config.critic_hidden), config.activation, config.critic_layer_norm, dtype,
+                       num_atoms=config.num_atoms)
+
+    def policy_obs(obs):
+        return select_obs(obs, config.policy_obs_key)
+
+    def q_obs(obs):
+        return select_obs(obs, config.q_obs_key, config.policy_obs_key)
+
+    def init(key: jax.Array) -> FastTD3Params:
+        policy_key, scale_key, q_key = jax.random.split(key, 3)
+        policy = actor_net.init(policy_key, policy_obs(obs_example))
+        policy = scaled_output_layer(policy, scale_key, config.actor_init_scale)
+        q = critic_net.init(q_key, q_obs(obs_example), jnp.zeros((action_size,), jnp.float32))
+        return FastTD3Params(policy, q, jax.tree.map(jnp.copy, q))
+
+    return FastTD3Networks(
+        actor=lambda params, obs: actor_net.apply(params, policy_obs(obs)),
+        critic=lambda params, obs, action: critic_net.apply(params, q_obs(obs), action),
+        init=init,
+        support=atoms(config.v_min, config.v_max, config.num_atoms),
+        action_size=action_size,
+    )

@@ -1,0 +1,8 @@
+"""PPO in pure JAX: rollout, GAE, loss, and one compiled training iteration."""
+
+from rlfit.algos.ppo.gae import compute_gae
+from rlfit.algos.ppo.iteration import IterationMetrics, TrainState, init_train_state, make_train_iteration
+from rlfit.algos.ppo.losses import LossTerms, ppo_loss
+
+__all__ = ["IterationMetrics", "LossTerms", "TrainState", "compute_gae", "init_train_state",
+           "make_train_iteration", "ppo_loss"]

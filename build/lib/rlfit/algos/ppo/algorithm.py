@@ -1,0 +1,66 @@
+"""PPO behind the algorithm contract: its sizes, presets, rules, back-off and Learner (see `rlfit.algos.contract`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.ppo.candidates import smaller_sizes as halved
+from rlfit.algos.ppo.planning import MEMORY_RULES
+from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
+from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
+from rlfit.algos.common.loss_scale import loss_scale_row
+from rlfit.envs.pixels import PIXELS_KEY
+from rlfit.algos.ppo.agent import make_agent
+from rlfit.networks.heads import CATEGORICAL, TANH_GAUSSIAN
+from rlfit.networks.pixels import encoder_for, encoder_optimizer
+
+
+def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
+    """Half the environments with the same experience per environment (`rlfit.algos.ppo.candidates`), wherever
+    memory ran out."""
+    return halved(sizes)
+
+
+def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
+    row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items() if value is not None}
+    row["grad_norm"] = float(metrics.grad_norm)
+    row["updates"] = int(metrics.updates)
+    return {**row, **loss_scale_row(metrics)}
+
+
+def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+    choice = encoder_for(config.network, obs_example, plan.backend)
+    encoder = choice.spec if choice is not None else None
+    agent = make_agent(obs_example, train_env.action_space, config.network, plan.precision, encoder,
+                       choice.weights if choice is not None else None)
+    optimizer = make_optimizer(config.ppo)
+    if encoder is not None:
+        optimizer = encoder_optimizer(optimizer, config.network.freeze_encoder)
+    loss_scaling = plan.precision == "fp16"  # fp16 network compute trains with dynamic loss scaling
+    network = config.network
+    return Learner(
+        init=lambda seed: init_train_state(train_env, agent, optimizer, seed, loss_scaling),
+        step=make_train_iteration(train_env, agent, optimizer, config.ppo, plan.sizes, network.bottleneck_beta),
+        metrics_row=metrics_row,
+        acting=lambda state: (state.params.policy, state.normalizer),
+        policy_logits=agent.policy_logits,
+        policy_rate=agent.policy_rate,
+        deployable=agent.deployable,
+        policy=PolicySpec(tuple(network.policy_hidden), network.activation,
+                          PIXELS_KEY if encoder is not None else network.policy_obs_key,
+                          encoder.to_dict() if encoder is not None else None,
+                          CATEGORICAL if train_env.action_space.discrete else TANH_GAUSSIAN),
+        resize=lambda state, key: state._replace(env_state=train_env.reset(key)),
+    )
+
+
+ALGORITHM = Algorithm(
+    name="ppo",
+    sizes_type=BatchSizes,
+    config_sizes=config_sizes,
+    smaller_sizes=smaller_sizes,
+    build=build,
+    memory=MEMORY_RULES,
+    non_finite_hint="lower ppo.learning_rate or set ppo.max_grad_norm",
+)

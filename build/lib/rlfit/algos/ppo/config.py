@@ -1,0 +1,124 @@
+"""PPO's config section (`ppo`), its presets and MuJoCo Playground's published settings as a layer.
+
+Pure Python (no JAX): `rlfit.config.schema` reads it to build and check a config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters; names follow Brax's `ppo.train`."""
+
+    num_envs: int = 2048
+    """Parallel training environments."""
+    batch_size: int = 1024
+    """Sequences of `unroll_length` steps per minibatch."""
+    num_minibatches: int = 32
+    """Minibatches per epoch; one iteration collects `batch_size * num_minibatches` sequences."""
+    unroll_length: int = 30
+    """Steps per collected sequence (GAE horizon before bootstrapping)."""
+    num_updates_per_batch: int = 16
+    """Epochs over each collected batch."""
+    learning_rate: float = 1e-3
+    """Adam step size."""
+    entropy_cost: float = 1e-2
+    """Weight of the entropy bonus."""
+    discounting: float = 0.995
+    """Discount factor gamma."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clipping_epsilon: float = 0.3
+    """PPO ratio clip."""
+    reward_scaling: float = 10.0
+    """Rewards are multiplied by this before the loss."""
+    max_grad_norm: float = 0.0
+    """Global gradient-norm clip; 0 disables it."""
+    normalize_observations: bool = True
+    """Running mean/std observation normalization."""
+    normalize_advantage: bool = True
+    """Standardize advantages per minibatch."""
+
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # Minutes on a 2-core CPU: fewer environments, shorter run, same algorithm. 4 epochs per batch, not 8:
+    # with 8, CartpoleBalance seed 2 stayed near 700 from 3.7M steps on (final 773.0); with 4 it reached 984
+    # (benchmarks/quickstart.py; figures in benchmarks/README.md).
+    "quick": {
+        "ppo": {"num_envs": 512, "batch_size": 256, "num_minibatches": 16, "unroll_length": 30,
+                "num_updates_per_batch": 4},
+        "network": {"policy_hidden": (32, 32, 32, 32), "value_hidden": (64, 64)},
+        "run": {"num_timesteps": 10_000_000, "eval_every": 5, "num_eval_envs": 32},
+    },
+    # Playground's published settings for the environment, as Brax users run them.
+    "default": {},
+    # A longer run with more parallel environments, for a large GPU.
+    "production": {
+        "ppo": {"num_envs": 8192, "batch_size": 2048, "num_minibatches": 32},
+        "run": {"eval_every": 20},
+    },
+    # The guides' G1 humanoid recipe: [256]*3 networks, lr 3e-4, 1024 envs on a 16 GB card.
+    "g1": {
+        "ppo": {"num_envs": 1024, "batch_size": 256, "num_minibatches": 32, "unroll_length": 20,
+                "num_updates_per_batch": 4, "learning_rate": 3e-4, "entropy_cost": 5e-3,
+                "discounting": 0.97, "clipping_epsilon": 0.2, "reward_scaling": 1.0, "max_grad_norm": 1.0},
+        "network": {"policy_hidden": (256, 256, 256), "value_hidden": (256, 256, 256)},
+        "run": {"num_timesteps": 1000 * 256 * 32 * 20, "save_interval": 50, "eval_every": 50,
+                "num_eval_envs": 128, "fit_to_device": True},
+    },
+    # One iteration of anything on a 2-core CPU (checks that the pipeline works, learns nothing).
+    "smoke": {
+        "ppo": {"num_envs": 8, "batch_size": 8, "num_minibatches": 2, "unroll_length": 4,
+                "num_updates_per_batch": 1},
+        "network": {"policy_hidden": (32, 32), "value_hidden": (32, 32)},
+        "env": {"episode_length": 100},
+        "run": {"num_timesteps": 64, "eval_every": 0, "num_eval_envs": 4},
+    },
+}
+
+
+def published(env_name: str) -> dict[str, dict[str, Any]]:
+    """Playground's published Brax PPO settings for `env_name` in rlfit's keys ({} if none)."""
+    from rlfit.config.playground import published_config
+
+    found = published_config(env_name, "brax_ppo_config")
+    if not found:
+        return {}
+    keys = {f.name for f in dataclasses.fields(PPOConfig)}
+    layer: dict[str, dict[str, Any]] = {"ppo": {}, "network": {}, "run": {}, "env": {}}
+    for key, value in found.items():
+        if key in keys:
+            layer["ppo"][key] = value
+        elif key == "num_timesteps":
+            layer["run"]["num_timesteps"] = value
+        elif key in ("episode_length", "action_repeat"):
+            layer["env"][key] = value
+    network = found.get("network_factory") or {}
+    for theirs, ours in (("policy_hidden_layer_sizes", "policy_hidden"), ("value_hidden_layer_sizes", "value_hidden"),
+                         ("policy_obs_key", "policy_obs_key"), ("value_obs_key", "value_obs_key")):
+        if theirs in network:
+            layer["network"][ours] = network[theirs]
+    if layer["ppo"].get("max_grad_norm") is None:
+        layer["ppo"].pop("max_grad_norm", None)
+    return layer
+
+
+SECTION = PPOConfig
+
+
+def check(config: Any) -> None:
+    """PPO's rules: positive sizes, ranges, and the batch rule (with the nearest valid values)."""
+    from rlfit.algos.ppo.sizes import check_batch_divisibility
+    from rlfit.config.rules import check_ranges
+
+    check_ranges(config,
+                 positive_ints=("ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches", "ppo.unroll_length",
+                                "ppo.num_updates_per_batch"),
+                 non_negative=("ppo.entropy_cost", "ppo.max_grad_norm"),
+                 positive_floats=("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling"),
+                 unit_interval=("ppo.discounting", "ppo.gae_lambda"))
+    check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)

@@ -1,0 +1,181 @@
+"""One PPO training iteration (collect, normalize, GAE, epochs of minibatch updates) as a pure function.
+
+`make_train_iteration` returns `TrainState -> (TrainState, IterationMetrics)`, compiled once by the runner
+with the state donated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rlfit.algos.ppo.config import PPOConfig
+from rlfit.envs.vec_env import EnvState, VecEnv
+from rlfit.parallel.mesh import split_envs
+from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize, update_stats
+from rlfit.algos.ppo.sizes import BatchSizes
+from rlfit.algos.ppo.gae import compute_gae
+from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
+from rlfit.algos.ppo.losses import LossBatch, LossTerms, ppo_loss
+from rlfit.algos.ppo.rollout import collect
+
+
+class TrainState(NamedTuple):
+    """Everything that changes during training (host counters live in the runner)."""
+
+    params: AgentParams
+    opt_state: Any
+    normalizer: RunningStats
+    env_state: EnvState
+    key: jax.Array
+    """[2] uint32 PRNG key for the next iteration."""
+    loss_scale: LossScale | None = None
+    """Dynamic loss scale with fp16 network compute; None otherwise (an empty subtree)."""
+
+
+class IterationMetrics(NamedTuple):
+    """Scalars from one iteration (losses averaged over all minibatch updates)."""
+
+    loss: LossTerms
+    grad_norm: jax.Array
+    """Mean global gradient norm over the updates that were applied."""
+    skipped_updates: jax.Array
+    """Minibatch updates skipped because fp16 gradients overflowed (always 0 in fp32/bf16)."""
+    updates: jax.Array
+    """[] int32 minibatch updates applied (num_updates_per_batch * num_minibatches - skipped)."""
+    loss_scale: jax.Array
+    """The fp16 loss scale after the iteration; 0 without loss scaling."""
+    episodes_finished: jax.Array
+    """Number of training episodes that ended during the iteration."""
+    episode_return_sum: jax.Array
+    episode_length_sum: jax.Array
+    all_finite: jax.Array
+    """False if any loss term or parameter is NaN or infinite."""
+
+
+def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
+    """Adam, with global-norm clipping first when `max_grad_norm` > 0."""
+    adam = optax.adam(ppo.learning_rate)
+    return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), adam) if ppo.max_grad_norm > 0 else adam
+
+
+def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransformation, seed: int,
+                     loss_scaling: bool = False) -> TrainState:
+    """Fresh parameters, optimizer state, statistics and environments from `seed` (and a loss scale for fp16)."""
+    key = jax.random.PRNGKey(seed)
+    key, params_key, env_key = jax.random.split(key, 3)
+    params = agent.init(params_key)
+    env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
+    one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+    state = TrainState(params, optimizer.init(params), init_stats(one_obs), env_state, key,
+                       init_loss_scale() if loss_scaling else None)
+    # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+
+
+def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig,
+                          bottleneck_beta: float = 0.0):
+    """`((params, opt_state, loss_scale), (batch, key)) -> (carry, (terms, grad_norm, applied))`: one Adam step
+    on one minibatch, for `lax.scan`. With a loss scale (fp16) the loss is scaled before differentiation, the
+    gradients unscaled, and an update with non-finite gradients skipped."""
+
+    def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
+        return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key,
+                        bottleneck_beta)
+
+    def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
+        params, opt_state, loss_scale = carry
+        batch, key = inputs
+        grads, _, terms, finite = gradients_with(loss_fn, loss_scale)(params, batch, key)
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        if loss_scale is not None:  # an overflowing fp16 update is skipped and the scale adjusted
+            new_params, new_opt_state = select(finite, (new_params, new_opt_state), (params, opt_state))
+            loss_scale = adjust(loss_scale, finite)
+        grad_norm = jnp.where(finite, optax.tree.norm(grads), 0.0)
+        return (new_params, new_opt_state, loss_scale), (terms, grad_norm, finite)
+
+    return minibatch_update
+
+
+def make_train_iteration(
+    env: VecEnv,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    ppo: PPOConfig,
+    sizes: BatchSizes,
+    bottleneck_beta: float = 0.0,
+) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
+    """The training iteration for these sizes; see the module docstring.
+
+    A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
+    before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
+    (`rlfit.algos.common.loss_scale`).
+    """
+    num_sequences = sizes.batch_size * sizes.num_minibatches
+    num_unrolls = num_sequences // sizes.num_envs
+    minibatch_update = make_minibatch_update(agent, optimizer, ppo, bottleneck_beta)
+
+    def epoch(carry, key: jax.Array, data: LossBatch):
+        shuffle_key, entropy_key = jax.random.split(key)
+        order = jax.random.permutation(shuffle_key, num_sequences)
+        # [T, B, ...] -> shuffle sequences -> [M, T, batch_size, ...]
+        minibatches = split_envs(jax.tree.map(
+            lambda x: jnp.swapaxes(
+                jnp.take(x, order, axis=1).reshape((x.shape[0], sizes.num_minibatches, sizes.batch_size) + x.shape[2:]),
+                0, 1),
+            data), axis=2)  # over several devices, each computes its share of every minibatch
+        entropy_keys = jax.random.split(entropy_key, sizes.num_minibatches)
+        return jax.lax.scan(minibatch_update, carry, (minibatches, entropy_keys))
+
+    def train_iteration(state: TrainState) -> tuple[TrainState, IterationMetrics]:
+        key, collect_key, epochs_key = jax.random.split(state.key, 3)
+        env_state, data = collect(env, agent, state.params.policy, state.normalizer, state.env_state,
+                                  collect_key, sizes.unroll_length, num_unrolls)
+        data = split_envs(data, axis=1)  # [T, B, ...]: sequences stay on the device that collected them
+        stats, batch = loss_batch(agent, ppo, state, data)
+        (params, opt_state, loss_scale), (terms, grad_norms, applied) = jax.lax.scan(
+            lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state, state.loss_scale),
+            jax.random.split(epochs_key, ppo.num_updates_per_batch))
+        metrics = iteration_metrics(terms, grad_norms, applied, loss_scale, params, data)
+        return TrainState(params, opt_state, stats, env_state, key, loss_scale), metrics
+
+    return train_iteration
+
+
+def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tuple[RunningStats, LossBatch]:
+    """The updated observation statistics and the epochs' batch from collected `data` [T, B, ...]: normalized
+    observations, values, GAE advantages and returns, split over the devices by sequence."""
+    stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
+    obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
+    # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
+    values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
+    next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
+    advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
+                                      data.truncation, ppo.discounting, ppo.gae_lambda)
+    noise = data.latent_noise if agent.latent_size else None
+    return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise), axis=1)
+
+
+def iteration_metrics(terms: LossTerms, grad_norms: jax.Array, applied: jax.Array, loss_scale: LossScale | None,
+                      params: AgentParams, data: Any) -> IterationMetrics:
+    """The iteration's metrics from the updates' per-minibatch outputs, the new parameters and the collected data."""
+    num_applied = jnp.sum(applied)
+    mean_terms = jax.tree.map(jnp.mean, terms)
+    finite = jnp.logical_and(all_finite(mean_terms), all_finite(params))
+    return IterationMetrics(
+        loss=mean_terms,
+        grad_norm=jnp.sum(grad_norms) / jnp.maximum(num_applied, 1),
+        skipped_updates=(applied.size - num_applied).astype(jnp.float32),
+        updates=num_applied.astype(jnp.int32),
+        loss_scale=loss_scale.scale if loss_scale is not None else jnp.asarray(0.0, jnp.float32),
+        episodes_finished=jnp.sum(data.finished_length > 0).astype(jnp.float32),
+        episode_return_sum=jnp.sum(data.finished_return),
+        episode_length_sum=jnp.sum(data.finished_length),
+        all_finite=finite,
+    )

@@ -1,0 +1,98 @@
+"""The PPO loss: clipped surrogate, value regression, entropy bonus."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.algos.ppo.agent import Agent, AgentParams
+
+
+class LossBatch(NamedTuple):
+    """One minibatch; every array is [T, b] (b = batch_size sequences), observations [T, b, ...]."""
+
+    obs: Any
+    """Normalized observations."""
+    raw_action: jax.Array
+    """[T, b, A] pre-tanh actions (continuous) or [T, b] int32 indices (discrete) that were taken."""
+    old_log_prob: jax.Array
+    """Log-probabilities of those actions under the policy that collected them."""
+    advantages: jax.Array
+    returns: jax.Array
+    """Value targets (advantages + old values)."""
+    latent_noise: jax.Array | None = None
+    """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.algos.ppo.bottleneck`); None without."""
+
+
+class LossTerms(NamedTuple):
+    """Scalar parts of the loss, for logging."""
+
+    total: jax.Array
+    policy: jax.Array
+    value: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_fraction: jax.Array
+    bottleneck: jax.Array | None = None
+    """beta * mean rate (nats), the information bottleneck's part of `total`; None without a bottleneck."""
+    rate_bits: jax.Array | None = None
+    """Mean rate KL(q(z | obs) || N(0, I)) in bits over the minibatch; None without a bottleneck."""
+
+
+def ppo_loss(
+    params: AgentParams,
+    batch: LossBatch,
+    agent: Agent,
+    clipping_epsilon: float,
+    entropy_cost: float,
+    normalize_advantage: bool,
+    entropy_key: jax.Array,
+    bottleneck_beta: float = 0.0,
+) -> tuple[jax.Array, LossTerms]:
+    """Brax-compatible PPO loss:
+
+        ratio   = exp(log pi(a|s) - old_log_prob)
+        policy  = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
+        value   = 0.25 * mean((returns - V(s))^2)          (Brax's scale: 0.5 * 0.5)
+        entropy = -entropy_cost * mean(H[pi(.|s)])   (a tanh-Gaussian: one sample with `entropy_key`,
+                                                     see TanhGaussian.entropy; a categorical: exact)
+        total   = policy + value + entropy [+ beta * mean(rate)]
+
+    With an information bottleneck (`agent.latent_size` > 0) pi is evaluated with the noise each action was
+    chosen with (`batch.latent_noise`), and its rate (nats) weighted by `bottleneck_beta` joins the total.
+    """
+    advantages = batch.advantages
+    if normalize_advantage:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    rate = None
+    if agent.latent_size:
+        logits, rate = agent.policy_sample(params.policy, batch.obs, batch.latent_noise)
+    else:
+        logits = agent.policy_logits(params.policy, batch.obs)
+    dist = agent.distribution.from_logits(logits)
+    log_ratio = dist.log_prob(batch.raw_action) - batch.old_log_prob
+    ratio = jnp.exp(log_ratio)
+    clipped = jnp.clip(ratio, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon)
+    policy_loss = -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
+    value_error = batch.returns - agent.value(params.value, batch.obs)
+    value_loss = 0.25 * jnp.mean(value_error**2)
+    entropy_loss = -entropy_cost * jnp.mean(dist.entropy(entropy_key))
+    total = policy_loss + value_loss + entropy_loss
+    bottleneck = rate_bits = None
+    if rate is not None:
+        bottleneck = bottleneck_beta * jnp.mean(rate)
+        total = total + bottleneck
+        rate_bits = jnp.mean(rate) / jnp.log(2.0)
+    terms = LossTerms(
+        total=total,
+        policy=policy_loss,
+        value=value_loss,
+        entropy=entropy_loss,
+        approx_kl=jnp.mean((ratio - 1.0) - log_ratio),
+        clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clipping_epsilon).astype(jnp.float32)),
+        bottleneck=bottleneck,
+        rate_bits=rate_bits,
+    )
+    return total, jax.lax.stop_gradient(terms)

@@ -1,0 +1,77 @@
+"""Collecting experience: the policy acts in the batched environment for `unroll_length` steps.
+
+Knows nothing about the learning algorithm beyond "a policy whose logits parameterize an action distribution"
+(the agent's: a tanh-Gaussian for continuous actions, a categorical for discrete ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.envs.vec_env import EnvState, VecEnv
+from rlfit.algos.ppo.agent import Agent
+from rlfit.algos.common.normalizer import RunningStats, normalize
+
+
+class Transition(NamedTuple):
+    """One step of experience; leading axes [T, B] after `collect`."""
+
+    obs: Any
+    """Raw (unnormalized) observation the action was chosen on."""
+    raw_action: jax.Array
+    """[A] float32 pre-tanh action (continuous) or [] int32 action index (discrete)."""
+    log_prob: jax.Array
+    reward: jax.Array
+    termination: jax.Array
+    truncation: jax.Array
+    next_obs: Any
+    """Observation reached (the final one if the episode ended), for bootstrapping."""
+    latent_noise: jax.Array
+    """[Z] the noise of the policy's information bottleneck at this step ([0] without one)."""
+    finished_return: jax.Array
+    finished_length: jax.Array
+
+
+def policy_logits(agent: Agent, policy_params: Any, obs: Any, noise: jax.Array) -> jax.Array:
+    """The acting logits [..., logits_size]; through the bottleneck with `noise` [..., Z] when the agent has one."""
+    if not agent.latent_size:
+        return agent.policy_logits(policy_params, obs)
+    return agent.policy_sample(policy_params, obs, noise)[0]
+
+
+def collect(
+    env: VecEnv,
+    agent: Agent,
+    policy_params: Any,
+    stats: RunningStats,
+    env_state: EnvState,
+    key: jax.Array,
+    unroll_length: int,
+    num_unrolls: int,
+) -> tuple[EnvState, Transition]:
+    """Runs `num_unrolls` unrolls of `unroll_length` steps; returns transitions [T, num_unrolls * N]."""
+
+    def act_and_step(state: EnvState, step_key: jax.Array) -> tuple[EnvState, Transition]:
+        obs = state.inner.obs
+        action_key, noise = step_key, jnp.zeros((env.num_envs, 0))  # no bottleneck: the same stream as before it
+        if agent.latent_size:
+            action_key, noise_key = jax.random.split(step_key)
+            noise = jax.random.normal(noise_key, (env.num_envs, agent.latent_size))
+        dist = agent.distribution.from_logits(policy_logits(agent, policy_params, normalize(stats, obs), noise))
+        raw_action = dist.sample_raw(action_key)
+        next_state, out = env.step(state, dist.env_action(raw_action))
+        transition = Transition(obs, raw_action, dist.log_prob(raw_action), out.reward, out.termination,
+                                out.truncation, out.next_obs, noise, out.finished_return, out.finished_length)
+        return next_state, transition
+
+    def unroll(state: EnvState, unroll_key: jax.Array) -> tuple[EnvState, Transition]:
+        return jax.lax.scan(act_and_step, state, jax.random.split(unroll_key, unroll_length))
+
+    env_state, data = jax.lax.scan(unroll, env_state, jax.random.split(key, num_unrolls))
+    # [U, T, N, ...] -> [T, U * N, ...]
+    data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((unroll_length, num_unrolls * env.num_envs)
+                                                                + x.shape[3:]), data)
+    return env_state, data

@@ -1,0 +1,43 @@
+"""SAC's sizes: what shapes its compiled step and its state, and the out-of-memory back-off. Pure Python."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class SACSizes(NamedTuple):
+    """The sizes that shape SAC's compiled step."""
+
+    num_envs: int
+    batch_size: int
+    max_replay_size: int
+    policy_steps_per_iteration: int
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Policy steps per iteration over all environments: num_envs * policy_steps_per_iteration."""
+        return self.num_envs * self.policy_steps_per_iteration
+
+
+def config_sizes(config: Any) -> SACSizes:
+    return section_sizes(config.sac)
+
+
+def section_sizes(section: Any) -> SACSizes:
+    """The sizes of a replay-buffer algorithm's config section (SAC's, or another with the same size fields)."""
+    return SACSizes(section.num_envs, section.batch_size, section.max_replay_size, section.policy_steps_per_iteration)
+
+
+def smaller_sizes(sizes: SACSizes, where: str = "step") -> SACSizes | None:
+    """The next smaller sizes after running out of memory, or None.
+
+    Creating the starting state ('init') allocates the replay buffer, so it is halved first (as long as it
+    holds two policy steps and a batch); compiling or running an iteration ('step') scales with the
+    environments, so they are halved first (the same policy steps per iteration). Either falls back to the
+    other. A smaller buffer starts empty and is prefilled again.
+    """
+    can_halve_replay = sizes.max_replay_size // 2 >= max(sizes.batch_size, 2 * sizes.num_envs)
+    halve_replay = sizes._replace(max_replay_size=sizes.max_replay_size // 2) if can_halve_replay else None
+    halve_envs = sizes._replace(num_envs=sizes.num_envs // 2) if sizes.num_envs >= 2 else None
+    first, second = (halve_replay, halve_envs) if where == "init" else (halve_envs, halve_replay)
+    return first or second

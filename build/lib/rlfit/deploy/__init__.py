@@ -1,0 +1,1 @@
+"""Using a trained policy: the policy file, export (ONNX) and play (video or viewer)."""

@@ -1,0 +1,159 @@
+"""Continuing a run in its own directory: the checkpoint's config, its restored state, a new total.
+
+    rlfit resume RUN_DIR --timesteps N     (N is the new total, not an increment)
+
+The checkpoint's own record of the config (its meta.json) is the truth: config.yaml may differ from it only
+in RESUMABLE_CHANGES, a missing or unreadable config.yaml is rebuilt from it, and the sizes come from the
+checkpoint's plan. Everything is checked under the run directory's lock before anything is written: a
+refused resume changes nothing. A run stopped before its first checkpoint (and so before its first
+iteration) starts again from the beginning with its saved config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlfit.checkpoints.format import CheckpointMeta, dropped_leaves
+from rlfit.config.schema import Config
+from rlfit.errors import UserError
+from rlfit.planning.plan import make_plan
+from rlfit.run.loop import Progress, RunResult
+from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
+                               rewind_run_dir, warn)
+from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
+from rlfit.sinks.wandb import check_wandb_available
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What the user asked of the resumed session."""
+
+    timesteps: int | None = None
+    iterations: int | None = None
+    requested: Config | None = None
+    """`rlfit train ENV ... --resume`: the config that command resolves to; any difference is refused."""
+    overrides: dict[str, Any] | None = None
+    """Changes to RESUMABLE_CHANGES keys, by section."""
+
+
+def resume(path: str | Path, *, timesteps: int | None = None, iterations: int | None = None,
+           requested: Config | None = None, overrides: dict[str, Any] | None = None, quiet: bool = True,
+           live: bool | None = None) -> RunResult:
+    """Continues the run at `path` to a new total of `timesteps` env steps or `iterations` iterations."""
+    if iterations is not None and timesteps is not None:
+        raise UserError("give either --timesteps or --iterations, not both")
+    from rlfit.parallel.distributed import is_writer, process_count
+
+    directory = open_run(path)
+    request = Request(timesteps, iterations, requested, overrides)
+    # Over several processes (`rlfit resume --distributed`, the run directory on a file system all of them
+    # see) process 0 holds the lock and writes; the others read the same checkpoint.
+    with lock_run_dir(directory.path, "resume") if is_writer() else contextlib.nullcontext():
+        record = read_newest_meta(directory)
+        if record is None and process_count() > 1:
+            raise UserError(f"{directory.path} has no checkpoint to resume over several processes; start it again "
+                            "with `rlfit train ... --distributed`")
+        if record is None:
+            return restart(directory, request, quiet, live)
+        return continue_run(directory, record, request, quiet, live)
+
+
+def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, quiet: bool,
+                 live: bool | None) -> RunResult:
+    """Resumes from the newest valid checkpoint, `record` being the newest readable record (lock held)."""
+    from rlfit.run.session import execute
+    from rlfit.parallel.distributed import is_writer
+    from rlfit.hardware.jax_setup import configure_jax
+    from rlfit.planning.planner import check_device_precision
+
+    config = apply_request(checked_config(directory, record), request)
+    check_wandb_available(config)
+    check_device_precision(config.run.precision)
+    configure_jax(config.run.precision)
+    trainer, state, meta = restore_newest(directory, config)
+    if dropped_leaves(meta):
+        state = trainer.learner.refill(state)
+        warn(f"rlfit: checkpoint {meta.iteration} was saved without its replay buffer (run.checkpoint_replay=false): "
+             "collected again as at the start; from here the run is not bit-identical to an uninterrupted one")
+    done = (meta.iteration, meta.env_steps)
+    if request.iterations is not None:
+        config = config.replace(run={"num_timesteps": max(1, meta.env_steps + (request.iterations - meta.iteration)
+                                                          * trainer.plan.env_steps_per_iteration)})
+    plan = make_plan(config, trainer.plan.sizes, trainer.plan.reasons, done)
+    finished = plan.num_iterations < meta.iteration or summary_written(directory, meta.iteration)
+    if plan.num_iterations <= meta.iteration and finished:
+        raise UserError(f"{directory.path} is already at iteration {meta.iteration} ({meta.env_steps:,} env steps); "
+                        f"give a larger total (`rlfit resume {directory.path} --iterations N` with N > {meta.iteration}, "
+                        f"or --timesteps N with N > {meta.env_steps})")
+    trainer = dataclasses.replace(trainer, config=config, plan=plan)
+    if is_writer():  # from here on the run directory changes (process 0's alone over several processes)
+        rewind_run_dir(directory, meta.iteration, config, plan.to_dict())
+    return execute(trainer, directory, state, Progress.from_record(meta.progress), quiet=quiet, live=live)
+
+
+def summary_written(directory: RunDir, iteration: int) -> bool:
+    """True when summary.json records a session that ended at `iteration`; a run that saved its last checkpoint
+    but could not write its summary (a full disk) is not finished: resuming it writes the summary."""
+    try:
+        return json.loads(directory.summary.read_text()).get("iterations") == iteration
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None) -> RunResult:
+    """A run without any checkpoint: refused if it logged iterations, else started again from its config."""
+    from rlfit.run.session import execute
+    from rlfit.hardware.jax_setup import configure_jax
+    from rlfit.run.sizing import plan_for
+    from rlfit.sinks.jsonl import read_rows, truncate_after
+    from rlfit.run.build import Trainer
+
+    logged = sum(1 for row in read_rows(directory.metrics) if row.get("kind") == "train")
+    if logged:
+        raise UserError(f"{directory.path} has no checkpoint although {logged} iterations were logged, so it cannot "
+                        "continue; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
+    config, problem = read_saved_config(directory)
+    if config is None:
+        raise UserError(f"{directory.path} has no checkpoint and its config.yaml is {problem}, so there is nothing to "
+                        "resume; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
+    config = apply_request(config, request, restarting=True)
+    check_wandb_available(config)
+    config, plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
+    configure_jax(plan.precision)
+    trainer = Trainer.build(config, plan)
+    warn(f"rlfit: {directory.path} stopped before its first checkpoint (no iteration was lost); "
+         "starting it from the beginning with its saved config")
+    truncate_after(directory.metrics, 0, [])
+    write_atomic(directory.config, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    write_json(directory.plan, plan.to_dict())
+    return execute(trainer, directory, quiet=quiet, live=live)
+
+
+def apply_request(config: Config, request: Request, restarting: bool = False) -> Config:
+    """The config with the user's allowed changes; `requested` (train --resume) must equal it in every key."""
+    if request.requested is not None:
+        changed = differences(config, request.requested, allowed=())
+        if changed:
+            key, old, new = changed[0]
+            fix = (" (to change the total, use `rlfit resume RUN_DIR --timesteps N`)" if key == "run.num_timesteps"
+                   else "")
+            raise UserError(f"cannot resume: {key} is {old!r} in the run but {new!r} in this command; `--resume` "
+                            f"continues a run with exactly its own settings{fix}")
+    if request.overrides:
+        config = config.replace(**request.overrides)
+    if request.timesteps is not None:
+        config = config.replace(run={"num_timesteps": max(1, request.timesteps)})
+    if restarting and request.iterations is not None:
+        from rlfit.planning.plan import config_sizes  # noqa: PLC0415 - imports JAX
+
+        per_iteration = config_sizes(config).steps_per_iteration * config.env.action_repeat
+        config = config.replace(run={"num_timesteps": request.iterations * per_iteration})
+    return config
+
+

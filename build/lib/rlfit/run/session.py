@@ -1,0 +1,131 @@
+"""One training session in a run directory: the sinks, the checkpointer, the signal handler and the
+utilization sampler around the host loop (`rlfit.run.loop.Runner`), for a new run and a resumed one alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rlfit.checkpoints.schedule import Checkpointer, SaveFailed
+from rlfit.config.schema import DEFAULT_ENV, Config, resolve
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.hardware.utilization import UtilizationSampler
+from rlfit.planning.plan import Plan
+from rlfit.run.build import Trainer
+from rlfit.run.loop import Progress, Runner, RunResult
+from rlfit.run.new_run import check_new_run_dir, create_run_dir, default_run_path
+from rlfit.run.signals import StopFlag
+from rlfit.rundir.layout import RunDir, write_json
+from rlfit.rundir.write_failures import stop_on_refusal
+from rlfit.sinks import Sinks
+from rlfit.sinks.console import ConsoleSink
+from rlfit.sinks.jsonl import JsonlSink
+from rlfit.sinks.tensorboard import TensorBoardSink
+from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
+
+
+def train(
+    env: str = DEFAULT_ENV,
+    preset: str = "default",
+    config_file: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    *,
+    run_dir: str | Path | None = None,
+    quiet: bool = True,
+    live: bool | None = None,
+    num_envs_auto: bool = False,
+    device_memory: int | str | None = None,
+) -> RunResult:
+    """Trains `env` and returns the final state, counters and summary.
+
+    `overrides` are `section.key=value` strings applied last (like `--set`). The run directory
+    defaults to `runs/<env>-<timestamp>/`. `quiet=False` prints progress (a live bar when `live`).
+    `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
+    `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
+    `run.fit_to_device` in the config (set by the `g1` preset) asks for the same.
+
+    >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
+    >>> result.summary["final_eval_reward"], result.state.params
+    """
+    from rlfit.run.sizing import plan_for, planning_message
+
+    config = resolve(env, preset, config_file, overrides)
+    config, plan = plan_for(config, device_memory=device_memory,
+                            auto_num_envs=num_envs_auto or config.run.fit_to_device,
+                            say=None if quiet else planning_message)
+    return train_config(config, plan, run_dir, quiet=quiet, live=live)
+
+
+def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
+                 live: bool | None = None) -> RunResult:
+    """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
+    from rlfit.parallel.distributed import is_writer
+
+    check_wandb_available(config)
+    configure_jax(plan.precision)
+    path = Path(run_dir) if run_dir else default_run_path(config.env.name)
+    if not is_writer():  # another process of a distributed run: process 0 writes the run directory
+        return execute(Trainer.build(config, plan), RunDir(path), quiet=True)
+    check_new_run_dir(path)
+    trainer = Trainer.build(config, plan)
+    directory, lock = create_run_dir(path, config)
+    with lock:
+        with stop_on_refusal(f"free space or fix permissions, then `rlfit resume {directory.path}`"):
+            write_json(directory.plan, plan.to_dict())
+        return execute(trainer, directory, quiet=quiet, live=live)
+
+
+def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress | None = None, *,
+            quiet: bool = True, live: bool | None = None) -> RunResult:
+    """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals.
+
+    The caller holds the directory's lock. A file of the run that cannot be written stops the run in one line
+    (exit code 4), the checkpoints written before it intact.
+    """
+    from rlfit.parallel.distributed import is_writer
+
+    plan = trainer.plan
+    start = progress.iteration if progress else 0
+    writer = is_writer()  # with jax.distributed, the other processes write nothing
+    quiet = quiet or not writer
+    console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
+                                             start_iteration=start, live=live)
+    try:
+        sinks = open_sinks(trainer.config, directory, console, writer)
+        checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
+                                    sync_metrics=sinks.sync, writer=writer)
+        sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
+        try:
+            if sampler is not None:
+                sampler.start()
+            with StopFlag() as stop_flag:
+                result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console,
+                                sampler).run(state, progress)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            sinks.close()
+    except OSError as error:
+        raise SaveFailed(f"cannot write {error.filename or directory.path}: {error.strerror or error}; the checkpoints "
+                         "written before are intact", f"free space or fix permissions, then `rlfit resume "
+                         f"{directory.path}`") from None
+    if console is not None:
+        console.message(summary_line(result))
+    return result
+
+
+def open_sinks(config: Config, directory: RunDir, console: ConsoleSink | None = None, writer: bool = True) -> Sinks:
+    """Where a run's metrics go: metrics.jsonl, TensorBoard and W&B (when configured) in `directory`, and the
+    console; only the console on a process that does not write (`writer` False)."""
+    files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)] if writer else []
+    wandb_sink = open_wandb_sink(config, directory, warn=console.message if console else None) if writer else None
+    files += [wandb_sink] if wandb_sink else []
+    return Sinks(files + ([console] if console else []))
+
+
+def summary_line(result: RunResult) -> str:
+    s = result.summary
+    reward = "n/a" if s["final_eval_reward"] is None else f"{s['final_eval_reward']:.1f}"
+    speed = "n/a" if s["sps_mean"] is None else f"{s['sps_mean']:,.0f}"  # None: no step this session
+    return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
+            f"({speed} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")

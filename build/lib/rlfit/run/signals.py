@@ -1,0 +1,55 @@
+"""Stopping on SIGTERM / SIGINT: finish the iteration, save, exit 143 / 130; a second signal exits at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+class StopRequested(Exception):
+    """Raised by the runner after the checkpoint for a requested stop has been written."""
+
+    def __init__(self, exit_code: int, signal_name: str):
+        super().__init__(f"stopped by {signal_name} after saving a checkpoint")
+        self.exit_code = exit_code
+
+
+class StopFlag:
+    """Installs handlers for SIGTERM and SIGINT for the duration of a `with` block."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def __enter__(self) -> StopFlag:
+        for signum in EXIT_CODES:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.signum is not None:  # second signal: leave now
+            print(f"rlfit: second {signal.Signals(signum).name}, exiting without saving", file=sys.stderr, flush=True)
+            os._exit(EXIT_CODES[signum])
+        self.signum = signum
+        print(f"rlfit: {signal.Signals(signum).name} received; finishing this iteration and saving "
+              "(send it again to exit at once)", file=sys.stderr, flush=True)
+
+    @property
+    def signal_name(self) -> str | None:
+        """'SIGTERM' or 'SIGINT' once a stop was requested, else None."""
+        return signal.Signals(self.signum).name if self.signum is not None else None
+
+    def exit(self) -> None:
+        assert self.signum is not None
+        raise StopRequested(EXIT_CODES[self.signum], signal.Signals(self.signum).name)

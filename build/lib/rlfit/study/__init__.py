@@ -1,0 +1,1 @@
+"""Experiments: many trials (variants x seeds), their statistics, plots and report."""

@@ -1,0 +1,272 @@
+"""report.md from a report's numbers (`rlfit.study.report.report_numbers`): setup, how the statistics were made,
+what each measure is, a table and the comparisons per measure, the evaluation's noise, the seeds planner,
+correlations and ratios. Numbers in one interval share their decimals (`fmt_interval`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rlfit.study.corrections import CORRECTION_NAMES
+from rlfit.study.intervals import describe
+from rlfit.study.measures import MOST_LIKELY, MOST_LIKELY_DEFINITION, info, is_return
+
+SIGNIFICANT = 3
+"""Significant digits of the largest number in an interval; the others get the same decimals."""
+
+
+def decimals(*values: float) -> int:
+    """Decimals that give the largest |value| SIGNIFICANT significant digits (0 for 100 and above)."""
+    largest = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+    if largest == 0.0:
+        return SIGNIFICANT - 1
+    return max(0, SIGNIFICANT - 1 - math.floor(math.log10(largest)))
+
+
+def fmt_interval(point: float, low: float | None, high: float | None, sign: bool = False, note: str = "") -> str:
+    """'398 [313, 509]', '0.504 [0.470, 0.550]', '+139 [38, 240]'; without an interval the point and `note`."""
+    plus = "+" if sign else ""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        places = decimals(point)
+        return f"{point:{plus}.{places}f}" + (f" ({note})" if note else "")
+    places = decimals(point, low, high)
+    return f"{point:{plus}.{places}f} [{low:{plus}.{places}f}, {high:{plus}.{places}f}]"
+
+
+def fmt_number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.{decimals(value)}f}"
+
+
+def fmt_p(p: float | None) -> str:
+    """Two significant digits: 0.013, 0.27, 1, 3.1e-05."""
+    return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.2g}"
+
+
+def markdown(experiment: Any, numbers: dict[str, Any]) -> str:
+    """report.md: setup, method, definitions, a section per measure, suites, correlations, ratios."""
+    lines = setup_lines(experiment, numbers) + method_lines(numbers) + definition_lines(numbers)
+    if "learning_curves" in numbers["figures"]:
+        lines += [f"![learning curves]({numbers['figures']['learning_curves']})", ""]
+    lines += plateau_lines(numbers.get("plateau", {}))
+    for measure, entry in numbers["measures"].items():
+        lines += measure_lines(measure, entry, numbers)
+    if "suites" in numbers["figures"]:
+        lines += ["## Evaluation suites", "", f"![suites]({numbers['figures']['suites']})", ""]
+    lines += correlation_lines(numbers)
+    lines += ratio_lines(numbers["ratios"])
+    lines += generalization_lines(numbers.get("generalization", []))
+    lines += ["Every number above is in `results.json`.", ""]
+    return "\n".join(lines)
+
+
+def setup_lines(experiment: Any, numbers: dict[str, Any]) -> list[str]:
+    manifest = experiment.manifest
+    lines = [f"# {manifest.name}" + (f" (stage {manifest.stage})" if manifest.stage else ""), "",
+             "## Setup", "",
+             f"- environment `{manifest.env}`, preset `{manifest.preset}`, seeds {list(manifest.seeds)}",
+             f"- overrides for every trial: {fmt_overrides(manifest.overrides)}",
+             f"- trials finished: {numbers['trials_finished']} of {numbers['trials_total']}"]
+    lines += [f"- trial `{path}` failed (left out of the statistics): {error}"
+              for path, error in numbers["trials_failed"].items()]
+    lines += [f"- variant `{v.name}`: {fmt_overrides(v.overrides)}" for v in manifest.variants]
+    lines += [f"- suite `{s.name}`: {fmt_overrides(s.overrides)}, {s.episodes} episodes per trial"
+              for s in manifest.suites]
+    lines += [f"- measure `{m}` was not recorded (no finished trial has a value for it): left out"
+              for m in numbers["measures_not_recorded"]]
+    return lines + [""]
+
+
+def method_lines(numbers: dict[str, Any]) -> list[str]:
+    """How the intervals, comparisons, corrections and planner were made, in a few sentences."""
+    correction = CORRECTION_NAMES[numbers["correction"]]
+    return ["## How to read the statistics", "",
+            f"- Intervals are 95% confidence intervals, {describe(numbers['interval_method'])}; a bootstrap uses "
+            f"{numbers['bootstrap_reps']} resamples. IQM is the interquartile mean over seeds (the mean of the middle "
+            "half). One seed gives no interval.",
+            "- A comparison's headline is the difference between two variants (a minus b) with its interval, and "
+            "P(a > b): the probability that a seed of a beats a seed of b (ties half), with a BCa bootstrap interval.",
+            f"- Tests: Welch's t test per comparison and Pearson's correlation test per correlation form the report's "
+            f"family of {numbers.get('family_size', 0)} tests, adjusted with {correction}; raw and adjusted p are both "
+            f"shown, and a difference is called at adjusted p < {numbers['alpha']}. The Mann-Whitney U test is shown "
+            "unadjusted, as a check that does not assume normal scores.",
+            "- The seeds planner is a-priori: from this study's spread between seeds (a pilot) it gives the seeds per "
+            "variant a Welch test needs for 80% power at differences of chosen sizes. It is not a verdict on this "
+            "study's result.", ""]
+
+
+def definition_lines(numbers: dict[str, Any]) -> list[str]:
+    """What each measure is, its unit and the policy evaluated."""
+    lines = ["## Measures", "", "| measure | definition | unit | policy evaluated |", "| --- | --- | --- | --- |"]
+    policies = numbers.get("suite_policies", {})
+    for measure in numbers["measures"]:
+        suite = measure.removeprefix("suite/").partition("/")[0] if measure.startswith("suite/") else ""
+        about = info(measure, policies.get(suite, ""))
+        lines.append(f"| `{measure}` | {about.definition} | {about.unit} | {about.policy or 'none (not an evaluation)'} |")
+    reference = numbers.get("reference_return")
+    if reference:
+        lines += ["", f"Normalized return: a return divided by the manifest's reference return, {reference:g}."]
+    lines += ["", f"Policies: \"{MOST_LIKELY}\" is {MOST_LIKELY_DEFINITION}. The stochastic policy (actions "
+              "sampled, as in training) is not evaluated unless a suite's results name it.", ""]
+    return lines
+
+
+def measure_lines(measure: str, entry: dict[str, Any], numbers: dict[str, Any]) -> list[str]:
+    reference = numbers.get("reference_return") if is_return(measure) else None
+    unit = entry["unit"]
+    header = "| variant | seeds | IQM [95% CI] | mean [95% CI] | SD between seeds |"
+    if reference:
+        header += " mean / reference [95% CI] |"
+    lines = [f"## {measure}", "", f"Unit: {unit}.", "", header, "|" + " --- |" * (header.count("|") - 1)]
+    for variant, e in entry["estimates"].items():
+        row = (f"| {variant} | {e['n']} | {fmt_interval(e['iqm'], e['iqm_low'], e['iqm_high'], note=e['note'])} | "
+               f"{fmt_interval(e['mean'], e['mean_low'], e['mean_high'], note=e['note'])} | {fmt_number(e['sd'])} |")
+        if reference:
+            scaled = [None if v is None else v / reference for v in (e["mean"], e["mean_low"], e["mean_high"])]
+            row += f" {fmt_interval(*scaled, note=e['note'])} |"
+        lines.append(row)
+    lines.append("")
+    lines += [comparison_line(c, numbers["correction"]) for c in entry["comparisons"]]
+    lines += noise_lines(entry["evaluation_noise"]) + planner_lines(entry["planner"])
+    figure = numbers["figures"].get(measure)
+    lines += ["", f"![{measure}]({figure})" if figure else "", ""]
+    profile = numbers["figures"].get(f"{measure}/profile")
+    if profile:
+        lines += [f"Performance profile (the fraction of seeds above each threshold, 95% percentile bootstrap band): "
+                  f"![profile]({profile})", ""]
+    return lines
+
+
+def plateau_lines(plateau: dict[str, Any]) -> list[str]:
+    """The late rise of each variant's evaluation return (`rlfit.study.plateau`); nothing for an old results.json."""
+    if not plateau:
+        return []
+    lines = ["## Has training plateaued?", "",
+             "Late rise: per seed, the mean evaluation return over the last quarter of its evaluations (after the "
+             "first) minus the mean over the quarter before; mean over seeds with a 95% t interval. An interval "
+             "covering 0 finds no rise at this number of seeds; its upper end bounds the rise still possible.", "",
+             "| variant | seeds | last quarter (env steps) | return there | late rise [95% CI] | verdict |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for variant, e in plateau.items():
+        if "note" in e:
+            lines.append(f"| {variant} | | | | | {e['note']} |")
+            continue
+        first, last = e["last_quarter_steps"]
+        lines.append(f"| {variant} | {e['seeds']} | {first:,.0f}-{last:,.0f} | {fmt_number(e['last_quarter_return'])} "
+                     f"| {fmt_interval(e['mean'], e['low'], e['high'], sign=True)} | {e['verdict']} |")
+    return lines + [""]
+
+
+def comparison_line(c: dict[str, Any], correction: str) -> str:
+    name = "Holm" if correction == "holm" else "BH"
+    mean = fmt_interval(c["mean_diff"], c["mean_diff_low"], c["mean_diff_high"], sign=True)
+    iqm = fmt_interval(c["iqm_diff"], c["iqm_diff_low"], c["iqm_diff_high"], sign=True)
+    better = fmt_interval(c["prob_improvement"], c["prob_improvement_low"], c["prob_improvement_high"])
+    return (f"- `{c['a']}` - `{c['b']}`: mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. "
+            f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}, "
+            f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
+            f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted); Hedges' g = {fmt_number(c['effect_size'])}. "
+            f"**{c.get('verdict', '')}**")
+
+
+def noise_lines(noise: dict[str, Any]) -> list[str]:
+    """The evaluation's standard error beside the spread between seeds, per variant."""
+    if not noise:
+        return []
+    lines = ["", "Evaluation noise: the standard error of each trial's evaluated mean (root mean square over seeds) "
+             "against the SD between seeds; well below means at most a third of it.", "",
+             "| variant | episodes per evaluation | evaluation SE | SD between seeds | SE / SD | episodes for SE <= SD / 3 |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for variant, n in noise.items():
+        ratio = "n/a" if n["ratio"] is None else f"{n['ratio']:.2f}" + (" (not well below)" if n["ratio"] > 1 / 3 else "")
+        needed = "n/a" if n["episodes_for_a_third"] is None else str(max(n["episodes_for_a_third"], 2))
+        lines.append(f"| {variant} | {n['episodes']} | {fmt_number(n['eval_se'])} | {fmt_number(n['seed_sd'])} | {ratio} | "
+                     f"{needed} |")
+    return lines
+
+
+def planner_lines(plan: dict[str, Any] | None) -> list[str]:
+    if not plan:
+        return []
+    sizes = "; ".join(f"{fmt_number(row['difference'])} ({row['sds']:g} SD): "
+                      + (f"{row['seeds']} seeds per variant" if row["seeds"] else "more than 10000 seeds")
+                      for row in plan["rows"])
+    return ["", f"Seeds planner (a-priori, this study as the pilot, pooled SD between seeds {fmt_number(plan['pooled_sd'])}): "
+            f"to detect a difference of {sizes}, with {plan['power']:.0%} power in a two-sided Welch test at alpha "
+            f"{plan['alpha']}. `rlfit.study.seeds_planner.seeds_needed` gives it for any difference."]
+
+
+def correlation_lines(numbers: dict[str, Any]) -> list[str]:
+    if not numbers["correlations"]:
+        return []
+    lines = ["## Correlations", ""]
+    for c in numbers["correlations"]:
+        if "pearson_r" not in c:
+            lines.append(f"- `{c['y']}` against `{c['x']}` ({c['n']} trials): {c['verdict']}")
+            continue
+        x = f"log10(`{c['x']}`)" if c.get("x_scale") == "log" else f"`{c['x']}`"
+        y = f"log10(`{c['y']}`)" if c.get("y_scale") == "log" else f"`{c['y']}`"
+        lines.append(f"- {y} against {x} over {c['n']} trials: Pearson's r = "
+                     f"{fmt_interval(c['pearson_r'], c['pearson_low'], c['pearson_high'])} (p = {fmt_p(c['pearson_p'])}, "
+                     f"adjusted p = {fmt_p(c.get('pearson_p_adjusted'))}); Spearman's rho = "
+                     f"{fmt_interval(c['spearman_rho'], c['spearman_low'], c['spearman_high'])}. {c['verdict']} "
+                     f"![scatter]({c['figure']})")
+    return lines + [""]
+
+
+def ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
+    """report.md's "Ratios" section: one table per ratio (none when the manifest has no ratios)."""
+    if not ratios:
+        return []
+    lines = ["## Ratios", "", "A ratio is mean(numerator) / mean(denominator) over the variant's trials that have "
+             "both measures, with a 95% paired BCa bootstrap interval (trials resampled with their two values "
+             "together). A ratio is refused where a value of either measure is 0 or below in any trial (not a ratio "
+             "scale: a return with step costs) or where two suites set the reward differently (returns in other "
+             "units).", ""]
+    for ratio in ratios:
+        title = f"### `{ratio['numerator']}` / `{ratio['denominator']}`"
+        if ratio.get("refused"):
+            lines += [title, "", f"Refused: {ratio['refused']}.", ""]
+            continue
+        lines += [title, "", "| variant | trials | ratio [95% CI] |", "| --- | --- | --- |"]
+        lines += [f"| {variant} | {e['n']} | {fmt_ratio(e)} |" for variant, e in ratio["per_variant"].items()]
+        lines.append("")
+    return lines
+
+
+def fmt_ratio(estimate: dict[str, Any]) -> str:
+    """'0.512 [0.470, 0.550]', or the ratio (or n/a) with the note saying why there is no interval."""
+    if estimate["ratio"] is None:
+        return f"n/a ({estimate['note']})"
+    return fmt_interval(estimate["ratio"], estimate["low"], estimate["high"], note=estimate["note"])
+
+
+def fmt_overrides(overrides: Any) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in dict(overrides).items()) or "none"
+
+
+def generalization_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """Per generalization fit: its coefficients with intervals, headline (variant means) and cluster-robust."""
+    if not entries:
+        return []
+    lines = ["## Learned worse or generalized worse?", "",
+             "Out-of-distribution performance modelled as a + b x in-distribution + c x log2(description length), "
+             "the variant as grouping factor (`rlfit.study.generalization`). c < 0: agents that describe their "
+             "observations in fewer bits keep more out of distribution than their in-distribution performance "
+             "predicts; an interval on c that covers 0 means no such effect is detectable here.", ""]
+    for e in entries:
+        lines += [f"### `{e['ood']}` from `{e['in_distribution']}` and log2 `{e['description']}`", ""]
+        if "refused" in e:
+            lines += [f"Not fitted: {e['refused']}.", ""]
+            continue
+        lines += ["| fit | b (in-distribution) [95% CI] | c (per doubling of bits) [95% CI] | p (c = 0) | df | R^2 |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for fit in e["fits"].values():
+            b, c = fit["coefficients"]["in_distribution"], fit["coefficients"]["log2_description_bits"]
+            lines.append(f"| {fit['method']} | {fmt_interval(b['estimate'], b['low'], b['high'])} | "
+                         f"{fmt_interval(c['estimate'], c['low'], c['high'], sign=True)} | {fmt_p(c['p_value'])} | "
+                         f"{fit['degrees_of_freedom']} | {fit['r_squared']:.2f} |")
+        lines += ["", f"{e['n']} trials in {e['groups']} variants. The first row is the headline; the second uses the "
+                  "spread within variants too, and its intervals are too narrow with this few variants.", ""]
+        if "figure" in e:
+            lines += [f"![generalization]({e['figure']})", ""]
+    return lines

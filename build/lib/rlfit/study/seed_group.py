@@ -1,0 +1,124 @@
+"""Several seeds of one configuration in one compiled program: the algorithm's pure `init`/`step` and the
+evaluator, `jax.vmap`ped over a leading seed axis (as PureJaxRL does), so a study traces and compiles once and
+the device works on all seeds' environments at once.
+
+    group = SeedGroup.build(trainer, seeds=(0, 1, 2, 3))
+    state = group.init()                     # every leaf [num_seeds, ...]
+    state, metrics = group.step(state)       # one iteration of every seed; metrics [num_seeds]
+    result = group.evaluate(state, iteration)    # EvalMetrics, each field [num_seeds]
+    lane(state, 2)                           # the third seed's state, as a run of that seed alone would hold it
+
+A seed's lane follows the same arithmetic as the seed trained alone, but XLA may order a batched reduction
+differently: after a few iterations a lane equals the solo run to 1e-5 (tested on the toy environment), while
+over many updates the rounding differences grow as training amplifies them, so a long run's lane is another
+sample of the same seed's training, not a copy of it (measured by `benchmarks/seeds_vmap.py`: after 1280
+updates on CartpoleBalance the final eval rewards of the two differ by up to 67.7). A lane does not depend on
+the other seeds of its group: the same seed in another group of the same size is bit-identical (tested).
+`rlfit experiment` trains groups through `rlfit.study.group_runner`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.hardware.jax_setup import compile_ahead
+from rlfit.run.build import PROGRAM_NAMES, seed_argument, seed_is_traced
+from rlfit.run.evaluate import EvalMetrics, make_evaluator
+from rlfit.run.loop import eval_key
+
+
+def stack(trees: Sequence[Any]) -> Any:
+    """Pytrees of equal structure -> one pytree whose leaves gain a leading axis [len(trees), ...]."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+
+def lane(tree: Any, index: int) -> Any:
+    """The `index`-th slice of every leaf's leading axis."""
+    return jax.tree.map(lambda leaf: leaf[index], tree)
+
+
+@dataclass
+class SeedGroup:
+    """A Trainer's learner and evaluator over `seeds`, compiled once for all of them."""
+
+    trainer: Any
+    seeds: tuple[int, ...]
+    _step: Any = None
+    _evaluate: Any = None
+
+    @classmethod
+    def build(cls, trainer: Any, seeds: Sequence[int]) -> SeedGroup:
+        if len(set(seeds)) != len(seeds) or not seeds:
+            raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
+        return cls(trainer, tuple(int(s) for s in seeds))
+
+    def init(self) -> Any:
+        """The stacked fresh states of every seed, each made by the program that makes a solo run's (one compile,
+        or a program-store and compile-cache hit, for all the seeds)."""
+        shared = None  # one program for every int32 seed; a seed outside int32 is built into a program of its own
+        states = []
+        for seed in self.seeds:
+            if seed_is_traced(seed):
+                shared = shared or self.trainer.starting_state_program(seed)[0]
+                program = shared
+            else:
+                program = self.trainer.starting_state_program(seed)[0]
+            states.append(program(seed_argument(seed)))
+        return stack(states)
+
+    def abstract_state(self) -> Any:
+        """The stacked state's shapes and dtypes, nothing allocated."""
+        return jax.eval_shape(lambda: stack([self.trainer.learner.init(seed) for seed in self.seeds]))
+
+    def compile(self, state: Any | None = None) -> float:
+        """Compiles the vmapped step (state donated) and evaluator for `state`'s shapes (default: the abstract
+        state); returns the seconds it took."""
+        import time
+
+        trainer = self.trainer
+        learner = trainer.learner
+        started = time.perf_counter()
+        state = state if state is not None else self.abstract_state()
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+        group = f"{len(self.seeds)} seeds"
+        self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,),
+                                   ynn_fusions=trainer.step_ynn_fusions,
+                                   store_key=trainer.store_key(f"{PROGRAM_NAMES[0]} of {group}"))
+        policy_params, stats = jax.eval_shape(jax.vmap(learner.acting), abstract)
+        keys = jax.ShapeDtypeStruct((len(self.seeds), 2), jnp.uint32)
+        evaluator = jax.vmap(make_evaluator(trainer.eval_env, learner.policy_logits, learner.policy_rate,
+                                                 learner.policy.head))
+        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions,
+                                       store_key=trainer.store_key(f"{PROGRAM_NAMES[1]} of {group}"))
+        return time.perf_counter() - started
+
+    def with_seeds(self, seeds: Sequence[int]) -> SeedGroup:
+        """The same group for other seeds, sharing the compiled programs when the count is the same."""
+        other = SeedGroup.build(self.trainer, seeds)
+        if len(other.seeds) == len(self.seeds):
+            other._step, other._evaluate = self._step, self._evaluate
+        return other
+
+    @property
+    def compiled_step(self) -> Any:
+        """The compiled vmapped step (its `memory_analysis()` is the planner's check), None before compiling."""
+        return self._step
+
+    def step(self, state: Any) -> tuple[Any, Any]:
+        if self._step is None:
+            self.compile(state)
+        return self._step(state)
+
+    def evaluate(self, state: Any, iteration: int) -> EvalMetrics:
+        """Every seed's evaluation (each field [num_seeds]), with each seed's own evaluation key at `iteration`
+        (the key a solo run uses)."""
+        if self._evaluate is None:
+            self.compile(state)
+        policy_params, stats = jax.vmap(self.trainer.learner.acting)(state)
+        keys = jnp.stack([eval_key(seed, iteration) for seed in self.seeds])
+        return self._evaluate(policy_params, stats, keys)
