@@ -3,6 +3,9 @@
 - the configuration page's key table is generated at build time from the config dataclasses' own field
   docstrings (`rlfit.config.docs`, the source of `rlfit keys`), in place of the page's `<!-- rlfit:keys -->`
   line, so the table is written nowhere by hand and cannot go stale; a field without a docstring fails the build;
+- the commands page's generated part (between `rlfit.cli.reference.BEGIN` and `END`) must be what
+  `rlfit.cli.reference` makes from the argument parsers: a stale one fails the build, naming
+  `python tools/commands_page.py`, which rewrites it;
 - the relative links of the pages mkdocs does not read (README.md, CHANGELOG.md) are checked: a link to a file
   that does not exist, or to a heading a docs/ page does not have, fails the build as a broken link in docs/ does.
 """
@@ -18,6 +21,7 @@ from mkdocs.exceptions import PluginError
 KEYS_MARKER = "<!-- rlfit:keys -->"
 """The line of docs/configuration.md that the generated key table replaces."""
 KEYS_PAGE = "configuration.md"
+COMMANDS_PAGE = "commands.md"
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_OUTSIDE_DOCS = ("README.md", "CHANGELOG.md")
 """Files at the repository's root whose links the build checks (mkdocs checks docs/ itself)."""
@@ -76,8 +80,25 @@ def on_pre_build(config, **kwargs) -> None:
         raise PluginError("broken links: " + "; ".join(broken))
 
 
+def check_commands_page(markdown: str) -> None:
+    """PluginError unless the commands page's generated part is what the parsers make now."""
+    from rlfit.cli import build_parser
+    from rlfit.cli.reference import commands_markdown, with_commands
+
+    try:
+        wanted = with_commands(markdown, commands_markdown(build_parser()))
+    except ValueError as error:
+        raise PluginError(f"docs/{COMMANDS_PAGE}: {error}") from None
+    if wanted != markdown:
+        raise PluginError(f"docs/{COMMANDS_PAGE} is stale (a command's flags or help changed): run "
+                          "python tools/commands_page.py")
+
+
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
-    """The configuration page gets the key table generated from the config's docstrings; others pass unchanged."""
+    """The configuration page gets the key table generated from the config's docstrings; the commands page must be
+    up to date with the parsers; others pass unchanged."""
     if page.file.src_uri == KEYS_PAGE:
         return with_key_table(markdown, key_table())
+    if page.file.src_uri == COMMANDS_PAGE:
+        check_commands_page(markdown)
     return markdown

@@ -1,4 +1,4 @@
-"""rlfit: train robot control policies with PPO or SAC on MuJoCo Playground in JAX, sized to the hardware it finds."""
+"""rlfit: train robot control policies with PPO, SAC or FastTD3 on MuJoCo Playground in JAX, sized to the hardware it finds."""
 
 from rlfit.hardware import warp_import as _warp_import
 from rlfit.versions import __version__

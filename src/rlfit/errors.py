@@ -5,11 +5,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from rlfit.exit_codes import BAD_INPUT
+
 
 class UserError(Exception):
     """A problem with the user's input (config, arguments, files); the message says how to fix it."""
 
-    exit_code = 2
+    exit_code = BAD_INPUT
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

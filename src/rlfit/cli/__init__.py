@@ -1,8 +1,7 @@
-"""The `rlfit` command line. Each subcommand lives in its own module with `register(subparsers)`.
+"""The `rlfit` command line. Each subcommand lives in its own module with `register(subparsers)`; every one takes
+`--quiet`, and every one that prints a result `--json` (`rlfit.cli.output`).
 
-Exit codes: 0 done; 2 bad input (one line on stderr); 3 training became non-finite; 4 a file could not be
-written (disk full, over quota, read-only; one line on stderr); 5 out of device memory with no back-off left;
-130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint.
+Exit codes, one meaning each across commands, are named in `rlfit.exit_codes` (and listed in docs/guarantees.md).
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import contextlib
 import importlib
 import sys
 
+from rlfit import exit_codes
 from rlfit.errors import UserError
 from rlfit.run.loop import NonFiniteError
 from rlfit.run.signals import StopRequested
@@ -35,7 +35,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="rlfit", description="Train robot control policies with PPO or SAC, sized to your hardware.")
+    from rlfit.config.algorithms import titles_in_words
+
+    parser = OneLineParser(prog="rlfit",
+                           description=f"Train robot control policies with {titles_in_words()}, sized to your hardware.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     subparsers.required = True
     for name in COMMANDS:
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return stop.exit_code
     except KeyboardInterrupt:
         print("rlfit: interrupted", file=sys.stderr)
-        return 130
+        return exit_codes.INTERRUPTED
     except BrokenPipeError:  # `rlfit keys | head`: the reader has gone; stop quietly, as `cat` does
         return broken_pipe_exit()
     except Exception as error:  # noqa: BLE001 - a refused write anywhere is one line; anything else is a bug
@@ -94,10 +97,10 @@ def run() -> None:
 
 
 def broken_pipe_exit() -> int:
-    """Points stdout at /dev/null (so the interpreter's last flush cannot fail again) and returns 141, the
-    shell's code for a process whose reader went away (128 + SIGPIPE)."""
+    """Points stdout at /dev/null (so the interpreter's last flush cannot fail again) and returns 141
+    (`exit_codes.BROKEN_PIPE`), the shell's code for a process whose reader went away (128 + SIGPIPE)."""
     import os
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    return 141
+    return exit_codes.BROKEN_PIPE

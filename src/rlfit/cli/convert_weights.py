@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rlfit.cli.output import add_output_arguments, show_result
 from rlfit.errors import UserError
 
 KINDS = ("r3d18", "timesformer")
@@ -21,6 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--kind", choices=KINDS, required=True, help="which architecture SOURCE holds")
     parser.add_argument("--out", metavar="FILE", type=Path, required=True,
                         help="the safetensors file to write (refused if it exists)")
+    add_output_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -33,5 +35,6 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise UserError(f"the folder of --out, {out.parent}, does not exist; create it first")
     written = convert_weights(str(args.source), args.kind, out)
-    print(f"wrote {written}: {args.kind} encoder weights; use them with --set network.pretrained={written}", flush=True)
+    show_result(args, f"wrote {written}: {args.kind} encoder weights; use them with --set network.pretrained={written}",
+                {"path": written, "kind": args.kind})
     return 0

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 
-EXIT_CHECK_FAILED = 1
+from rlfit.cli.output import JSON_HELP, QUIET_HELP, show_result, silent
+from rlfit.exit_codes import CHECK_FAILED
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "doctor", help="show the accelerator, its memory and JAX's settings; --full also tests it",
         description="Detect the accelerator (JAX, then NVML, then nvidia-smi, then CPU) and report what a run can use.")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
     parser.add_argument("--full", action="store_true",
                         help="also run the checks: matmul benchmark, network pass, allocation, 2-iteration training")
     parser.set_defaults(handler=run)
@@ -24,27 +26,31 @@ def run(args: argparse.Namespace) -> int:
 
     device = probe_device()
     devices = jax_devices()
-    if not args.json:
+    if not silent(args):
         for line in describe(device) + describe_devices(devices):
             print(line)
 
     def show(result: CheckResult) -> None:
-        if not args.json:
+        if not silent(args):
             print(f"  {'pass' if result.passed else 'FAIL'}  {result.name:<10s} {result.figure}", flush=True)
 
     checks = ()
     if args.full:
-        if not args.json:
+        if not silent(args):
             where = "on the GPU" if device.jax_uses_it and device.is_accelerator else "on the CPU, no GPU in use"
             print(f"checks, {where}:", flush=True)
         checks = run_checks(device, show)
-    if args.json:
-        out = {"device": device.to_dict(), "jax_devices": devices}
-        if args.full:
-            out["checks"] = [c.to_dict() for c in checks]
-            out["passed"] = all(c.passed for c in checks)
-        print(json.dumps(out, indent=2))
-    return EXIT_CHECK_FAILED if any(not c.passed for c in checks) else 0
+    out = {"device": device.to_dict(), "jax_devices": devices}
+    if args.full:
+        out["checks"] = [c.to_dict() for c in checks]
+        out["passed"] = all(c.passed for c in checks)
+    show_result(args, None, out)
+    failed = [c.name for c in checks if not c.passed]
+    if failed:
+        print(f"rlfit: error: {len(failed)} check(s) failed: {', '.join(failed)}; `rlfit doctor --full` shows each "
+              "check's figure", file=sys.stderr)
+        return CHECK_FAILED
+    return 0
 
 
 def describe_devices(devices: list[dict]) -> list[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_TRIALS_FAILED = 3
-"""Some trial's training became non-finite or ran out of memory (the report was written without it)."""
+from rlfit.cli.output import add_output_arguments, progress, show_result
+from rlfit.exit_codes import TRIALS_FAILED
 
 
 def register(subparsers) -> None:
@@ -16,7 +16,9 @@ def register(subparsers) -> None:
         description="Run every trial (variant x seed) of MANIFEST.yaml as its own run directory under "
                     "--dir/<name>-<stage>-<time>/trials/, evaluate the suites, and write the report and its zip. "
                     "`rlfit experiment resume EXP_DIR` finishes what is missing and never retrains a finished trial.")
-    parser.add_argument("target", nargs="+", metavar="MANIFEST | resume EXP_DIR")
+    parser.add_argument("target", nargs="+", metavar="MANIFEST",
+                        help="the study's manifest (YAML); or `resume EXP_DIR` to finish a stopped or killed "
+                             "experiment")
     parser.add_argument("--stage", help="a stage of the manifest (e.g. gpu-test, mini, full)")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="a config override for every trial, applied last")
@@ -26,7 +28,7 @@ def register(subparsers) -> None:
                         "every node sees")
     parser.add_argument("--seeds-per-program", metavar="N|auto", help="seeds of a variant trained in one compiled "
                         "program (default: the manifest's, else auto: planned for this device); may differ on resume")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.study.report import check_report_paths, write_report
     from rlfit.rundir.write_failures import stop_on_refusal
 
-    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+    say = progress(args)
     per_program = args.seeds_per_program
     count = parse_seeds_per_program(per_program, "--seeds-per-program") if per_program is not None else None
     if args.target[0] == "resume":
@@ -57,10 +59,11 @@ def run(args: argparse.Namespace) -> int:
     with stop_on_refusal(f"free space, then `rlfit experiment resume {experiment.path}`"):
         run_experiment(experiment, say=say, ray=args.ray)
         report = write_report(experiment, zip_path=zip_path)
-    say(f"report: {report}\nzip: {zip_path}")
     failed = failed_trials(experiment)
+    show_result(args, f"report: {report}\nzip: {zip_path}", {"experiment_dir": experiment.path, "report": report,
+                                                              "zip": zip_path, "trials_failed": failed})
     if failed:
         print(f"rlfit: {len(failed)} trial(s) failed and are left out of the statistics: {', '.join(failed)}",
               file=sys.stderr)
-        return EXIT_TRIALS_FAILED
+        return TRIALS_FAILED
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rlfit.cli.output import add_output_arguments, show_result
 from rlfit.deploy.export import FORMATS
 
 
@@ -18,6 +19,7 @@ def register(subparsers) -> None:
     parser.add_argument("--out", metavar="FILE", type=Path, help="output file (default: RUN_DIR/policy.onnx)")
     parser.add_argument("--checkpoint", metavar="STEP",
                         help="export RUN_DIR/checkpoints/STEP (default: the newest save)")
+    add_output_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -28,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     dim, actions = ", ".join(str(d) for d in result.input_shape), result.action_size
     output = (f"int64 [batch] in [0, {actions}) (and 'logits' [batch, {actions}])" if result.discrete
               else f"float32 [batch, {actions}] in [-1, 1]")
-    print(f"wrote {result.path}: input '{result.input_name}' {result.input_dtype} [batch, {dim}] -> output "
-          f"'{result.output_name}' {output}; matches rlfit.load_policy within "
-          f"{result.max_abs_diff:.1e} on random observations", flush=True)
+    show_result(args, f"wrote {result.path}: input '{result.input_name}' {result.input_dtype} [batch, {dim}] -> "
+                      f"output '{result.output_name}' {output}; matches rlfit.load_policy within "
+                      f"{result.max_abs_diff:.1e} on random observations", result._asdict())
     return 0

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from rlfit.cli.output import QUIET_HELP
 from rlfit.cli.train import add_config_arguments, flag_overrides
 from rlfit.config.schema import DEFAULT_ENV
 
@@ -14,8 +15,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "plan", help="predict memory per configuration and choose the largest that fits",
         description="Predict the device memory of ENV's training step for candidate sizes (from XLA's "
-                    "compile-time analysis; nothing is allocated) and choose the largest that fits: PPO the "
-                    "most environments, SAC (--algo sac) the largest replay buffer.")
+                    "compile-time analysis, or a bound read from its lowered program; nothing is allocated) and choose "
+                    "the largest that fits, by the algorithm's own rule (PPO: the most environments; SAC, "
+                    "FastTD3: the largest replay buffer).")
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
@@ -29,8 +31,10 @@ def register(subparsers) -> None:
                              "(the step at the size chosen whenever memory does not limit, bounded from its lowered "
                              "program or measured once, fits), so that every size is predicted rather than bounded; "
                              "two compiles more")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP + "; the exit code says whether it fits")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object instead of the table ({\"plans\": [...]} for several sizes)")
+                        help="print the plan as one JSON object on stdout instead of the table, and nothing else "
+                             "there ({\"plans\": [...]} for several sizes)")
     parser.set_defaults(handler=run)
 
 
@@ -55,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     target = args.target or ("gpu" if sizes != [None] else None)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
-    say = planning_message if sys.stderr.isatty() else None  # scripts reading the output see it alone
+    say = planning_message if sys.stderr.isatty() and not args.quiet else None  # scripts see the output alone
     plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line, say=say)
              for size in sizes]
     if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
         plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
     if len(plans) > 1:
-        print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
-              else "\n".join(comparison(plans, sizes, config.env.name)))
+        if args.json or not args.quiet:
+            print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
+                  else "\n".join(comparison(plans, sizes, config.env.name)))
         if all(p.chosen is None for p in plans):
             largest = max(plans, key=lambda p: p.budget.budget_bytes)
             print(f"rlfit: error: {largest.nothing_fits}", file=sys.stderr)
@@ -71,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     planned = plans[0]
     if args.json:
         print(json.dumps(planned.to_dict(), indent=2))
-    else:
+    elif not args.quiet:
         print("\n".join(table(planned, config.env.name)))
     if planned.chosen is None:
         print(f"rlfit: error: {planned.nothing_fits}", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rlfit.cli.output import add_output_arguments, progress, show_result
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -20,6 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--viewer", action="store_true", help="open MuJoCo's interactive viewer (needs a desktop)")
     parser.add_argument("--seed", metavar="S", type=int, default=0,
                         help="seed of the environment's resets (default: 0)")
+    add_output_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -32,5 +35,6 @@ def run(args: argparse.Namespace) -> int:
     command = parse_command(args.command) if args.command is not None else None
     options = PlayOptions(run_dir=args.run_dir, checkpoint=args.checkpoint, out=args.out, seconds=args.seconds,
                           command=command, viewer=args.viewer, seed=args.seed)
-    play(options, say=lambda text: print(text, flush=True))
+    result = play(options, say=progress(args))  # its last line describes the result
+    show_result(args, None, result._asdict())
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from rlfit.cli.output import add_output_arguments, show_result
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -12,7 +14,7 @@ def register(subparsers) -> None:
         description="Write EXP_DIR/report/ from the finished trials: IQM and mean with 95% CIs per variant, "
                     "intervals on the differences between variants, tests adjusted for the report's family, "
                     "correlations, plots; --zip also packs it for download.")
-    parser.add_argument("experiment", metavar="EXP_DIR")
+    parser.add_argument("experiment", metavar="EXP_DIR", help="an experiment directory written by `rlfit experiment`")
     parser.add_argument("--zip", action="store_true", help="also write EXP_DIR/<name>.zip")
     parser.add_argument("--with-checkpoints", action="store_true", help="put the trials' checkpoints in the zip")
     parser.add_argument("--interval", default="auto", metavar="METHOD",
@@ -21,7 +23,7 @@ def register(subparsers) -> None:
     parser.add_argument("--correction", default="holm", metavar="NAME",
                         help="multiple-comparison correction over the report's tests: holm (family-wise error rate; "
                              "the default) or bh (Benjamini-Hochberg, false discovery rate)")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -42,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
     with stop_on_refusal("free space, then run `rlfit report` again (the trials are intact)"):
         report = write_report(experiment, zip_path=zip_path, with_checkpoints=args.with_checkpoints,
                               interval=interval, correction=args.correction)
-    if not args.quiet:
-        print(f"report: {report}" + (f"\nzip: {zip_path}" if zip_path else ""))
+    show_result(args, f"report: {report}" + (f"\nzip: {zip_path}" if zip_path else ""),
+                {"report": report, "zip": zip_path})
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rlfit.cli.train import add_distributed_arguments, join_if_distributed
+from rlfit.cli.output import add_output_arguments, silent
+from rlfit.cli.train import add_distributed_arguments, join_if_distributed, show_run_result
 from rlfit.config.schema import parse_override
 
 
@@ -12,13 +13,13 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "resume", help="continue a run from its last checkpoint",
         description="Continue RUN_DIR from its newest valid checkpoint to a new total (not an increment).")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `rlfit train`")
     total = parser.add_mutually_exclusive_group()
     total.add_argument("--timesteps", type=int, metavar="N", help="new total of env steps")
     total.add_argument("--iterations", type=int, metavar="N", help="new total of iterations")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="change run.eval_every, run.save_interval, run.keep_checkpoints, ...")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser)
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.run.resume import resume
 
     join_if_distributed(args)
-    resume(args.run_dir, timesteps=args.timesteps, iterations=args.iterations,
-           overrides=overrides_by_section(args.overrides), quiet=args.quiet)
+    result = resume(args.run_dir, timesteps=args.timesteps, iterations=args.iterations,
+                    overrides=overrides_by_section(args.overrides), quiet=silent(args))
+    show_run_result(args, result)
     return 0

@@ -4,29 +4,44 @@ from __future__ import annotations
 
 import argparse
 
-from rlfit.config.algorithms import ALGORITHMS
+from rlfit.cli.output import add_output_arguments, show_result, silent
+from rlfit.config.algorithms import ALGORITHMS, DEFAULT_ALGORITHM, titles_in_words
 from rlfit.config.schema import DEFAULT_ENV, preset_names
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The config layers every command that builds a config accepts."""
-    parser.add_argument("--algo", choices=list(ALGORITHMS), help="the learning algorithm (sets algo; default: ppo)")
-    parser.add_argument("--preset", default="default",
-                        help=f"one of {', '.join(preset_names())} (default: default; g1 is PPO's)")
-    parser.add_argument("--config", metavar="FILE", help="YAML file with sections env, ppo, network, run")
+    parser.add_argument("--algo", choices=list(ALGORITHMS),
+                        help=f"the learning algorithm (sets algo; default: {DEFAULT_ALGORITHM})")
+    parser.add_argument("--preset", default="default", metavar="NAME",
+                        help=f"one of {', '.join(preset_names())} (default: default){preset_owners()}")
+    parser.add_argument("--config", metavar="FILE",
+                        help=f"YAML file with algo and sections env, the algorithm's ({', '.join(ALGORITHMS)}), "
+                             "network, run")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one key, e.g. --set ppo.learning_rate=3e-4 (repeatable)")
 
 
+def preset_owners() -> str:
+    """'; g1: PPO, FastTD3 only; ...' for each preset that not every registered algorithm has ('' if none)."""
+    from rlfit.config.algorithms import config_module, title
+
+    owners = {name: [title(algo) for algo in ALGORITHMS if name in config_module(algo).PRESETS]
+              for name in preset_names()}
+    partial = [f"{name}: {', '.join(titles)} only" for name, titles in owners.items() if len(titles) < len(ALGORITHMS)]
+    return "".join(f"; {text}" for text in partial)
+
+
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("train", help="train a policy",
-                                   description="Train a policy on ENV (PPO, or SAC with --algo sac).")
+    parser = subparsers.add_parser(
+        "train", help="train a policy",
+        description=f"Train a policy on ENV with {titles_in_words()} (--algo; default: {DEFAULT_ALGORITHM}).")
     parser.add_argument("env", nargs="?", default=DEFAULT_ENV, metavar="ENV",
                         help=f"Playground environment name or module:factory (default: {DEFAULT_ENV})")
     add_config_arguments(parser)
     parser.add_argument("--num-envs", metavar="N",
                         help="parallel environments (overrides the algorithm's num_envs); 'auto': size the run to the device's "
-                             "memory (PPO: the most environments that fit; SAC: the largest replay buffer)")
+                             "memory (PPO: the most environments that fit; SAC, FastTD3: the largest replay buffer)")
     parser.add_argument("--device-memory", metavar="SIZE",
                         help="with --num-envs auto: plan for this much device memory (e.g. 12GiB), not all of it")
     parser.add_argument("--timesteps", metavar="N", help="total env steps (overrides run.num_timesteps)")
@@ -34,7 +49,7 @@ def register(subparsers) -> None:
     parser.add_argument("--run-dir", metavar="DIR", help="where to write the run (default: runs/<env>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue RUN_DIR instead of starting a new run (refused if the settings differ)")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser)
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -110,9 +125,15 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         return resume_as_train(args)
     device_memory = parse_size(args.device_memory) if args.device_memory is not None else None
-    train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir, quiet=args.quiet,
-          num_envs_auto=num_envs_auto(args), device_memory=device_memory)
+    result = train(args.env, args.preset, args.config, flag_overrides(args), run_dir=args.run_dir,
+                   quiet=silent(args), num_envs_auto=num_envs_auto(args), device_memory=device_memory)
+    show_run_result(args, result)
     return 0
+
+
+def show_run_result(args: argparse.Namespace, result) -> None:
+    """Under --json: {"run_dir": ..., "summary": summary.json's content}; else nothing (the console has said it)."""
+    show_result(args, None, {"run_dir": result.run_dir.path, "summary": result.summary})
 
 
 def resume_as_train(args: argparse.Namespace) -> int:
@@ -125,5 +146,6 @@ def resume_as_train(args: argparse.Namespace) -> int:
         raise UserError("--resume continues a run with its own sizes and directory; "
                         "drop --num-envs auto, --device-memory and --run-dir")
     requested = resolve(args.env, args.preset, args.config, flag_overrides(args))
-    resume(args.resume, timesteps=requested.run.num_timesteps, requested=requested, quiet=args.quiet)
+    show_run_result(args, resume(args.resume, timesteps=requested.run.num_timesteps, requested=requested,
+                                 quiet=silent(args)))
     return 0

@@ -25,6 +25,9 @@ class AlgorithmConfig(Protocol):
 
     SECTION: type
     """The frozen dataclass of its config section, named like the algorithm (`config.<name>`)."""
+    TITLE: str
+    """How the documentation and the command line's help write the algorithm's name ('PPO', 'FastTD3'); optional:
+    without it, its registered name."""
     PRESETS: Mapping[str, Mapping[str, Mapping[str, Any]]]
     """preset name -> config layer ({section: {key: value}}); 'default' at least."""
 
@@ -78,6 +81,18 @@ def register_from_environment(value: str | None = None) -> None:
         if not separator or not package.strip():
             raise UserError(f"{ENVIRONMENT_VARIABLE} holds '{item}'; write name=package (e.g. td3=my_pkg.td3)")
         register_algorithm(name.strip(), package.strip())
+
+
+def title(name: str) -> str:
+    """The algorithm's name as people write it: its config module's `TITLE` ('FastTD3'), else `name`."""
+    return str(getattr(config_module(name), "TITLE", name))
+
+
+def titles_in_words(conjunction: str = "or") -> str:
+    """Every registered algorithm's title, in registration order, as a sentence writes them: 'PPO, SAC or
+    FastTD3' (the command line's help and descriptions are built from it, so none is left out)."""
+    names = [title(name) for name in ALGORITHMS]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
 
 
 def config_module(name: str) -> AlgorithmConfig:

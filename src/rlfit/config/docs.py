@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from rlfit.config.algorithms import ALGORITHMS
 from rlfit.config.schema import Config, section_types
 from rlfit.config.values import plain
 
@@ -42,7 +43,8 @@ def attribute_docs(cls: type) -> dict[str, str]:
 def key_docs() -> list[KeyDoc]:
     """`algo`, then every key of every section (env, each algorithm's, network, run) in the dataclasses' order,
     with rlfit's own default (Playground's published settings and presets come on top) and meaning."""
-    rows = [KeyDoc("algo", Config().algo, attribute_docs(Config).get("algo", ""))]
+    algos = ", ".join(f"`{name}`" for name in ALGORITHMS)  # from the registry, so no algorithm is left out
+    rows = [KeyDoc("algo", Config().algo, f"{attribute_docs(Config).get('algo', '')} One of {algos}.")]
     for section, cls in section_types().items():
         docs, defaults = attribute_docs(cls), plain(dataclasses.asdict(cls()))
         rows += [KeyDoc(f"{section}.{field.name}", defaults[field.name], docs.get(field.name, ""))

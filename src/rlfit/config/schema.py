@@ -1,5 +1,6 @@
-"""Frozen, typed run configuration: `algo` (ppo, sac), sections `env`, the algorithm's (`ppo` or `sac`),
-`network` (the encoders of camera frames, for either algorithm, and PPO's policy and value networks) and `run`.
+"""Frozen, typed run configuration: `algo` (a registered algorithm: ppo, sac, fasttd3, ...), sections `env`, the
+algorithm's (named like it: `ppo`, `sac`, `fasttd3`),
+`network` (the encoders of camera frames, for every algorithm, and PPO's policy and value networks) and `run`.
 
 A config is built once from layers, lowest first, and validated before anything compiles:
 
@@ -119,7 +120,7 @@ class RunConfig:
     """Keep training when a checkpoint cannot be written (default: stop)."""
     fit_to_device: bool = False
     """Let the planner size the run to this device's memory, as `--num-envs auto` (PPO: num_envs and the batch;
-    SAC: the replay buffer)."""
+    SAC, FastTD3: the replay buffer)."""
     oom_backoff: bool = True
     """On out-of-memory, halve num_envs, recompile and continue (false: stop with exit code 5)."""
     checkpoint_replay: bool = True
@@ -169,7 +170,7 @@ class Config:
     """The whole resolved configuration of one run; `config.ppo` / `config.sac` is an algorithm's section."""
 
     algo: str = DEFAULT_ALGORITHM
-    """The learning algorithm: `ppo` or `sac` (`--algo`); its section holds its settings."""
+    """The learning algorithm, by its registered name (`--algo`); its section holds its settings."""
     env: EnvConfig = field(default_factory=EnvConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     run: RunConfig = field(default_factory=RunConfig)

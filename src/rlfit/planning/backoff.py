@@ -8,6 +8,7 @@ rebuilds, and continues from the current training state.
 from __future__ import annotations
 
 from rlfit.errors import UserError
+from rlfit.exit_codes import OUT_OF_MEMORY
 
 OUT_OF_MEMORY_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory allocating", "Out of memory while trying to allocate")
 """Text in the message of JAX's `JaxRuntimeError` (formerly `XlaRuntimeError`) when an XLA allocation fails:
@@ -16,7 +17,7 @@ which the CPU runtime may wrap in another status ('INTERNAL: Error dispatching c
 allocating 4294967296 bytes.'). Case-sensitive, so PyTorch's 'CUDA out of memory' does not match."""
 
 
-EXIT_OUT_OF_MEMORY = 5
+EXIT_OUT_OF_MEMORY = OUT_OF_MEMORY
 
 
 class OutOfMemory(UserError):

@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rlfit.errors import UserError
+from rlfit.exit_codes import WRITE_FAILED
 
-EXIT_WRITE_FAILED = 4
+EXIT_WRITE_FAILED = WRITE_FAILED
 
 REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 """The errors that mean the disk refuses the write, whatever is written: full, over quota, read-only."""

@@ -31,6 +31,7 @@ class DetPGConfig:
 
 
 SECTION = DetPGConfig
+TITLE = "DetPG"
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "default": {},

@@ -182,6 +182,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 SECTION = FastTD3Config
+TITLE = "FastTD3"
 
 
 def check(config: Any) -> None:

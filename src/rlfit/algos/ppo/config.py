@@ -108,6 +108,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
 
 
 SECTION = PPOConfig
+TITLE = "PPO"
 
 
 def check(config: Any) -> None:

@@ -147,6 +147,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 SECTION = SACConfig
+TITLE = "SAC"
 
 
 def check(config: Any) -> None:

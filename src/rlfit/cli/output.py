@@ -1,0 +1,54 @@
+"""The output flags every command shares: `--quiet` (nothing but errors) and, for a command that prints a result,
+`--json` (the result as one JSON object on stdout, nothing else there).
+
+A command prints two kinds of text: progress (what it is doing, for a person watching) and its result (what it
+made: a file's path, a table, a list). `--quiet` drops both; `--json` prints the result as JSON, also with
+`--quiet`, and keeps stdout for it alone (progress written to stdout is dropped; `rlfit plan`'s, on stderr and
+only on a terminal, stays). Errors on stderr are never dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+QUIET_HELP = "print nothing but errors (with --json: the JSON object too)"
+JSON_HELP = "print the result as one JSON object on stdout, and nothing else there"
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, json_result: bool = True) -> None:
+    """Adds `--quiet` and, where the command prints a result (`json_result`), `--json`."""
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    if json_result:
+        parser.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
+def silent(args: argparse.Namespace) -> bool:
+    """Whether progress lines are dropped: under `--quiet` or `--json`."""
+    return bool(getattr(args, "quiet", False) or getattr(args, "json", False))
+
+
+def progress(args: argparse.Namespace) -> Callable[[str], None]:
+    """`say(line)` for progress: prints and flushes, or does nothing under `--quiet` or `--json`."""
+    if silent(args):
+        return lambda line: None
+    return lambda line: print(line, flush=True)
+
+
+def show_result(args: argparse.Namespace, text: str | None, data: dict[str, Any]) -> None:
+    """Prints the command's result: `data` as one JSON object under `--json`; else `text` (None: nothing) unless
+    `--quiet`. Paths in `data` are written as strings."""
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, default=_plain), flush=True)
+    elif text is not None and not getattr(args, "quiet", False):
+        print(text, flush=True)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for the values results hold beyond JSON's own: paths, tuples of them."""
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
