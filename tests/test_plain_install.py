@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rlfit.algos.registry import algorithm_names
+from rlfit.config.algorithms import ALGORITHMS
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -62,7 +62,7 @@ def test_the_extras_are_absent_from_the_plain_install(plain):
         assert found.returncode != 0, f"{module} is installed without its extra: the checks below would prove nothing"
 
 
-@pytest.mark.parametrize("algo", algorithm_names())
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
 def test_every_algorithm_trains_from_a_plain_install(plain, algo):
     run, work = plain
     done = run("train", "CartpoleBalance", "--algo", algo, "--preset", "smoke", "--run-dir", f"run-{algo}", "--quiet")

@@ -52,12 +52,15 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.planning.planner import check_precision
     from rlfit.run.sizing import memory_plan, planning_message
 
-    config = resolve(args.env, args.preset, args.config, flag_overrides(args))
+    from rlfit.run.session import preset_for_device
+
+    target = args.target or ("gpu" if sizes != [None] else None)
+    preset = preset_for_device(args.env, args.preset, args.config, flag_overrides(args), backend=target)
+    config = resolve(args.env, preset.name, args.config, flag_overrides(args))
     configure_jax(config.run.precision)
     device = probe_device()
     if sizes == [None]:
         check_precision(config.run.precision, device)
-    target = args.target or ("gpu" if sizes != [None] else None)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
     say = planning_message if sys.stderr.isatty() and not args.quiet else None  # scripts see the output alone
     plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line, say=say)
@@ -66,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
         plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
     if len(plans) > 1:
         if args.json or not args.quiet:
-            print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2) if args.json
-                  else "\n".join(comparison(plans, sizes, config.env.name)))
+            print(json.dumps({"preset": preset._asdict(), "plans": [p.to_dict() for p in plans]}, indent=2)
+                  if args.json else "\n".join([preset.reason, *comparison(plans, sizes, config.env.name)]))
         if all(p.chosen is None for p in plans):
             largest = max(plans, key=lambda p: p.budget.budget_bytes)
             print(f"rlfit: error: {largest.nothing_fits}", file=sys.stderr)
@@ -75,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     planned = plans[0]
     if args.json:
-        print(json.dumps(planned.to_dict(), indent=2))
+        print(json.dumps({"preset": preset._asdict(), **planned.to_dict()}, indent=2))
     elif not args.quiet:
-        print("\n".join(table(planned, config.env.name)))
+        print("\n".join([preset.reason, *table(planned, config.env.name)]))
     if planned.chosen is None:
         print(f"rlfit: error: {planned.nothing_fits}", file=sys.stderr)
         return UserError.exit_code

@@ -13,8 +13,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """The config layers every command that builds a config accepts."""
     parser.add_argument("--algo", choices=list(ALGORITHMS),
                         help=f"the learning algorithm (sets algo; default: {DEFAULT_ALGORITHM})")
-    parser.add_argument("--preset", default="default", metavar="NAME",
-                        help=f"one of {', '.join(preset_names())} (default: default){preset_owners()}")
+    parser.add_argument("--preset", default=None, metavar="NAME",
+                        help=f"one of {', '.join(preset_names())} (default: the config file's, else chosen for the "
+                             f"device: quick on a CPU, default on a GPU){preset_owners()}")
     parser.add_argument("--config", metavar="FILE",
                         help=f"YAML file with algo and sections env, the algorithm's ({', '.join(ALGORITHMS)}), "
                              "network, run")
@@ -145,7 +146,10 @@ def resume_as_train(args: argparse.Namespace) -> int:
     if num_envs_auto(args) or args.device_memory or args.run_dir:
         raise UserError("--resume continues a run with its own sizes and directory; "
                         "drop --num-envs auto, --device-memory and --run-dir")
-    requested = resolve(args.env, args.preset, args.config, flag_overrides(args))
+    from rlfit.run.session import preset_for_device
+
+    preset = preset_for_device(args.env, args.preset, args.config, flag_overrides(args)).name
+    requested = resolve(args.env, preset, args.config, flag_overrides(args))
     show_run_result(args, resume(args.resume, timesteps=requested.run.num_timesteps, requested=requested,
                                  quiet=silent(args)))
     return 0

@@ -41,5 +41,5 @@ def choose_preset(named: str | None, presets: Collection[str], backend: str) -> 
                             "Playground's published (GPU) settings would take hours; --preset default runs them", True)
     device = "CPU" if backend == "cpu" else backend.upper()
     return PresetChoice(ACCELERATOR_PRESET, f"preset {ACCELERATOR_PRESET}: no preset named, so Playground's published "
-                        f"settings on this {device}, sized down by the planner only where they do not fit its memory",
+                        f"settings for a {device}, sized down by the planner only where they do not fit its memory",
                         True)

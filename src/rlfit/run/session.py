@@ -66,15 +66,16 @@ def train(
 
 
 def preset_for_device(env: str, preset: str | None, config_file: str | Path | None = None,
-                      overrides: Sequence[str] = ()) -> PresetChoice:
-    """The preset `rlfit train` uses: `preset`, else the config file's, else the one for this device."""
+                      overrides: Sequence[str] = (), backend: str | None = None) -> PresetChoice:
+    """The preset `rlfit train` uses: `preset`, else the config file's, else the one for this device (or for
+    `backend`, where `rlfit plan` plans for another device)."""
     from rlfit.config.algorithms import config_module
     from rlfit.config.schema import chosen_algo, file_preset, read_yaml
 
     file_layer = read_yaml(config_file) if config_file is not None else {}
     named = preset or file_preset(file_layer, config_file)
     algo = chosen_algo(file_layer, overrides)
-    return choose_preset(named, config_module(algo).PRESETS, plan_backend())
+    return choose_preset(named, config_module(algo).PRESETS, backend or plan_backend())
 
 
 def plan_backend() -> str:
