@@ -103,7 +103,7 @@ def dry_setup(stand_in: str) -> Setup:
                             "fasttd3_g1": 640, "g1_randomization": 640},
                  boxes={"doctor": 30, "g1_ppo_cold": 90, "g1_ppo_warm": 60, "cartpole_ppo_playground": 60,
                         "trace_bound": 60, "memory_prediction": 60, "fasttd3_g1": 60, "g1_randomization": 30},
-                 deadline_s=300 if stand_in == TOY_ENV else 900, min_start_s=5, grace_s=20)
+                 deadline_s=300 if stand_in == TOY_ENV else 900, min_start_s=5, grace_s=5)
 
 
 class Context(NamedTuple):
