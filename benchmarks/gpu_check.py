@@ -49,15 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import xla_compiles  # noqa: E402
 from common import BENCH_DIR, REPO, RESULTS, TMP, load_1min, machine  # noqa: E402
 from gpu_bundle import BUNDLE, describe_size, install, transfer_size  # noqa: E402
-from gpu_figures import check_record, memory_figures, read_json, run_figures  # noqa: E402
+from gpu_figures import (REFERENCE, TARGETS, check_record, headline, memory_figures, read_json,  # noqa: E402
+                         run_figures)
 
 TOY_ENV = "tests.toy_env:make"
-TARGETS = {"g1_cold_time_to_first_step_s_at_most": 90.0, "g1_warm_time_to_first_step_s_at_most": 15.0,
-           "memory_prediction_error_at_most": 0.10}
-"""Issue 29's first-step targets for G1 `--num-envs auto` on a GPU; issue 3's memory target (predicted / peak)."""
-REFERENCE = {"playground_cartpole_balance_a100_env_steps_per_s": 718_626,
-             "source": "MuJoCo Playground paper: CartpoleBalance, Brax PPO at its DM Control settings (2,048 "
-                       "environments), one A100 (another GPU and trainer: a reference, not a target)"}
 RUNNER_SHARE = 0.6
 """A training step's `run.time_budget` is this share of its box (less the grace): the budget counts from the
 runner's start, after planning and loading the environment, and a run that stops by its budget saves a checkpoint
@@ -295,47 +290,6 @@ def steps(setup: Setup) -> list[Step]:
 
 # --- the order, the time boxes and the record ------------------------------------------------------------------
 
-def figure(record: dict[str, Any], step_name: str, *keys: str) -> Any:
-    """A figure of a measured step (None when the step has not measured it)."""
-    step = next((s for s in record["steps"] if s["name"] == step_name), None)
-    value: Any = step["figures"] if step and step["status"] == "ok" else None
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-def headline(record: dict[str, Any]) -> dict[str, Any]:
-    """The figures the README quotes, beside their targets (None where not measured)."""
-    cold = figure(record, "g1_ppo_cold", "time_to_first_step_s")
-    warm = figure(record, "g1_ppo_warm", "time_to_first_step_s")
-    cartpole = figure(record, "cartpole_ppo_playground", "env_steps_per_s_median")
-    reference = REFERENCE["playground_cartpole_balance_a100_env_steps_per_s"]
-    return {
-        "device": figure(record, "doctor", "device", "name"),
-        "device_total_bytes": figure(record, "doctor", "device", "total_bytes"),
-        "driver": figure(record, "doctor", "device", "driver"),
-        "jax": figure(record, "doctor", "device", "jax_version"),
-        "mjx_impl": figure(record, "g1_ppo_cold", "plan", "impl"),
-        "g1_plan_sizes": figure(record, "g1_ppo_cold", "plan", "sizes"),
-        "g1_predicted_bytes": figure(record, "g1_ppo_cold", "plan", "predicted_bytes"),
-        "g1_bound_source": figure(record, "g1_ppo_cold", "plan", "bound_source"),
-        "g1_cold_time_to_first_step_s": cold,
-        "g1_cold_within_target": None if cold is None else cold <= TARGETS["g1_cold_time_to_first_step_s_at_most"],
-        "g1_warm_time_to_first_step_s": warm,
-        "g1_warm_within_target": None if warm is None else warm <= TARGETS["g1_warm_time_to_first_step_s_at_most"],
-        "g1_env_steps_per_s": figure(record, "g1_ppo_cold", "env_steps_per_s_median"),
-        "g1_iterations_per_min": figure(record, "g1_ppo_cold", "iterations_per_min"),
-        "g1_device_peak_bytes": figure(record, "g1_ppo_cold", "device_peak_bytes"),
-        "g1_predicted_over_peak_minus_1": figure(record, "g1_ppo_cold", "predicted_over_peak_minus_1"),
-        "cartpole_env_steps_per_s": cartpole,
-        "cartpole_over_playground_a100": None if cartpole is None else cartpole / reference,
-        "trace_bound_over_xla": {s["name"].split(" ", 1)[1]: s["figures"]["ratio"] for s in record["steps"]
-                                 if s["kind"] == "trace_bound" and s["status"] == "ok"},
-        "memory_prediction_line_error": figure(record, "memory_prediction", "line_error"),
-        "fasttd3_g1_env_steps_per_s": figure(record, "fasttd3_g1", "env_steps_per_s_median"),
-    }
-
-
 def write(record: dict[str, Any], out: Path) -> Path:
     """DIR/gpu_check.json, rewritten whole (through a temporary file, so a cut-off write leaves the last one)."""
     record["headline"] = headline(record)
@@ -408,10 +362,14 @@ def main() -> int:
     if args.deadline is not None:
         setup = setup._replace(deadline_s=args.deadline)
     started = time.perf_counter()
+    if args.bundle is not None and not (args.bundle / "wheels").is_dir():
+        print(f"gpu_check: no {args.bundle / 'wheels'}: run `benchmarks/gpu_bundle.py prepare` here and carry "
+              f"{args.bundle}", file=sys.stderr)
+        return 2
     out = args.out or (TMP / "gpu_dry_run" if args.dry_run else RESULTS / "gpu")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    for previous in (out / "gpu_check.json", out / "runs", out / "logs"):  # this script's own files, nothing else
+        shutil.rmtree(previous, ignore_errors=True) if previous.is_dir() else previous.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rlfit-gpu-check-"))
     order = steps(setup)
     record = {"benchmark": "gpu_check", "command": " ".join(sys.argv), **safe_machine(),

@@ -16,6 +16,13 @@ MAYBE_NUMBER = (int, float, type(None))
 MAYBE_INT = (int, type(None))
 MAYBE_STR = (str, type(None))
 
+TARGETS = {"g1_cold_time_to_first_step_s_at_most": 90.0, "g1_warm_time_to_first_step_s_at_most": 15.0,
+           "memory_prediction_error_at_most": 0.10}
+"""Issue 29's first-step targets for G1 `--num-envs auto` on a GPU; issue 3's memory target (predicted / peak)."""
+REFERENCE = {"playground_cartpole_balance_a100_env_steps_per_s": 718_626,
+             "source": "MuJoCo Playground paper: CartpoleBalance, Brax PPO at its DM Control settings (2,048 "
+                       "environments), one A100 (another GPU and trainer: a reference, not a target)"}
+
 RUN_FIELDS: dict[str, tuple[type, ...]] = {
     "time_to_first_step_s": NUMBER, "init_s": MAYBE_NUMBER, "compile_s": MAYBE_NUMBER,
     "compile_wait_s": MAYBE_NUMBER, "programs": (list,), "plan": (dict,), "iterations": (int,),
@@ -111,6 +118,47 @@ def memory_figures(record: dict[str, Any]) -> dict[str, Any]:
         "num_envs", "measured_bytes", "line_bytes", "xla_exact_bytes", "line_error", "xla_exact_error",
         "line_with_same_backend_margin_error", "method", "peak_bytes_by_stage", "state_bytes", "compile_s")},
         "model": result["model"], "device": record.get("device")}
+
+
+def figure(record: dict[str, Any], step_name: str, *keys: str) -> Any:
+    """A figure of a measured step (None when the step has not measured it)."""
+    step = next((s for s in record["steps"] if s["name"] == step_name), None)
+    value: Any = step["figures"] if step and step["status"] == "ok" else None
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def headline(record: dict[str, Any]) -> dict[str, Any]:
+    """The figures the README quotes, beside their targets (None where not measured)."""
+    cold = figure(record, "g1_ppo_cold", "time_to_first_step_s")
+    warm = figure(record, "g1_ppo_warm", "time_to_first_step_s")
+    cartpole = figure(record, "cartpole_ppo_playground", "env_steps_per_s_median")
+    reference = REFERENCE["playground_cartpole_balance_a100_env_steps_per_s"]
+    return {
+        "device": figure(record, "doctor", "device", "name"),
+        "device_total_bytes": figure(record, "doctor", "device", "total_bytes"),
+        "driver": figure(record, "doctor", "device", "driver"),
+        "jax": figure(record, "doctor", "device", "jax_version"),
+        "mjx_impl": figure(record, "g1_ppo_cold", "plan", "impl"),
+        "g1_plan_sizes": figure(record, "g1_ppo_cold", "plan", "sizes"),
+        "g1_predicted_bytes": figure(record, "g1_ppo_cold", "plan", "predicted_bytes"),
+        "g1_bound_source": figure(record, "g1_ppo_cold", "plan", "bound_source"),
+        "g1_cold_time_to_first_step_s": cold,
+        "g1_cold_within_target": None if cold is None else cold <= TARGETS["g1_cold_time_to_first_step_s_at_most"],
+        "g1_warm_time_to_first_step_s": warm,
+        "g1_warm_within_target": None if warm is None else warm <= TARGETS["g1_warm_time_to_first_step_s_at_most"],
+        "g1_env_steps_per_s": figure(record, "g1_ppo_cold", "env_steps_per_s_median"),
+        "g1_iterations_per_min": figure(record, "g1_ppo_cold", "iterations_per_min"),
+        "g1_device_peak_bytes": figure(record, "g1_ppo_cold", "device_peak_bytes"),
+        "g1_predicted_over_peak_minus_1": figure(record, "g1_ppo_cold", "predicted_over_peak_minus_1"),
+        "cartpole_env_steps_per_s": cartpole,
+        "cartpole_over_playground_a100": None if cartpole is None else cartpole / reference,
+        "trace_bound_over_xla": {s["name"].split(" ", 1)[1]: s["figures"]["ratio"] for s in record["steps"]
+                                 if s["kind"] == "trace_bound" and s["status"] == "ok"},
+        "memory_prediction_line_error": figure(record, "memory_prediction", "line_error"),
+        "fasttd3_g1_env_steps_per_s": figure(record, "fasttd3_g1", "env_steps_per_s_median"),
+    }
 
 
 def type_problems(values: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str) -> list[str]:

@@ -177,3 +177,11 @@ def test_the_dry_run_measures_in_order_and_writes_a_whole_record(tmp_path):
     assert steps["g1_randomization_off"]["status"] in ("not reached", "not available")
     assert record["transfer"]["working_tree_bytes"] > 0 and record["headline"]["g1_cold_time_to_first_step_s"] == \
         cold["figures"]["time_to_first_step_s"]
+
+
+def test_a_missing_bundle_is_one_line_exit_2_and_nothing_written(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--bundle", str(tmp_path / "none"),
+                           "--out", str(tmp_path / "gpu")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "gpu_bundle.py prepare" in done.stderr
+    assert not (tmp_path / "gpu").exists()
