@@ -96,15 +96,18 @@ tool's `timeout_s` 540), 50 s to spare."""
 
 
 def dry_setup(stand_in: str) -> Setup:
-    """The rehearsal on this CPU: `stand_in` for G1 and CartpoleBalance, the smoke preset, seconds per step."""
+    """The rehearsal on this CPU: `stand_in` for G1 and CartpoleBalance, the smoke preset, seconds per step (a
+    Playground stand-in: three times the toy's boxes, for its compiles of a minute each on 2 cores)."""
+    scale = 1 if stand_in == TOY_ENV else 3
     return Setup(g1=stand_in, g1_preset="smoke", cartpole=stand_in, cartpole_preset="smoke",
                  trace_cases=(f"{stand_in}:smoke:ppo", f"{stand_in}:smoke:sac", f"{stand_in}:smoke:fasttd3"),
                  memory_env=stand_in, memory_num_envs=64, fasttd3_preset="smoke",
                  timesteps={"g1_ppo_cold": 20_000, "g1_ppo_warm": 1, "cartpole_ppo_playground": 640,
                             "fasttd3_g1": 640, "g1_randomization": 640},
-                 boxes={"doctor": 30, "g1_ppo_cold": 90, "g1_ppo_warm": 60, "cartpole_ppo_playground": 60,
-                        "trace_bound": 60, "memory_prediction": 60, "fasttd3_g1": 60, "g1_randomization": 30},
-                 deadline_s=300 if stand_in == TOY_ENV else 900, min_start_s=5, grace_s=5)
+                 boxes={"doctor": 30, **{key: scale * box for key, box in (
+                     ("g1_ppo_cold", 90), ("g1_ppo_warm", 60), ("cartpole_ppo_playground", 60), ("trace_bound", 60),
+                     ("memory_prediction", 60), ("fasttd3_g1", 60), ("g1_randomization", 30))}},
+                 deadline_s=300 * scale, min_start_s=5, grace_s=5)
 
 
 class Context(NamedTuple):
@@ -132,12 +135,16 @@ def run_boxed(argv: list[str], env: dict[str, str], box_s: float, grace_s: float
     seconds SIGTERM to the group, after `grace_s` more SIGKILL."""
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with log.open("w") as errors, (stdout or log).open("a" if stdout is None else "w") as output:
-        child = subprocess.Popen(argv, env=env, stdout=output, stderr=errors, start_new_session=True, cwd=REPO)
+    with log.open("w") as errors, (stdout or Path(os.devnull)).open("w") as output:
+        child = subprocess.Popen(argv, env=env, stdout=output if stdout else errors, stderr=errors,
+                                 start_new_session=True, cwd=REPO)
         try:
             code: int | None = child.wait(timeout=box_s)
             timed_out = False
-        except subprocess.TimeoutExpired:
+        except BaseException as stop:  # its box ended, or this script is stopped (then the child goes too)
+            if not isinstance(stop, subprocess.TimeoutExpired):
+                os.killpg(child.pid, signal.SIGKILL)
+                raise
             timed_out = True
             os.killpg(child.pid, signal.SIGTERM)
             try:
@@ -358,6 +365,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # a step's process is ended with it
     setup = dry_setup(args.stand_in) if args.dry_run else GPU
     if args.deadline is not None:
         setup = setup._replace(deadline_s=args.deadline)

@@ -185,3 +185,27 @@ def test_a_missing_bundle_is_one_line_exit_2_and_nothing_written(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "gpu_bundle.py prepare" in done.stderr
     assert not (tmp_path / "gpu").exists()
+
+
+def test_a_stopped_check_takes_its_step_process_with_it(tmp_path):
+    """SIGTERM to the script (the device tool's time limit, a test's timeout) ends the step under way, which runs
+    in a session of its own and would otherwise run on."""
+    pid_file = tmp_path / "child.pid"
+    step = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    (tmp_path / "check.py").write_text(
+        "import os, pathlib, signal, sys\n"
+        f"sys.path.insert(0, {str(BENCHMARKS)!r})\n"
+        "import gpu_check\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
+        f"gpu_check.run_boxed([sys.executable, '-c', {step!r}], dict(os.environ), 60, 5, "
+        f"pathlib.Path({str(tmp_path / 'log')!r}))\n")
+    check = subprocess.Popen([sys.executable, str(tmp_path / "check.py")])
+    deadline = time.time() + 30
+    while not (pid_file.is_file() and pid_file.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    check.terminate()
+    assert check.wait(timeout=10) == 143
+    time.sleep(0.5)
+    state = Path(f"/proc/{child}/stat").read_text().split()[2] if Path(f"/proc/{child}").exists() else "gone"
+    assert state in ("gone", "Z"), state  # killed (a zombie until the orphan is reaped)
