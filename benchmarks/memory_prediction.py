@@ -23,6 +23,7 @@ XLA's analysis at the exact size.
 
     .venv/bin/python benchmarks/memory_prediction.py            # CartpoleBalance and CheetahRun, 4 sizes each
     .venv/bin/python benchmarks/memory_prediction.py --quick    # CartpoleBalance, 2 small sizes (a check only)
+    .venv/bin/python benchmarks/memory_prediction.py --envs CartpoleBalance --num-envs 1024 --out x.json  # one size
 """
 
 from __future__ import annotations
@@ -201,6 +202,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CartpoleBalance at two small sizes (checks the script)")
     parser.add_argument("--envs", nargs="+", default=list(ENVS), help=f"environments to measure (default: {' '.join(ENVS)})")
+    parser.add_argument("--num-envs", nargs="+", type=int, default=None,
+                        help=f"the sizes measured (default {' '.join(map(str, NUM_ENVS))}; --quick: "
+                        f"{' '.join(map(str, QUICK_NUM_ENVS))})")
+    parser.add_argument("--out", type=Path, default=None, help="JSON path (default results/memory_prediction_<backend>"
+                        ".json; --quick: results/tmp/)")
     parser.add_argument("--child", nargs=2, metavar=("ENV", "NUM_ENVS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -217,10 +223,11 @@ def main() -> None:
     record["method"] = __doc__.split("Measurement:")[1].split("Error =")[0].strip()
     record["malloc"] = MALLOC_SETTINGS
     envs, sizes = (ENVS[:1], QUICK_NUM_ENVS) if args.quick else (tuple(args.envs), NUM_ENVS)
+    sizes = tuple(args.num_envs or sizes)
     record["results"] = []
     for name in envs:  # written after each environment, so a run stopped by a time limit keeps what it measured
         record["results"].append(benchmark_env(name, sizes))
-        finish_record(record)
+        finish_record(record, args.out)
     rows = [(r["env"], row["num_envs"], row["measured_bytes"] / 2**20, row["line_bytes"] / 2**20,
              f"{row['line_error']:+.1%}", f"{row['xla_exact_error']:+.1%}",
              f"{row['line_with_same_backend_margin_error']:+.1%}")

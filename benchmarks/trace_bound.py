@@ -61,11 +61,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=list(CASES), help="ENV:PRESET:ALGO each")
     parser.add_argument("--tag", default="", help="a suffix for the record's name")
+    parser.add_argument("--out", type=Path, default=None, help="JSON path (default results/trace_bound[_TAG].json)")
     return parser.parse_args()
 
 
 def measure(case: str) -> dict:
-    env_name, preset, algo = case.split(":")
+    env_name, preset, algo = case.rsplit(":", 2)  # ENV may be module:factory
     with tempfile.TemporaryDirectory(prefix="rlfit-trace-bound-") as work:
         load = load_1min()
         done = subprocess.run([sys.executable, "-c", CHILD, env_name, preset, algo], cwd=REPO,
@@ -92,7 +93,7 @@ def main() -> None:
     print_table(rows, ["case", "num_envs", "operations", "XLA MiB", "bound MiB", "bound/XLA", "lower s", "walk s",
                        "XLA compile s"])
     print(f"bound never below XLA's analysis: {record['never_below_xla']}")
-    finish_record(record)
+    finish_record(record, args.out)
 
 
 if __name__ == "__main__":
