@@ -147,7 +147,6 @@ def ppo_transitions(key, ppo_network, params):
 def ppo_reference() -> dict:
     import jax
     import jax.numpy as jnp
-    import optax
     from brax.training.agents.ppo import losses as ppo_losses
     from brax.training.agents.ppo import networks as ppo_networks
 
