@@ -85,6 +85,13 @@ def test_unknown_key_suggests_the_right_key(capsys, user_dir):
     assert list(user_dir.iterdir()) == []
 
 
+def test_an_unknown_advantage_estimator_names_the_choices(capsys, user_dir):
+    code, out, err = cli(capsys, "train", TOY, *TINY, "--set", "ppo.advantages=gae")
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "ppo.advantages must be one of brax, gae_once, got 'gae'")
+    assert list(user_dir.iterdir()) == []
+
+
 def test_unknown_environment_in_process(capsys, user_dir):
     code, _, err = cli(capsys, "train", "CartpoleBalanse", "--preset", "smoke")
     assert code == 2

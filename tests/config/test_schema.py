@@ -218,6 +218,7 @@ def test_to_dict_round_trips():
     ("ppo.entropy_cost=-0.1", "ppo.entropy_cost must be zero or more"),
     ("network.activation=sigmoidal", "network.activation must be one of"),
     ("env.impl=cuda", "env.impl must be one of"),
+    ("ppo.advantages=gae", "ppo.advantages must be one of brax, gae_once, got 'gae'"),
     ("network.policy_hidden=[]", "network.policy_hidden must be a non-empty list"),
     ("network.value_hidden=[8, 0]", "network.value_hidden must be a non-empty list"),
 ])

@@ -138,3 +138,20 @@ def test_bf16_compute_keeps_fp32_state(toy_env_name):
     assert bool(metrics.all_finite)
     assert {leaf.dtype for leaf in jax.tree.leaves((state.params, state.opt_state, state.normalizer))} <= {
         np.dtype("float32"), np.dtype("int32")}
+
+
+def test_gae_once_trains_its_own_way_from_the_same_state(toy_env_name, trainer, iteration):
+    """`ppo.advantages: gae_once` compiles, keeps the state's shapes and moves the parameters, elsewhere than the
+    default (Brax's estimator) from the same state."""
+    config = resolve(toy_env_name, "smoke", None, SIZES + ["ppo.max_grad_norm=1.0", "ppo.advantages=gae_once"])
+    other = Trainer.build(config, make_plan(config))
+    start = other.init_state()
+    before = avals(start)
+    params0 = copy_tree(start.params)
+    gae_once, _ = jax.jit(other.train_iteration_fn())(start)
+    brax, _ = iteration(trainer.init_state())
+    assert avals(gae_once) == before
+    for initial, ours, theirs in zip(jax.tree.leaves(params0), jax.tree.leaves(gae_once.params),
+                                     jax.tree.leaves(brax.params)):
+        assert not np.allclose(initial, ours)
+        assert not np.allclose(ours, theirs)

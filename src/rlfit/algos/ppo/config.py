@@ -42,6 +42,11 @@ class PPOConfig:
     """Running mean/std observation normalization."""
     normalize_advantage: bool = True
     """Standardize advantages per minibatch."""
+    advantages: str = "brax"
+    """How advantages and value targets are formed. `brax`: as Brax's PPO, inside the loss on every minibatch
+    with that update's value parameters, the advantage the one-step error on the lambda-returns, time-limit
+    steps masked (`bootstrap_on_timeout=False`). `gae_once`: GAE sums, once per iteration before the epochs,
+    time-limit steps bootstrapped from the pre-reset observation (rlfit's estimator before this option)."""
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
@@ -109,6 +114,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
 
 SECTION = PPOConfig
 TITLE = "PPO"
+ADVANTAGE_ESTIMATORS = ("brax", "gae_once")
 
 
 def check(config: Any) -> None:
@@ -121,5 +127,6 @@ def check(config: Any) -> None:
                                 "ppo.num_updates_per_batch"),
                  non_negative=("ppo.entropy_cost", "ppo.max_grad_norm"),
                  positive_floats=("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling"),
-                 unit_interval=("ppo.discounting", "ppo.gae_lambda"))
+                 unit_interval=("ppo.discounting", "ppo.gae_lambda"),
+                 choices={"ppo.advantages": ADVANTAGE_ESTIMATORS})
     check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)

@@ -1,4 +1,5 @@
-"""One PPO training iteration (collect, normalize, GAE, epochs of minibatch updates) as a pure function.
+"""One PPO training iteration (collect, normalize, epochs of minibatch updates, each forming its advantages as
+Brax does, or GAE once before them) as a pure function.
 
 `make_train_iteration` returns `TrainState -> (TrainState, IterationMetrics)`, compiled once by the runner
 with the state donated.
@@ -21,7 +22,7 @@ from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize, u
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.algos.ppo.gae import compute_gae
 from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
-from rlfit.algos.ppo.losses import LossBatch, LossTerms, ppo_loss
+from rlfit.algos.ppo.losses import LossBatch, LossTerms, Steps, ppo_loss
 from rlfit.algos.ppo.rollout import collect
 
 
@@ -86,7 +87,7 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
 
     def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key,
-                        bottleneck_beta)
+                        bottleneck_beta, ppo.discounting, ppo.gae_lambda)
 
     def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
         params, opt_state, loss_scale = carry
@@ -103,6 +104,49 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
     return minibatch_update
 
 
+def make_epochs(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig, sizes: BatchSizes,
+                bottleneck_beta: float = 0.0):
+    """`(carry, batch, key) -> (carry, (terms, grad_norms, applied) [E, M])`: `num_updates_per_batch` (E) epochs
+    of `num_minibatches` (M) minibatch updates over `batch` [T, S, ...] (S = batch_size * M sequences), carry
+    (params, opt_state, loss_scale), with Brax's key use (0.14.2 `sgd_step`, `minibatch_step`): per epoch
+    `key, perm, grad = split(key, 3)`, the sequences in the order `permutation(perm, S)` cut into M consecutive
+    minibatches, and the m-th minibatch's loss key the second half of the m-th `split` in the chain from `grad`.
+    """
+    num_sequences = sizes.batch_size * sizes.num_minibatches
+    minibatch_update = make_minibatch_update(agent, optimizer, ppo, bottleneck_beta)
+
+    def epoch(carry, data: LossBatch):
+        updates_carry, key = carry
+        key, perm_key, grad_key = jax.random.split(key, 3)
+        order = jax.random.permutation(perm_key, num_sequences)
+        # [T, S, ...] -> shuffle sequences -> [M, T, batch_size, ...]
+        minibatches = split_envs(jax.tree.map(
+            lambda x: jnp.swapaxes(
+                jnp.take(x, order, axis=1).reshape((x.shape[0], sizes.num_minibatches, sizes.batch_size) + x.shape[2:]),
+                0, 1),
+            data), axis=2)  # over several devices, each computes its share of every minibatch
+        updates_carry, outputs = jax.lax.scan(minibatch_update, updates_carry,
+                                              (minibatches, chained_keys(grad_key, sizes.num_minibatches)))
+        return (updates_carry, key), outputs
+
+    def epochs(carry, batch: LossBatch, key: jax.Array):
+        (carry, _), outputs = jax.lax.scan(lambda c, _: epoch(c, batch), (carry, key), None,
+                                           length=ppo.num_updates_per_batch)
+        return carry, outputs
+
+    return epochs
+
+
+def chained_keys(key: jax.Array, count: int) -> jax.Array:
+    """[count, 2] keys as Brax's `minibatch_step` draws them: `key, sub = split(key)`, `count` times; the subs."""
+
+    def draw(carry, _):
+        carry, sub = jax.random.split(carry)
+        return carry, sub
+
+    return jax.lax.scan(draw, key, None, length=count)[1]
+
+
 def make_train_iteration(
     env: VecEnv,
     agent: Agent,
@@ -117,21 +161,8 @@ def make_train_iteration(
     before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
     (`rlfit.algos.common.loss_scale`).
     """
-    num_sequences = sizes.batch_size * sizes.num_minibatches
-    num_unrolls = num_sequences // sizes.num_envs
-    minibatch_update = make_minibatch_update(agent, optimizer, ppo, bottleneck_beta)
-
-    def epoch(carry, key: jax.Array, data: LossBatch):
-        shuffle_key, entropy_key = jax.random.split(key)
-        order = jax.random.permutation(shuffle_key, num_sequences)
-        # [T, B, ...] -> shuffle sequences -> [M, T, batch_size, ...]
-        minibatches = split_envs(jax.tree.map(
-            lambda x: jnp.swapaxes(
-                jnp.take(x, order, axis=1).reshape((x.shape[0], sizes.num_minibatches, sizes.batch_size) + x.shape[2:]),
-                0, 1),
-            data), axis=2)  # over several devices, each computes its share of every minibatch
-        entropy_keys = jax.random.split(entropy_key, sizes.num_minibatches)
-        return jax.lax.scan(minibatch_update, carry, (minibatches, entropy_keys))
+    num_unrolls = sizes.batch_size * sizes.num_minibatches // sizes.num_envs
+    epochs = make_epochs(agent, optimizer, ppo, sizes, bottleneck_beta)
 
     def train_iteration(state: TrainState) -> tuple[TrainState, IterationMetrics]:
         key, collect_key, epochs_key = jax.random.split(state.key, 3)
@@ -139,9 +170,8 @@ def make_train_iteration(
                                   collect_key, sizes.unroll_length, num_unrolls)
         data = split_envs(data, axis=1)  # [T, B, ...]: sequences stay on the device that collected them
         stats, batch = loss_batch(agent, ppo, state, data)
-        (params, opt_state, loss_scale), (terms, grad_norms, applied) = jax.lax.scan(
-            lambda carry, k: epoch(carry, k, batch), (state.params, state.opt_state, state.loss_scale),
-            jax.random.split(epochs_key, ppo.num_updates_per_batch))
+        (params, opt_state, loss_scale), (terms, grad_norms, applied) = epochs(
+            (state.params, state.opt_state, state.loss_scale), batch, epochs_key)
         metrics = iteration_metrics(terms, grad_norms, applied, loss_scale, params, data)
         return TrainState(params, opt_state, stats, env_state, key, loss_scale), metrics
 
@@ -149,16 +179,22 @@ def make_train_iteration(
 
 
 def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tuple[RunningStats, LossBatch]:
-    """The updated observation statistics and the epochs' batch from collected `data` [T, B, ...]: normalized
-    observations, values, GAE advantages and returns, split over the devices by sequence."""
+    """The updated observation statistics and the epochs' batch from collected `data` [T, B, ...], split over the
+    devices by sequence: normalized observations, and the scaled rewards and ends from which the loss forms
+    Brax's advantages (`ppo.advantages: brax`), or GAE advantages and returns formed here (`gae_once`)."""
     stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
-    obs, next_obs = normalize(stats, data.obs), normalize(stats, data.next_obs)
+    obs = normalize(stats, data.obs)
+    noise = data.latent_noise if agent.latent_size else None
+    if ppo.advantages == "brax":
+        last_next_obs = normalize(stats, jax.tree.map(lambda x: x[-1:], data.next_obs))
+        steps = Steps(data.reward * ppo.reward_scaling, data.termination, data.truncation, last_next_obs)
+        return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, None, None, noise, steps), axis=1)
+    next_obs = normalize(stats, data.next_obs)
     # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
     values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
     next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
     advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
                                       data.truncation, ppo.discounting, ppo.gae_lambda)
-    noise = data.latent_noise if agent.latent_size else None
     return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise), axis=1)
 
 

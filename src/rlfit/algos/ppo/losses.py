@@ -8,6 +8,21 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.algos.ppo.gae import brax_targets
+
+
+class Steps(NamedTuple):
+    """What Brax's estimator needs to form advantages and targets inside the loss (`ppo.advantages: brax`)."""
+
+    reward: jax.Array
+    """[T, b] rewards times `reward_scaling`."""
+    termination: jax.Array
+    """[T, b] 1.0 where the episode reached a terminal state."""
+    truncation: jax.Array
+    """[T, b] 1.0 where the episode hit its time limit (masked out)."""
+    bootstrap_obs: Any
+    """[1, b, ...] the normalized observation after each sequence's last step (a time axis of 1, so that every
+    leaf of the batch shuffles and splits along axis 1)."""
 
 
 class LossBatch(NamedTuple):
@@ -19,11 +34,14 @@ class LossBatch(NamedTuple):
     """[T, b, A] pre-tanh actions (continuous) or [T, b] int32 indices (discrete) that were taken."""
     old_log_prob: jax.Array
     """Log-probabilities of those actions under the policy that collected them."""
-    advantages: jax.Array
-    returns: jax.Array
-    """Value targets (advantages + old values)."""
+    advantages: jax.Array | None
+    """GAE advantages formed before the epochs (`ppo.advantages: gae_once`); None: formed in the loss from `steps`."""
+    returns: jax.Array | None
+    """Value targets (advantages + old values) with `advantages`; None with `steps`."""
     latent_noise: jax.Array | None = None
     """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.algos.ppo.bottleneck`); None without."""
+    steps: Steps | None = None
+    """Rewards and ends for Brax's estimator in the loss (`ppo.advantages: brax`); None with `advantages`."""
 
 
 class LossTerms(NamedTuple):
@@ -50,12 +68,16 @@ def ppo_loss(
     normalize_advantage: bool,
     entropy_key: jax.Array,
     bottleneck_beta: float = 0.0,
+    discounting: float = 0.0,
+    gae_lambda: float = 0.0,
 ) -> tuple[jax.Array, LossTerms]:
-    """Brax-compatible PPO loss:
+    """Brax's PPO loss (0.14.2 `compute_ppo_loss`):
 
+        A, vs   = batch.advantages, batch.returns, or with `batch.steps` Brax's estimator on this update's
+                  values (`brax_targets` with `discounting`, `gae_lambda`; no gradient through them)
         ratio   = exp(log pi(a|s) - old_log_prob)
         policy  = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))
-        value   = 0.25 * mean((returns - V(s))^2)          (Brax's scale: 0.5 * 0.5)
+        value   = 0.25 * mean((vs - V(s))^2)          (Brax's scale: 0.5 * 0.5)
         entropy = -entropy_cost * mean(H[pi(.|s)])   (a tanh-Gaussian: one sample with `entropy_key`,
                                                      see TanhGaussian.entropy; a categorical: exact)
         total   = policy + value + entropy [+ beta * mean(rate)]
@@ -63,7 +85,13 @@ def ppo_loss(
     With an information bottleneck (`agent.latent_size` > 0) pi is evaluated with the noise each action was
     chosen with (`batch.latent_noise`), and its rate (nats) weighted by `bottleneck_beta` joins the total.
     """
-    advantages = batch.advantages
+    values = agent.value(params.value, batch.obs)
+    if batch.steps is None:
+        advantages, returns = batch.advantages, batch.returns
+    else:
+        bootstrap = agent.value(params.value, batch.steps.bootstrap_obs)[0]
+        advantages, returns = brax_targets(batch.steps.reward, values, bootstrap, batch.steps.termination,
+                                           batch.steps.truncation, discounting, gae_lambda)
     if normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     rate = None
@@ -76,7 +104,7 @@ def ppo_loss(
     ratio = jnp.exp(log_ratio)
     clipped = jnp.clip(ratio, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon)
     policy_loss = -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
-    value_error = batch.returns - agent.value(params.value, batch.obs)
+    value_error = returns - values
     value_loss = 0.25 * jnp.mean(value_error**2)
     entropy_loss = -entropy_cost * jnp.mean(dist.entropy(entropy_key))
     total = policy_loss + value_loss + entropy_loss

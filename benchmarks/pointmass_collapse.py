@@ -1,0 +1,101 @@
+"""The quick preset on one environment, per seed, with the eval reward and value-loss curves: the issue-44 check
+that PPO does not learn and then collapse (final eval >= 0.8 of the run's own best).
+
+Each run is `rlfit train ENV --preset quick --seed S [--set ...]` as a user types it, labelled (`--label`), and
+optionally with another checkout's sources first on PYTHONPATH (`--source DIR/src`, e.g. the code before a change).
+Resumable: a (label, env, seed) already in the JSON is skipped, and the JSON is rewritten after every run.
+
+    .venv/bin/python benchmarks/pointmass_collapse.py --label brax --seeds 0            # the current default
+    .venv/bin/python benchmarks/pointmass_collapse.py --label before --source /tmp/old/src --seeds 0
+    .venv/bin/python benchmarks/pointmass_collapse.py --label brax --env CartpoleBalance --seeds 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from common import REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
+
+COLLAPSE_RATIO = 0.8
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="PointMass")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--label", required=True, help="names the code or settings measured, e.g. before, brax")
+    parser.add_argument("--source", type=Path, default=REPO / "src",
+                        help="the src/ directory to import rlfit from (default this checkout's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
+    parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
+    args = parser.parse_args()
+    if not (args.source / "rlfit" / "__init__.py").exists():
+        parser.exit(2, f"--source {args.source} has no rlfit package; pass a checkout's src directory\n")
+    return args
+
+
+def curves(metrics_path: Path) -> dict[str, list]:
+    """Per iteration: eval rewards [[iteration, reward]], value loss and gradient norm [[iteration, value]]."""
+    from rlfit.sinks.jsonl import read_rows
+
+    out: dict[str, list] = {"eval_reward": [], "value_loss": [], "grad_norm": []}
+    for row in read_rows(metrics_path):
+        if row.get("kind") == "eval":
+            out["eval_reward"].append([row["iteration"], round(row["eval/episode_reward"], 2)])
+        elif row.get("kind") == "train" and "loss/value" in row:
+            out["value_loss"].append([row["iteration"], round(row["loss/value"], 4)])
+            out["grad_norm"].append([row["iteration"], round(row["grad_norm"], 3)])
+    return out
+
+
+def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    TMP.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"collapse-{args.label}-{args.env}-{seed}-", dir=TMP))
+    argv = [str(RLFIT), "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
+    argv += [arg for item in args.set for arg in ("--set", item)]
+    env = fresh_cache_env(work / "cache")
+    env["PYTHONPATH"] = os.pathsep.join([str(args.source.resolve()), env.get("PYTHONPATH", "")])
+    load_before = load_1min()
+    timed = run_timed(argv, env=env, log=work / "stdout.log")
+    result: dict[str, Any] = {"label": args.label, "env": args.env, "seed": seed, "set": args.set,
+                              "source": str(args.source),
+                              "command": f"rlfit train {args.env} --preset quick --seed {seed}"
+                                         + "".join(f" --set {item}" for item in args.set),
+                              "exit_code": timed["exit_code"], "wall_s": timed["wall_s"],
+                              "loadavg_1min_before": load_before, "date": machine()["date"]}
+    summary_path = work / "run" / "summary.json"
+    if timed["exit_code"] != 0 or not summary_path.exists():
+        result["error"] = f"see {work / 'stdout.log'}"
+        return result
+    summary = json.loads(summary_path.read_text())
+    final, best = summary["final_eval_reward"], summary["best_eval_reward"]
+    result.update({"final_eval_reward": final, "best_eval_reward": best, "params_digest": summary.get("params_digest"),
+                   "final_over_best": round(final / best, 3) if best else None,
+                   "collapsed": bool(best and final < COLLAPSE_RATIO * best), **curves(work / "run" / "metrics.jsonl")})
+    return result
+
+
+def main() -> None:
+    args = parse_args()
+    record = json.loads(args.out.read_text()) if args.out.exists() else {"benchmark": "pointmass_collapse", "runs": {}}
+    for seed in args.seeds:
+        key = f"{args.label}/{args.env}/{seed}"
+        if key in record["runs"]:
+            print(f"{key}: already measured, skipped", flush=True)
+            continue
+        print(f"{key}: training ...", flush=True)
+        result = run_one(args, seed)
+        result["git"] = git_state()
+        record["runs"][key] = result
+        args.out.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{key}: final {result.get('final_eval_reward')} best {result.get('best_eval_reward')} "
+              f"({result['wall_s']:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
