@@ -84,3 +84,23 @@ class CountingPointReach(PointReach):
 def make_counting(**overrides: Any) -> CountingPointReach:
     """Factory for `--env tests.toy_env:make_counting`."""
     return CountingPointReach(**overrides)
+
+
+class SlowPointReach(PointReach):
+    """PointReach whose every step of every environment sleeps `delay_s` on the host (a callback): iterations that
+    take seconds with tiny sizes, to test what happens during a long iteration."""
+
+    def __init__(self, delay_s: float = 0.15, **overrides: Any):
+        super().__init__(**overrides)
+        self.delay_s = delay_s
+
+    def step(self, state: ToyState, action: jax.Array) -> ToyState:
+        import time
+
+        jax.debug.callback(lambda _: time.sleep(self.delay_s), action)
+        return super().step(state, action)
+
+
+def make_slow(**overrides: Any) -> SlowPointReach:
+    """Factory for `--env tests.toy_env:make_slow`."""
+    return SlowPointReach(**overrides)

@@ -63,6 +63,9 @@ def check_config(config: ConfigView) -> None:
                         "(no latent layer to penalize); set network.bottleneck to its width, e.g. 16")
     parse_devices(config.run.devices)
     parse_duration(config.run.time_budget, "run.time_budget")
+    if not config.run.stop_grace_s >= 0:
+        raise UserError(f"run.stop_grace_s must be 0 or more seconds, got {config.run.stop_grace_s}; e.g. 25 (0: a stop "
+                        "waits for the running iteration)")
     parse_reward(config.run.target_reward, "run.target_reward")
     config_module(config.algo).check(config)
 

@@ -118,6 +118,10 @@ class RunConfig:
     """How many recent checkpoints to keep (the best by eval reward is kept too)."""
     continue_on_save_error: bool = False
     """Keep training when a checkpoint cannot be written (default: stop)."""
+    stop_grace_s: float = 25.0
+    """A stop request (SIGTERM, SIGINT, `time_budget`) leaves a checkpoint within this many seconds, even when an
+    iteration takes longer: the last finished iteration, saved from a host copy kept when iterations outlast it
+    (`rlfit.run.stop_grace`). Schedulers kill about 30 s after SIGTERM. 0: wait for the running iteration."""
     fit_to_device: bool = False
     """Let the planner size the run to this device's memory, as `--num-envs auto` (PPO: num_envs and the batch;
     SAC, FastTD3: the replay buffer)."""
@@ -157,8 +161,8 @@ class RunConfig:
 
 HOST_LOOP_FIELDS = frozenset({
     "num_timesteps", "eval_every", "save_interval", "keep_checkpoints", "continue_on_save_error", "fit_to_device",
-    "oom_backoff", "checkpoint_replay", "time_budget", "early_stop_patience", "early_stop_min_delta", "target_reward",
-    "wandb", "wandb_project", "wandb_entity", "wandb_group", "wandb_timeout_s"})
+    "oom_backoff", "checkpoint_replay", "time_budget", "stop_grace_s", "early_stop_patience", "early_stop_min_delta",
+    "target_reward", "wandb", "wandb_project", "wandb_entity", "wandb_group", "wandb_timeout_s"})
 """`run` settings that only the host loop reads (how long, when to evaluate or save, where to log): rlfit's own
 algorithms never trace them into a program (what they size goes through the plan, whose sizes are part of every
 program's key), so a run that changes only these reuses stored programs (`rlfit.hardware.program_store`).

@@ -7,6 +7,7 @@ Everything inside an iteration is one compiled call; this loop only moves a few 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import time
@@ -21,6 +22,7 @@ from rlfit.parallel.distributed import all_reach, any_process, is_writer, proces
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.sinks import Sinks
+from rlfit.run.stop_grace import GraceWatch
 from rlfit.run.stopping import StopRules
 from rlfit.run.build import Compiled, Trainer, forget_programs
 from rlfit.versions import package_versions
@@ -206,6 +208,11 @@ class Runner:
         self.console = console
         self._time_to_first_step_s: float | None = None
         """Seconds to the end of the session's first training step (`_since_start`), set once by that step."""
+        self._grace: GraceWatch | None = None
+        """The watcher keeping `run.stop_grace_s` while the loop runs (`rlfit.run.stop_grace`), or None."""
+        self._loop_record: tuple[Any, float, int, float] | None = None
+        """(compiled programs, loop start, session env steps, evaluation seconds) at the last finished iteration,
+        for the summary the watcher writes."""
 
     def run(self, state: Any | None = None, progress: Progress | None = None) -> RunResult:
         """Trains from `state`/`progress` (fresh when None) to the plan's last iteration.
@@ -263,12 +270,26 @@ class Runner:
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         rules = StopRules.from_config(config.run)
         started = time.perf_counter()
+        self._loop_record = (compiled, started, 0, 0.0)
+        watch = self._grace_watch(rules)
+        try:
+            return self._iterate(state, progress, compiled, rules, started, watch)
+        finally:
+            if watch is not None:
+                watch.stop()
+
+    def _iterate(self, state: Any, progress: Progress, compiled: Compiled, rules: StopRules, started: float,
+                 watch: GraceWatch | None) -> RunResult:
+        plan, config = self.trainer.plan, self.trainer.config
+        lock = watch.lock if watch is not None else contextlib.nullcontext()
         session_steps = 0
         eval_s = 0.0
         slowest_step_s = 0.0  # an iteration with its evaluation, the slowest of this session
         while progress.iteration < plan.num_iterations:
             stop_reason = None
             step_started = time.perf_counter()
+            if watch is not None:
+                watch.iteration_started()
             state, metrics, seconds = self._step(compiled, state)
             if self._time_to_first_step_s is None:
                 self._time_to_first_step_s = self._since_start()
@@ -289,7 +310,12 @@ class Runner:
                 stop_reason = rules.after_eval(progress.last_eval_reward, progress.evals_without_improvement)
             slowest_step_s = max(slowest_step_s, time.perf_counter() - step_started)
             if self.checkpointer is not None:
-                self._timed_save(lambda: self.checkpointer.after_iteration(state, progress, final=last))
+                with lock:
+                    self._timed_save(lambda: self.checkpointer.after_iteration(state, progress, final=last))
+            self._loop_record = (compiled, started, session_steps, eval_s)
+            if watch is not None and not last:
+                watch.slowest_save_s = self._slowest_save_s
+                watch.iteration_ended(state, progress, saved=self.checkpointer.last_saved == progress.iteration)
             stop_reason = stop_reason or rules.before_next(time.perf_counter() - self._session_started,
                                                            slowest_step_s + self._slowest_save_s)
             signalled = self.stop_flag is not None and self.stop_flag.requested
@@ -297,25 +323,54 @@ class Runner:
                     and stop_reason is None and not signalled:
                 stop_reason = "a stop on another process"  # every process stops after the same iteration
             if stop_reason is not None and not last:
-                if self.checkpointer is not None:
-                    self.checkpointer.save(state, progress)
+                with lock:
+                    if watch is not None:
+                        watch.handled()
+                    if self.checkpointer is not None:
+                        self.checkpointer.save(state, progress)
                 self._say(f"rlfit: stopped by {stop_reason} at iteration {progress.iteration}")
                 summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, stop_reason)
                 return RunResult(state, progress, summary, self.run_dir)
             if signalled and not last:
-                if self.checkpointer is not None:
-                    self.checkpointer.save(state, progress)
+                with lock:
+                    if watch is not None:
+                        watch.handled()
+                    if self.checkpointer is not None:
+                        self.checkpointer.save(state, progress)
                 stopped_by = self.stop_flag.signal_name
                 self._write_summary(state, progress, compiled, started, session_steps, eval_s, stopped_by)
                 self.stop_flag.exit()
         summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, None)
         return RunResult(state, progress, summary, self.run_dir)
 
+    def _grace_watch(self, rules: StopRules) -> GraceWatch | None:
+        """The watcher that keeps `run.stop_grace_s` (`rlfit.run.stop_grace`), started; None where there is no
+        grace, no checkpointer, or several processes (said in one line: a checkpoint needs every process)."""
+        grace_s = self.trainer.config.run.stop_grace_s
+        if not grace_s or self.checkpointer is None or self.stop_flag is None:
+            return None
+        if process_count() > 1:
+            self._say(f"rlfit: run.stop_grace_s={grace_s:g} is not kept over several processes (a checkpoint needs "
+                      "every process): a stop saves at the end of the running iteration")
+            return None
+        watch = GraceWatch(grace_s, rules.time_budget_s, self._save_within_grace, self._say,
+                           saved_iteration=self.checkpointer.latest_step())
+        self._grace = watch
+        watch.start()
+        return watch
+
+    def _save_within_grace(self, host_state: Any, progress: Progress, reason: str) -> None:
+        """The watcher's save (its thread, JAX's CPU device): the last finished iteration's checkpoint and summary."""
+        self.checkpointer.save(host_state, progress, force=True)
+        compiled, started, session_steps, eval_s = self._loop_record
+        self._write_summary(host_state, progress, compiled, started, session_steps, eval_s, reason)
+
     def _write_summary(self, state: Any, progress: Progress, compiled: Compiled, started: float,
                        session_steps: int, eval_s: float, stopped_by: str | None) -> dict[str, Any]:
         """Writes summary.json for the session so far (at the end, or when a signal stops the run)."""
         summary = self._summary(state, progress, compiled, time.perf_counter() - started, session_steps, eval_s,
                                 stopped_by)
+        summary["stop_grace"] = self._grace.record() if self._grace is not None else None
         if is_writer():
             write_json(self.run_dir.summary, summary)
         return summary

@@ -23,7 +23,8 @@ from rlfit.rundir.layout import RunDir, write_atomic, write_json
 # Keys that may differ between the run and the resumed session; all others must match.
 RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval", "run.keep_checkpoints",
                      "run.continue_on_save_error", "run.fit_to_device", "run.oom_backoff", "run.checkpoint_replay",
-                     "run.time_budget", "run.early_stop_patience", "run.early_stop_min_delta", "run.target_reward",
+                     "run.time_budget", "run.stop_grace_s", "run.early_stop_patience", "run.early_stop_min_delta",
+                     "run.target_reward",
                      "run.wandb", "run.wandb_project", "run.wandb_entity", "run.wandb_group", "run.wandb_timeout_s",
                      "run.devices")
 
