@@ -15,6 +15,10 @@ from pixels (issue 10, the SAC `pixels` preset): >= 800 within 3600 s.
         --set network.encoder=simple3dcnn --set run.time_budget=30m --set run.eval_every=2 --no-target \
         --name quickstart_sac_pixels_3d                                  # 8-frame clips, 30 minutes, as measured
     .venv/bin/python benchmarks/quickstart.py --quick         # 5 iterations: checks the script only
+    .venv/bin/python benchmarks/quickstart.py --preset default --set run.time_budget=6m --set run.eval_every=1 \
+        --no-target --name device_preset_before      # `rlfit train CartpoleBalance` before issue 43 (GPU settings)
+    .venv/bin/python benchmarks/quickstart.py --preset none --set run.time_budget=6m --set run.eval_every=1 \
+        --no-target --name device_preset_after       # and after: the preset chosen for this device
 
 With `--parallel` the seeds train at the same time, each pinned to its own CPU core (`taskset`): a stricter test
 of a wall-clock target than one seed with every core.
@@ -42,7 +46,7 @@ QUICK_TIMESTEPS = 5 * 122_880  # five iterations of the quick preset
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartpoleBalance")
-    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--preset", default="quick", help="a preset, or none: no --preset (chosen for the device)")
     parser.add_argument("--algo", default="ppo", choices=sorted(ALGORITHMS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
@@ -61,7 +65,8 @@ def parse_args() -> argparse.Namespace:
 
 def train_command(args: argparse.Namespace, seed: int, run_dir: Path) -> list[str]:
     """The user's command line, plus the seed, a run directory and (with --quick) fewer steps."""
-    argv = [str(RLFIT), "train", args.env, "--algo", args.algo, "--preset", args.preset, "--seed", str(seed),
+    preset = [] if args.preset == "none" else ["--preset", args.preset]  # none: rlfit chooses for the device
+    argv = [str(RLFIT), "train", args.env, "--algo", args.algo, *preset, "--seed", str(seed),
             "--run-dir", str(run_dir)] + [arg for item in args.set for arg in ("--set", item)]
     if args.quick:
         argv += ["--timesteps", str(QUICK_TIMESTEPS)]
