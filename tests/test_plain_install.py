@@ -83,7 +83,7 @@ def test_resume_plan_and_doctor_from_a_plain_install(plain):
     assert json.loads((work / "run-ppo" / "summary.json").read_text())["iterations"] > before
     planned = run("plan", "CartpoleBalance", "--preset", "smoke", "--json")
     assert planned.returncode == 0, planned.stderr[-3000:]
-    assert json.loads(planned.stdout)["choice"]
+    assert json.loads(planned.stdout)["chosen"]["num_envs"] >= 1
     doctor = run("doctor", "--json")
     assert doctor.returncode == 0, doctor.stderr[-3000:]
     assert json.loads(doctor.stdout)["backend"] == "cpu"
@@ -110,7 +110,7 @@ def test_an_experiment_and_its_report_from_a_plain_install(plain):
     done = run("experiment", str(manifest), "--dir", "exps", "--quiet")
     assert done.returncode == 0, done.stderr[-3000:]
     (exp_dir,) = (work / "exps").iterdir()
-    assert (exp_dir / "report.md").exists()
+    assert (exp_dir / "report" / "report.md").exists()
     report = run("report", str(exp_dir), "--quiet")
     assert report.returncode == 0, report.stderr[-3000:]
 

@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.rundir.write_failures import stop_on_refusal
 
     say = progress(args)
+    if args.ray:
+        from rlfit.study.ray_runner import check_ray_installed
+
+        check_ray_installed()  # before the experiment's directory is made
     per_program = args.seeds_per_program
     count = parse_seeds_per_program(per_program, "--seeds-per-program") if per_program is not None else None
     if args.target[0] == "resume":

@@ -16,12 +16,19 @@ from rlfit.study.experiment import Experiment, ProgressLine
 from rlfit.study.manifest import Trial
 
 
+def check_ray_installed() -> None:
+    """One line (exit 2) where Ray is missing, before the experiment's directory is made."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise UserError("--ray needs Ray: pip install 'rlfit[ray]'")
+
+
 def connect(address: str) -> Any:
     """`ray` connected to `address` ('auto': the running cluster; 'local': a new one on this machine)."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--ray needs Ray: pip install 'rlfit[ray]'") from None
+    check_ray_installed()
+    import ray
+
     if not ray.is_initialized():
         try:
             ray.init(address=None if address == "local" else address, include_dashboard=False,
