@@ -36,7 +36,7 @@ import numpy as np
 from rlfit.envs.simple_state import SimpleState
 from rlfit.errors import UserError, did_you_mean
 
-EXTRA_HINT = "needs the 'gridworlds' extra: pip install 'rlfit[gridworlds]'"
+EXTRA_HINT = "need the 'gridworlds' extra: pip install 'rlfit[gridworlds]'"
 
 
 def _strong(leaf: Any) -> jax.Array:
