@@ -127,13 +127,37 @@ def _wall_at(rows: list[dict[str, Any]], steps: np.ndarray) -> np.ndarray:
 
 def variant_scores(results: list[TrialResult], measure: str, variants: list[str]) -> dict[str, np.ndarray]:
     """variant -> the finished seeds' values of `measure`, shape (num_seeds,); variants without any left out."""
-    scores = {}
+    return {variant: np.array(list(values.values())) for variant, values in
+            variant_seed_scores(results, measure, variants).items()}
+
+
+def variant_seed_scores(results: list[TrialResult], measure: str, variants: list[str]) -> dict[str, dict[int, float]]:
+    """variant -> {seed: value of `measure`} over its finished trials with a finite value, in trial order;
+    variants without any left out."""
+    scores: dict[str, dict[int, float]] = {}
     for variant in variants:
-        values = [r.values.get(measure) for r in results if r.trial.variant == variant]
-        values = [float(v) for v in values if v is not None and np.isfinite(v)]
+        values = {r.trial.seed: r.values.get(measure) for r in results if r.trial.variant == variant}
+        values = {seed: float(v) for seed, v in values.items() if v is not None and np.isfinite(v)}
         if values:
-            scores[variant] = np.array(values)
+            scores[variant] = values
     return scores
+
+
+def seed_blocked_comparison(name_a: str, a: dict[int, float], name_b: str, b: dict[int, float],
+                            interval: str) -> dict[str, Any]:
+    """`stats.compare` of two variants' {seed: value}: paired by seed where both finished the same seeds
+    (`rlfit.study.paired`), unpaired otherwise, with the reason why it is unpaired in `pairing`."""
+    from rlfit.study.paired import UNPAIRED_REASON, shared_seeds
+    from rlfit.study.stats import compare
+
+    blocks = shared_seeds(list(a), list(b))
+    if blocks:
+        row = compare(name_a, np.array([a[s] for s in blocks]), name_b, np.array([b[s] for s in blocks]),
+                      reps=BOOTSTRAP_REPS, method=interval, paired=True)
+        return _json_numbers(row._asdict())
+    row = compare(name_a, np.array(list(a.values())), name_b, np.array(list(b.values())), reps=BOOTSTRAP_REPS,
+                  method=interval)
+    return {**_json_numbers(row._asdict()), "pairing": UNPAIRED_REASON}
 
 
 def paired_values(results: list[TrialResult], x: str, y: str) -> np.ndarray:
@@ -311,14 +335,14 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
                                                         f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
     numbers["correlations"] = correlation_entries(experiment, results)
     comparisons = [c for entry in numbers["measures"].values() for c in entry["comparisons"]]
-    family = [c for c in comparisons if c.get("welch_p") is not None]  # None: Welch's t undefined (no spread)
+    family = [c for c in comparisons if c.get("p_value") is not None]  # None: the test is undefined (no spread)
     for c in comparisons:
-        if c.get("welch_p") is None:
+        if c.get("p_value") is None:
             c["p_adjusted"] = None
-            c["verdict"] = (f"not tested: every seed of both variants scored the same, so Welch's t is undefined "
-                            f"(difference {c['mean_diff']:.3g})")
+            c["verdict"] = (f"not tested: {'every per-seed difference is the same' if c['paired'] else 'every seed of both variants scored the same'}, "
+                            f"so {c['test']} is undefined (difference {c['mean_diff']:.3g})")
     tested = [c for c in numbers["correlations"] if c.get("pearson_p") is not None]
-    adjusted = adjust([c["welch_p"] for c in family] + [c["pearson_p"] for c in tested], correction)
+    adjusted = adjust([c["p_value"] for c in family] + [c["pearson_p"] for c in tested], correction)
     from rlfit.study.stats import Comparison, comparison_verdict
 
     for c, p in zip(family, adjusted):
@@ -382,17 +406,18 @@ def measure_entry(experiment: Experiment, results: list[TrialResult], measure: s
     """One measure's estimates, comparisons (raw p), evaluation noise, planner and figures; None if not recorded."""
     from rlfit.study import plots
     from rlfit.study.measures import axis_label, info
-    from rlfit.study.stats import compare, interval_estimates, performance_profile
+    from rlfit.study.stats import interval_estimates, performance_profile
 
-    scores = variant_scores(results, measure, variants)
-    if not scores:
+    seeded = variant_seed_scores(results, measure, variants)
+    if not seeded:
         return None
+    scores = {variant: np.array(list(values.values())) for variant, values in seeded.items()}
     estimates = interval_estimates(scores, reps=BOOTSTRAP_REPS, method=interval)
-    comparisons = [compare(a, scores[a], b, scores[b], reps=BOOTSTRAP_REPS, method=interval)
+    comparisons = [seed_blocked_comparison(a, seeded[a], b, seeded[b], interval)
                    for a, b in itertools.combinations(scores, 2) if min(scores[a].size, scores[b].size) >= 2]
     entry: dict[str, Any] = {"_estimates": estimates, "unit": info(measure).unit, "definition": info(measure).definition,
                              "estimates": {k: _json_numbers(e._asdict()) for k, e in estimates.items()},
-                             "comparisons": [_json_numbers(c._asdict()) for c in comparisons],
+                             "comparisons": comparisons,
                              "values": {k: v.tolist() for k, v in scores.items()},
                              "evaluation_noise": evaluation_noise(results, measure, scores), "planner": seeds_plan(scores)}
     if measure.startswith("suite/"):

@@ -10,6 +10,7 @@ from typing import Any
 from rlfit.study.corrections import CORRECTION_NAMES
 from rlfit.study.intervals import describe
 from rlfit.study.measures import MOST_LIKELY, MOST_LIKELY_DEFINITION, info, is_return
+from rlfit.study.paired import PAIRED_REASON
 
 SIGNIFICANT = 3
 """Significant digits of the largest number in an interval; the others get the same decimals."""
@@ -85,9 +86,12 @@ def method_lines(numbers: dict[str, Any]) -> list[str]:
             "half). One seed gives no interval.",
             "- A comparison's headline is the difference between two variants (a minus b) with its interval, and "
             "P(a > b): the probability that a seed of a beats a seed of b (ties half), with a BCa bootstrap interval.",
-            f"- Tests: Welch's t test per comparison and Pearson's correlation test per correlation form the report's "
-            f"family of {numbers.get('family_size', 0)} tests, adjusted with {correction}; raw and adjusted p are both "
-            f"shown, and a difference is called at adjusted p < {numbers['alpha']}. The Mann-Whitney U test is shown "
+            f"- Seeds as blocks: {PAIRED_REASON}. Two variants that did not finish the same seeds are compared "
+            "unpaired (Welch's t, Mann-Whitney U), and the comparison says so.",
+            f"- Tests: each comparison's test (paired t, or Welch's t where seeds are not paired) and Pearson's "
+            f"correlation test per correlation form the report's family of {numbers.get('family_size', 0)} tests, "
+            f"adjusted with {correction}; raw and adjusted p are both shown, and a difference is called at adjusted "
+            f"p < {numbers['alpha']}. The Wilcoxon signed-rank test (paired) or Mann-Whitney U test (unpaired) is shown "
             "unadjusted, as a check that does not assume normal scores.",
             "- The seeds planner is a-priori: from this study's spread between seeds (a pilot) it gives the seeds per "
             "variant a Welch test needs for 80% power at differences of chosen sizes. It is not a verdict on this "
@@ -161,11 +165,18 @@ def comparison_line(c: dict[str, Any], correction: str) -> str:
     mean = fmt_interval(c["mean_diff"], c["mean_diff_low"], c["mean_diff_high"], sign=True)
     iqm = fmt_interval(c["iqm_diff"], c["iqm_diff_low"], c["iqm_diff_high"], sign=True)
     better = fmt_interval(c["prob_improvement"], c["prob_improvement_low"], c["prob_improvement_high"])
-    return (f"- `{c['a']}` - `{c['b']}`: mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. "
-            f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}, "
-            f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
-            f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted); Hedges' g = {fmt_number(c['effect_size'])}. "
-            f"**{c.get('verdict', '')}**")
+    welch = f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}"
+    if c.get("paired"):
+        tests = (f"seeds paired: mean of the per-seed differences {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = "
+                 f"{better}. Paired t = {fmt_number(c['paired_t'])} (df {c['paired_df']:.0f}), p = {fmt_p(c['paired_p'])}, "
+                 f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Wilcoxon signed-rank W = "
+                 f"{fmt_number(c['wilcoxon_w'])}, p = {fmt_p(c['wilcoxon_p'])} (unadjusted); unpaired, for reference: "
+                 f"{welch}")
+    else:
+        tests = (f"mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. {welch}, "
+                 f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
+                 f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted)" + (f"; unpaired: {c['pairing']}" if c.get("pairing") else ""))
+    return f"- `{c['a']}` - `{c['b']}`: {tests}; Hedges' g = {fmt_number(c['effect_size'])}. **{c.get('verdict', '')}**"
 
 
 def noise_lines(noise: dict[str, Any]) -> list[str]:
