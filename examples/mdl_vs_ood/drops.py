@@ -4,9 +4,10 @@
 
 Per trial the drop is (shifted suite) - (in-distribution suite) of the same measure and policy, a paired difference
 that removes how well the trial learned. Per variant: the mean drop with its t interval; against beta 0: the
-difference of mean drops with Welch's interval and P(variant's drop > beta 0's), from `rlfit.study.stats` (the
-report's own functions). Welch p-values are shown raw and Holm-adjusted over every comparison this script prints
-(its own family, separate from the report's).
+difference of mean drops with seeds as blocks (seed s of every variant met the same episodes, so the difference is
+taken per seed: paired t interval and test, `rlfit.study.stats.compare(paired=True)`, the report's own function)
+and P(variant's drop > beta 0's). Paired-t p-values are shown raw and Holm-adjusted over every comparison this
+script prints (its own family, separate from the report's); Welch's p (unpaired) is shown beside them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ PAIRS = (("most likely action", "suite/nuisance-shift/success_rate", "suite/in-d
 
 
 def drops(numbers: dict, shifted: str, own: str) -> dict[str, np.ndarray]:
-    """variant -> per-seed (shifted - own), seeds paired by position in results.json's values."""
+    """variant -> per-seed (shifted - own), seeds paired by position in results.json's values (seed order: every
+    variant finished seeds 0-4)."""
     a, b = numbers["measures"][shifted]["values"], numbers["measures"][own]["values"]
     return {v: np.asarray(a[v]) - np.asarray(b[v]) for v in a if v in b and len(a[v]) == len(b[v])}
 
@@ -39,10 +41,10 @@ def main(path: str) -> None:
     for title, shifted, own in PAIRS:
         per_variant = drops(numbers, shifted, own)
         base = next(iter(per_variant))
-        rows = [(v, values, compare(v, values, base, per_variant[base]) if v != base else None)
+        rows = [(v, values, compare(v, values, base, per_variant[base], paired=True) if v != base else None)
                 for v, values in per_variant.items()]
         blocks.append((title, shifted, own, base, rows))
-    p_values = [c.welch_p for *_, rows in blocks for _, _, c in rows if c is not None]
+    p_values = [c.paired_p for *_, rows in blocks for _, _, c in rows if c is not None]
     adjusted = iter(adjust(p_values, "holm"))
     for title, shifted, own, base, rows in blocks:
         print(f"\n{title}: {shifted} - {own}")
@@ -50,8 +52,9 @@ def main(path: str) -> None:
             low, high = (float(x) for x in mean_t_interval(values))
             line = f"  {variant:24s} drop {values.mean():+.3f} [{low:+.3f}, {high:+.3f}]"
             if c is not None:
-                line += (f"   minus {base}: {c.mean_diff:+.3f} [{c.mean_diff_low:+.3f}, {c.mean_diff_high:+.3f}]"
-                         f"  P(better) {c.prob_improvement:.2f}  Welch p {c.welch_p:.2g} (Holm {next(adjusted):.2g})")
+                line += (f"   minus {base} (paired by seed): {c.mean_diff:+.3f} [{c.mean_diff_low:+.3f}, "
+                         f"{c.mean_diff_high:+.3f}]  P(better) {c.prob_improvement:.2f}  paired t p {c.paired_p:.2g} "
+                         f"(Holm {next(adjusted):.2g})  Welch p {c.welch_p:.2g}")
             print(line)
 
 

@@ -82,9 +82,9 @@ def test_the_headline_fit_covers_a_known_coefficient_at_its_nominal_rate():
 
 def test_the_report_entry_uses_trials_with_all_three_values_and_refuses_in_one_line():
     data = synthetic(np.random.default_rng(2), groups=4, per_group=3, c=-0.02)
-    results = [SimpleNamespace(trial=SimpleNamespace(variant=v), values={"o": o, "i": i, "d": d})
-               for o, i, d, v in zip(*data)]
-    results.append(SimpleNamespace(trial=SimpleNamespace(variant="v0"), values={"o": 0.5, "i": None, "d": 3.0}))
+    results = [SimpleNamespace(trial=SimpleNamespace(variant=v, seed=index % 3), values={"o": o, "i": i, "d": d})
+               for index, (o, i, d, v) in enumerate(zip(*data))]
+    results.append(SimpleNamespace(trial=SimpleNamespace(variant="v0", seed=3), values={"o": 0.5, "i": None, "d": 3.0}))
     entry = fit_entry(results, "o", "i", "d")
     assert entry["n"] == 12 and entry["groups"] == 4
     robust = entry["fits"][CLUSTER_ROBUST]["coefficients"]["in_distribution"]["estimate"]

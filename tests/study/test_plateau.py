@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 
 from rlfit.study import report
-from rlfit.study.plateau import MIN_EVALUATIONS, late_rise, plateau_entries
+from rlfit.study.plateau import MIN_EVALUATIONS, late_rise, plateau_entries, pooled_late_rise
 from tests.study.test_report import MANIFEST, finished_experiment
 
 STEPS = np.arange(13) * 1000.0
@@ -70,3 +70,66 @@ def test_the_report_shows_each_variants_late_rise(tmp_path, monkeypatch):
     assert numbers["plateau"]["b"]["mean"] == pytest.approx(0.0)
     assert "## Has training plateaued?" in text
     assert "| a | 3 | 10,000-12,000 |" in text
+
+
+# ---------------------------------------------------------------- issue 46: pooled, and on the headline measure
+
+def test_the_pooled_late_rise_tests_every_trial_and_every_variant_mean_against_scipy():
+    """Two variants, each seed rising a little: no single variant's 3 seeds show it, the 6 trials pooled do."""
+    ramp = np.r_[0.0, np.zeros(9), np.ones(3)]  # a late rise of 1 in every seed before the noise
+    noise = {"a": [0.4, -0.5, 0.3], "b": [-0.2, 0.9, -0.6]}
+    curves = {v: (STEPS, np.stack([ramp * (1 + n) for n in noise[v]])) for v in noise}
+    rises = np.concatenate([late_rise(curves[v][1]) for v in noise])
+    pooled = pooled_late_rise(curves)
+
+    reference = scipy.stats.ttest_1samp(rises, 0.0)
+    low, high = reference.confidence_interval(0.95)
+    over = pooled["over_trials"]
+    assert (over["n"], over["mean"], over["t"], over["p_value"]) == pytest.approx(
+        (6, rises.mean(), reference.statistic, reference.pvalue))
+    assert (over["low"], over["high"]) == pytest.approx((low, high)) and over["verdict"] == "still rising"
+    means = np.array([late_rise(curves[v][1]).mean() for v in noise])
+    assert pooled["over_variant_means"]["p_value"] == pytest.approx(scipy.stats.ttest_1samp(means, 0.0).pvalue)
+    assert pooled["rising_variants"] == 2 and pooled["variants"] == 2
+    assert all(plateau_entries(curves)[v]["verdict"] == "no rise detected" for v in noise)
+    assert "nothing to pool" in pooled_late_rise({"one": (STEPS, np.ones((1, 13)))})["note"]
+
+
+def write_curves(experiment, slope_of, column="eval/episode_reward"):
+    """metrics.jsonl eval rows for every trial: the return and `column`, each seed + slope x evaluation index."""
+    for trial in experiment.manifest.trials():
+        curve = [float(trial.seed) + slope_of(trial.variant) * i for i in range(13)]
+        rows = [{"kind": "eval", "env_steps": float(step), "eval/episode_reward": value, column: 2 * value}
+                for step, value in zip(STEPS, curve)]
+        (experiment.trial_dir(trial) / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_the_plateau_runs_on_the_headline_measure_when_it_is_recorded_along_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "BOOTSTRAP_REPS", 200)
+    raw = {**MANIFEST, "ratios": [], "measures": ["final_description_length_bits", "final_eval_reward"]}
+    experiment = finished_experiment(tmp_path / "exp", raw, {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]})
+    write_curves(experiment, lambda variant: 0.1 if variant == "a" else 0.0, column="eval/description_length_bits")
+
+    text = report.write_report(experiment).read_text()
+    headline = json.loads((experiment.report_dir / "results.json").read_text())["plateau_headline"]
+    assert (headline["measure"], headline["column"]) == ("final_description_length_bits", "eval/description_length_bits")
+    assert headline["variants"]["a"]["mean"] == pytest.approx(0.6)  # twice the return's rise
+    assert headline["pooled"]["over_trials"]["mean"] == pytest.approx(0.3)
+    assert "**On the headline measure** (`final_description_length_bits`): recorded along training" in text
+    assert "Pooled late rise: over the 6 trials" in text
+
+
+def test_a_headline_measured_on_the_final_policy_only_is_said_to_be_unchecked(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "BOOTSTRAP_REPS", 200)
+    raw = {**MANIFEST, "ratios": [], "generalization": [
+        {"ood": "suite/larger-grid", "in_distribution": "suite/in-distribution",
+         "description": "final_description_length_bits"}]}
+    experiment = finished_experiment(tmp_path / "exp", raw, {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]})
+    write_curves(experiment, lambda variant: 0.0)
+
+    text = report.write_report(experiment).read_text()
+    numbers = json.loads((experiment.report_dir / "results.json").read_text())
+    assert numbers["plateau_headline"]["measure"] == "suite/larger-grid"
+    assert "measured on the final policy only" in numbers["plateau_headline"]["note"]
+    assert "cannot be checked" in text
+    assert numbers["plateau_pooled"]["over_trials"]["verdict"] == "no rise detected"

@@ -117,7 +117,8 @@ def test_the_reports_tests_are_holm_adjusted_as_one_family_with_raw_and_adjusted
     experiment = finished_experiment(tmp_path, raw, {"a": [3.0, 4.0, 5.0], "b": [6.0, 6.5, 9.0]})
     report.write_report(experiment)
     results = json.loads((tmp_path / "report" / "results.json").read_text())
-    welch = {m: scipy.stats.ttest_ind(np.array(e["values"]["a"]), np.array(e["values"]["b"]), equal_var=False).pvalue
+    # both variants finished seeds 0-2, which share their keys and episodes: paired t on the per-seed differences
+    welch = {m: scipy.stats.ttest_rel(np.array(e["values"]["a"]), np.array(e["values"]["b"])).pvalue
              for m, e in results["measures"].items() if all(len(v) >= 2 for v in e["values"].values())}
     final = [v + 1.0 for v in IN_DISTRIBUTION["a"] + IN_DISTRIBUTION["b"]]
     pearson = scipy.stats.pearsonr([1e-3] * 3 + [1e-4] * 3, final).pvalue
@@ -126,11 +127,11 @@ def test_the_reports_tests_are_holm_adjusted_as_one_family_with_raw_and_adjusted
     expected = dict(zip(list(welch) + ["correlation"], holm_reference(family)))
     for measure, p in welch.items():
         [c] = results["measures"][measure]["comparisons"]
-        assert (c["welch_p"], c["p_adjusted"]) == pytest.approx((p, expected[measure]))
+        assert (c["test"], c["p_value"], c["p_adjusted"]) == ("paired t", pytest.approx(p), pytest.approx(expected[measure]))
     assert results["correlations"][0]["pearson_p_adjusted"] == pytest.approx(expected["correlation"])
     text = (tmp_path / "report" / "report.md").read_text()
-    c = results["measures"]["final_eval_reward"]["comparisons"][0]
-    assert f"p = {c['welch_p']:.2g}, Holm-adjusted p = {c['p_adjusted']:.2g}" in text
+    c = results["measures"]["final_description_length_bits"]["comparisons"][0]
+    assert f"p = {c['paired_p']:.2g}, Holm-adjusted p = {c['p_adjusted']:.2g}" in text
     assert "family of 4 tests, adjusted with Holm's step-down correction" in text
     assert "power" not in text.replace("80% power", "")  # no observed-power verdicts
 
@@ -310,5 +311,38 @@ def test_a_measure_every_seed_scores_the_same_is_reported_untested_not_a_crash(t
     numbers = json.loads((tmp_path / "report" / "results.json").read_text())
     comparison = numbers["measures"]["suite/in-distribution/success_rate"]["comparisons"][0]
     assert comparison["p_adjusted"] is None and comparison["verdict"].startswith("not tested")
-    tested = sum(1 for m in numbers["measures"].values() for c in m["comparisons"] if c["welch_p"] is not None)
+    tested = sum(1 for m in numbers["measures"].values() for c in m["comparisons"] if c["p_value"] is not None)
     assert numbers["family_size"] == tested + sum(1 for c in numbers["correlations"] if c.get("pearson_p") is not None)
+
+
+# ---------------------------------------------------------------- issue 46: seeds as blocks
+
+def test_variants_that_share_their_seeds_are_compared_paired_and_others_unpaired_with_the_reason(tmp_path):
+    """A blocked design: each seed moves both variants alike (seed effects 0, 10, 20), a beats b by about 1 in
+    every seed. Welch's t cannot see it through the seeds' spread; the paired t on per-seed differences does."""
+    raw = {**MANIFEST, "ratios": []}
+    bits = {"a": [1.1, 11.0, 20.9], "b": [0.0, 10.1, 20.0]}
+    experiment = finished_experiment(tmp_path, raw, bits)
+    report.write_report(experiment)
+    numbers = json.loads((tmp_path / "report" / "results.json").read_text())
+    [c] = numbers["measures"]["final_description_length_bits"]["comparisons"]
+    a, b = np.array(bits["a"]), np.array(bits["b"])
+    reference = scipy.stats.ttest_rel(a, b)
+    low, high = reference.confidence_interval(0.95)
+    assert c["paired"] and c["test"] == "paired t"
+    assert (c["paired_t"], c["paired_p"], c["p_value"]) == pytest.approx((reference.statistic, reference.pvalue,
+                                                                         reference.pvalue))
+    assert (c["mean_diff_low"], c["mean_diff_high"]) == pytest.approx((low, high))
+    assert c["wilcoxon_p"] == pytest.approx(scipy.stats.wilcoxon(a - b).pvalue)
+    assert c["paired_p"] < 0.01 and c["welch_p"] > 0.5  # the blocks hide the difference from the unpaired test
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "seeds are blocks" in text and "seeds paired: mean of the per-seed differences" in text
+
+    # b's seed 2 did not finish: the variants no longer finished the same seeds, so the comparison is unpaired and says why
+    (experiment.trial_dir(experiment.manifest.trials()[-1]) / "summary.json").unlink()
+    report.write_report(experiment)
+    numbers = json.loads((tmp_path / "report" / "results.json").read_text())
+    [c] = numbers["measures"]["final_description_length_bits"]["comparisons"]
+    assert not c["paired"] and c["test"] == "Welch's t"
+    assert c["p_value"] == pytest.approx(scipy.stats.ttest_ind(a, b[:2], equal_var=False).pvalue)
+    assert "did not finish the same seeds" in c["pairing"]

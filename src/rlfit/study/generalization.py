@@ -19,6 +19,15 @@ about c. Two fits, both statsmodels' OLS:
   2015). Uses the within-variant spread too, but with 8 clusters the sandwich is too small: 87% coverage in the
   same simulation (a random-intercept MixedLM gave 87.5%), so it is shown beside the headline, not instead of it.
 
+- `BLOCKED`: one row per trial with a fixed effect per seed (seeds as blocks: a seed's shared episodes move every
+  variant alike), classical standard errors, t with n - 3 - (S - 1) degrees of freedom (S seeds). Its residual
+  variance is the trials' own; it is the headline when the means fit's residuals are smaller than the seeds' noise
+  of a variant mean allows (`rlfit.study.fit_noise`), and shown beside it otherwise.
+
+Every report entry also checks the means fit: which variants it rests on (`rlfit.study.influence`) and whether a
+step between two neighbouring variants explains the data as well as the graded log2 description length
+(`rlfit.study.dose_response`).
+
     fit = fit_generalization(ood, in_dist, bits, groups)      # arrays [n]; groups: the variant of each trial
     fit.coefficients["log2_description_bits"].low, .high     # its 95% interval
 """
@@ -35,10 +44,12 @@ from rlfit.errors import UserError
 PREDICTORS = ("intercept", "in_distribution", "log2_description_bits")
 VARIANT_MEANS = "variant-means"
 CLUSTER_ROBUST = "cluster-robust"
+BLOCKED = "trials-blocked"
 METHODS = {VARIANT_MEANS: "OLS on the variants' means (one row per variant), classical standard errors, t with G - 3 "
                           "degrees of freedom",
            CLUSTER_ROBUST: "OLS on the trials with CR1 cluster-robust standard errors clustered by variant, t with "
-                           "G - 1 degrees of freedom"}
+                           "G - 1 degrees of freedom",
+           BLOCKED: "OLS on the trials with a fixed effect per seed (seeds as blocks), classical standard errors"}
 MIN_GROUPS = 4
 """The variant-means fit has G - 3 residual degrees of freedom: fewer variants are refused."""
 
@@ -65,9 +76,10 @@ class GeneralizationFit(NamedTuple):
 
 
 def fit_generalization(ood: Sequence[float], in_distribution: Sequence[float], description_bits: Sequence[float],
-                       groups: Sequence[Any], method: str = VARIANT_MEANS, confidence: float = 0.95
-                       ) -> GeneralizationFit:
-    """Fits ood ~ 1 + in_distribution + log2(description_bits) by `method` (METHODS), variants `groups` (all [n])."""
+                       groups: Sequence[Any], method: str = VARIANT_MEANS, confidence: float = 0.95,
+                       seeds: Sequence[int] | None = None) -> GeneralizationFit:
+    """Fits ood ~ 1 + in_distribution + log2(description_bits) by `method` (METHODS), variants `groups` (all [n]);
+    `BLOCKED` adds a fixed effect for each seed in `seeds` ([n]) that two or more trials share."""
     try:
         import statsmodels.api as sm
     except ImportError:
@@ -85,12 +97,33 @@ def fit_generalization(ood: Sequence[float], in_distribution: Sequence[float], d
         design = np.stack([design[codes == g].mean(axis=0) for g in range(count)])
         y = np.array([y[codes == g].mean() for g in range(count)])
         fit, df = sm.OLS(y, design).fit(), count - 3
+    elif method == BLOCKED:
+        fit = sm.OLS(y, np.column_stack([design, seed_columns(seeds if seeds is not None else range(y.size))])).fit()
+        df = int(fit.df_resid)
     else:
         fit, df = sm.OLS(y, design).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True), count - 1
     intervals = fit.conf_int(alpha=1.0 - confidence)
     coefficients = {name: Coefficient(float(fit.params[i]), float(fit.bse[i]), float(intervals[i, 0]),
                                       float(intervals[i, 1]), float(fit.pvalues[i])) for i, name in enumerate(PREDICTORS)}
     return GeneralizationFit(coefficients, int(labels.size), count, df, float(fit.rsquared), METHODS[method])
+
+
+def seed_columns(seeds: Sequence[int]) -> np.ndarray:
+    """(n, S - 1) indicators of the seeds that two or more trials share, the first of them left out (the intercept
+    holds it); (n, 0) when no seed is shared."""
+    seeds = np.asarray(list(seeds))
+    shared = [s for s in np.unique(seeds) if np.sum(seeds == s) >= 2]
+    return np.column_stack([(seeds == s).astype(float) for s in shared[1:]] or [np.zeros((seeds.size, 0))])
+
+
+def variant_means(ood: np.ndarray, in_distribution: np.ndarray, bits: np.ndarray,
+                  labels: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(variant names, design (G, 3) of [1, mean in-distribution, mean log2 bits], mean ood (G,)) as the means fit
+    sees them, variants in sorted order."""
+    names, codes = np.unique(labels, return_inverse=True)
+    design = np.column_stack([np.ones_like(ood), in_distribution, np.log2(bits)])
+    return ([str(n) for n in names], np.stack([design[codes == g].mean(axis=0) for g in range(names.size)]),
+            np.array([ood[codes == g].mean() for g in range(names.size)]))
 
 
 def check_inputs(y: np.ndarray, x_id: np.ndarray, bits: np.ndarray, labels: np.ndarray) -> None:
@@ -115,19 +148,46 @@ def fit_entry(results: Sequence[Any], ood: str, in_distribution: str, descriptio
               confidence: float = 0.95) -> dict[str, Any]:
     """A report entry for the trials (`rlfit.study.report.TrialResult`) that recorded all three measures: both fits
     (`METHODS`) as numbers, or {'refused': reason} when they cannot be made."""
-    rows = [(r.values.get(ood), r.values.get(in_distribution), r.values.get(description), r.trial.variant)
-            for r in results]
+    rows = [(r.values.get(ood), r.values.get(in_distribution), r.values.get(description), r.trial.variant,
+             r.trial.seed) for r in results]
     rows = [row for row in rows if all(v is not None and np.isfinite(v) for v in row[:3])]
     entry: dict[str, Any] = {"ood": ood, "in_distribution": in_distribution, "description": description,
                              "n": len(rows), "fits": {}}
-    columns = list(zip(*rows)) if rows else [[], [], [], []]
+    columns = list(zip(*rows)) if rows else [[], [], [], [], []]
     for method in METHODS:
         try:
-            fit = fit_generalization(*columns, method=method, confidence=confidence)
+            fit = fit_generalization(*columns[:4], method=method, confidence=confidence, seeds=columns[4])
         except UserError as error:
             return {**entry, "refused": str(error)}
         entry["groups"] = fit.groups
         entry["fits"][method] = {"method": fit.method, "degrees_of_freedom": fit.degrees_of_freedom,
                                  "r_squared": fit.r_squared,
                                  "coefficients": {k: c._asdict() for k, c in fit.coefficients.items()}}
-    return entry
+    return {**entry, **means_fit_checks(*(np.asarray(c, float) for c in columns[:3]), np.asarray(columns[3], str),
+                                        np.asarray(columns[4]), confidence)}
+
+
+def means_fit_checks(ood: np.ndarray, in_distribution: np.ndarray, bits: np.ndarray, labels: np.ndarray,
+                     seeds: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
+    """The means fit's checks for a report entry: `influence` (`rlfit.study.influence`), `step`
+    (`rlfit.study.dose_response`), `noise` (`rlfit.study.fit_noise`), and the `headline` fit (VARIANT_MEANS, or
+    BLOCKED when the means fit is tighter than the noise) with the reason."""
+    import statsmodels.api as sm
+
+    from rlfit.study.dose_response import step_against_graded
+    from rlfit.study.fit_noise import noise_check
+    from rlfit.study.influence import influence_check
+
+    names, design, means = variant_means(ood, in_distribution, bits, labels)
+    fit = sm.OLS(means, design).fit()
+    noise = noise_check(float(fit.scale), int(fit.df_resid), ood, labels, seeds)
+    checks: dict[str, Any] = {"influence": influence_check(design, means, names, column=2, confidence=confidence),
+                              "step": step_against_graded(design[:, :2], design[:, 2], means, names, confidence),
+                              "noise": noise, "headline": VARIANT_MEANS}
+    if noise.get("too_tight"):
+        checks["headline"] = BLOCKED
+        checks["headline_reason"] = (
+            f"the means fit's residual SD ({noise['residual_sd']:.2g}) is below the seeds' noise of a variant mean "
+            f"({noise['expected_sd']:.2g}; F = {noise['f']:.2f}, lower-tail p = {noise['p_lower']:.2g}), so its "
+            "interval is narrower than the noise allows; the trial-level fit with seeds as blocks carries that noise")
+    return checks

@@ -52,6 +52,11 @@ SUITE_FIELDS = {
 }
 """Optional fields of a trial's suites.json entry, compared as suite/<name>/<field> when recorded."""
 
+TRAINING_COLUMNS = {"final_eval_reward": "eval/episode_reward", "best_eval_reward": "eval/episode_reward",
+                    "final_description_length_bits": "eval/description_length_bits"}
+"""measure -> the metrics.jsonl eval column that records it along training; a measure not here (a suite's) is
+measured on the final policy only."""
+
 
 def info(measure: str, suite_policy: str = "") -> MeasureInfo:
     """What `measure` is; a config key ('ppo.learning_rate') is a setting with no unit of its own."""

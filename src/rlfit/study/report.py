@@ -14,7 +14,7 @@ import itertools
 import math
 import os
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,9 @@ class TrialResult:
     """measure -> (standard error of the evaluation's mean return, episodes) where the trial recorded its spread."""
     policies: dict[str, str] = field(default_factory=dict)
     """suite -> the policy its suites.json entry names (`policy`), where it names one."""
+    training: dict[str, np.ndarray] = field(default_factory=dict)
+    """eval column of metrics.jsonl (e.g. 'eval/description_length_bits') -> (T,) its values at `curve`'s steps,
+    for the columns every eval row has."""
 
 
 def collect(experiment: Experiment) -> list[TrialResult]:
@@ -90,8 +93,11 @@ def collect(experiment: Experiment) -> list[TrialResult]:
             episodes = (config.get("run") or {}).get("num_eval_envs")
             noise["final_eval_reward"] = _standard_error(evals[-1].get("eval/episode_reward_std"), episodes)
         policies = {name: str(r["policy"]) for name, r in suites.items() if "policy" in r}
+        columns = set.intersection(*(set(r) for r in evals)) if evals else set()
+        training = {k: np.array([r[k] for r in evals], float) for k in sorted(columns)
+                    if k.startswith("eval/") and all(isinstance(r[k], (int, float)) for r in evals)}
         results.append(TrialResult(trial, values, curve, _wall_at(rows, curve[0]),
-                                   {k: v for k, v in noise.items() if v is not None}, policies))
+                                   {k: v for k, v in noise.items() if v is not None}, policies, training))
     return results
 
 
@@ -127,13 +133,37 @@ def _wall_at(rows: list[dict[str, Any]], steps: np.ndarray) -> np.ndarray:
 
 def variant_scores(results: list[TrialResult], measure: str, variants: list[str]) -> dict[str, np.ndarray]:
     """variant -> the finished seeds' values of `measure`, shape (num_seeds,); variants without any left out."""
-    scores = {}
+    return {variant: np.array(list(values.values())) for variant, values in
+            variant_seed_scores(results, measure, variants).items()}
+
+
+def variant_seed_scores(results: list[TrialResult], measure: str, variants: list[str]) -> dict[str, dict[int, float]]:
+    """variant -> {seed: value of `measure`} over its finished trials with a finite value, in trial order;
+    variants without any left out."""
+    scores: dict[str, dict[int, float]] = {}
     for variant in variants:
-        values = [r.values.get(measure) for r in results if r.trial.variant == variant]
-        values = [float(v) for v in values if v is not None and np.isfinite(v)]
+        values = {r.trial.seed: r.values.get(measure) for r in results if r.trial.variant == variant}
+        values = {seed: float(v) for seed, v in values.items() if v is not None and np.isfinite(v)}
         if values:
-            scores[variant] = np.array(values)
+            scores[variant] = values
     return scores
+
+
+def seed_blocked_comparison(name_a: str, a: dict[int, float], name_b: str, b: dict[int, float],
+                            interval: str) -> dict[str, Any]:
+    """`stats.compare` of two variants' {seed: value}: paired by seed where both finished the same seeds
+    (`rlfit.study.paired`), unpaired otherwise, with the reason why it is unpaired in `pairing`."""
+    from rlfit.study.paired import UNPAIRED_REASON, shared_seeds
+    from rlfit.study.stats import compare
+
+    blocks = shared_seeds(list(a), list(b))
+    if blocks:
+        row = compare(name_a, np.array([a[s] for s in blocks]), name_b, np.array([b[s] for s in blocks]),
+                      reps=BOOTSTRAP_REPS, method=interval, paired=True)
+        return _json_numbers(row._asdict())
+    row = compare(name_a, np.array(list(a.values())), name_b, np.array(list(b.values())), reps=BOOTSTRAP_REPS,
+                  method=interval)
+    return {**_json_numbers(row._asdict()), "pairing": UNPAIRED_REASON}
 
 
 def paired_values(results: list[TrialResult], x: str, y: str) -> np.ndarray:
@@ -195,13 +225,16 @@ def _reward_settings(measure: str, suites: Sequence[Any]) -> dict[str, Any]:
     return {k: v for k, v in overrides.items() if any(word in str(k).lower() for word in REWARD_WORDS)}
 
 
-def variant_curves(results: list[TrialResult], variants: list[str],
-                   clock: bool = False) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """variant -> (x (T,), rewards (num_seeds, T)) over the evaluation steps every seed reached; x is env steps,
-    or with `clock` the mean over seeds of the training wall-clock seconds at each of them."""
+def variant_curves(results: list[TrialResult], variants: list[str], clock: bool = False,
+                   column: str = "eval/episode_reward") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """variant -> (x (T,), values (num_seeds, T)) of the eval `column` (the return by default) over the evaluation
+    steps every seed reached; x is env steps, or with `clock` the mean over seeds of the training wall-clock seconds
+    at each of them."""
     curves = {}
     for variant in variants:
         runs = [r for r in results if r.trial.variant == variant and r.curve[0].size]
+        if column != "eval/episode_reward":
+            runs = [replace(r, curve=(r.curve[0], r.training[column])) for r in runs if column in r.training]
         if clock:
             runs = [r for r in runs if r.wall.size == r.curve[0].size]
         if not runs:
@@ -311,14 +344,14 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
                                                         f"{manifest.name}: evaluation suites (IQM, 95% CI)").name
     numbers["correlations"] = correlation_entries(experiment, results)
     comparisons = [c for entry in numbers["measures"].values() for c in entry["comparisons"]]
-    family = [c for c in comparisons if c.get("welch_p") is not None]  # None: Welch's t undefined (no spread)
+    family = [c for c in comparisons if c.get("p_value") is not None]  # None: the test is undefined (no spread)
     for c in comparisons:
-        if c.get("welch_p") is None:
+        if c.get("p_value") is None:
             c["p_adjusted"] = None
-            c["verdict"] = (f"not tested: every seed of both variants scored the same, so Welch's t is undefined "
-                            f"(difference {c['mean_diff']:.3g})")
+            same = "every per-seed difference is the same" if c["paired"] else "every seed of both variants scored the same"
+            c["verdict"] = f"not tested: {same}, so {c['test']} is undefined (difference {c['mean_diff']:.3g})"
     tested = [c for c in numbers["correlations"] if c.get("pearson_p") is not None]
-    adjusted = adjust([c["welch_p"] for c in family] + [c["pearson_p"] for c in tested], correction)
+    adjusted = adjust([c["p_value"] for c in family] + [c["pearson_p"] for c in tested], correction)
     from rlfit.study.stats import Comparison, comparison_verdict
 
     for c, p in zip(family, adjusted):
@@ -331,10 +364,40 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
         entry.pop("_estimates")
     numbers["ratios"] = ratio_entries(results, manifest.ratios, variants, manifest.suites)
     numbers["generalization"] = generalization_entries(experiment, results)
-    from rlfit.study.plateau import plateau_entries
+    from rlfit.study.plateau import plateau_entries, pooled_late_rise
 
     numbers["plateau"] = plateau_entries(curves)
+    numbers["plateau_pooled"] = pooled_late_rise(curves)
+    numbers["plateau_headline"] = headline_plateau(results, manifest, variants)
     return numbers
+
+
+def headline_measure(manifest: Any) -> str:
+    """The study's headline measure: the first generalization entry's out-of-distribution measure, else the first
+    of the manifest's measures."""
+    if manifest.generalization:
+        return manifest.generalization[0][0]
+    return next(iter(measure_names(manifest)), "final_eval_reward")
+
+
+def headline_plateau(results: list[TrialResult], manifest: Any, variants: list[str]) -> dict[str, Any]:
+    """The plateau check on the headline measure where it is recorded along training (per variant and pooled), or
+    the reason it cannot be checked."""
+    from rlfit.study.measures import TRAINING_COLUMNS
+    from rlfit.study.plateau import plateau_entries, pooled_late_rise
+
+    measure = headline_measure(manifest)
+    column = TRAINING_COLUMNS.get(measure)
+    entry: dict[str, Any] = {"measure": measure, "column": column}
+    if column is None:
+        return {**entry, "note": f"the headline measure `{measure}` is measured on the final policy only, not along "
+                                 "training, so whether it has plateaued cannot be checked; the check above is on the "
+                                 "evaluation return"}
+    curves = variant_curves(results, variants, column=column)
+    if not curves:
+        return {**entry, "note": f"no trial recorded `{column}` at every evaluation, so the headline measure "
+                                 f"`{measure}` cannot be checked along training"}
+    return {**entry, "variants": plateau_entries(curves), "pooled": pooled_late_rise(curves)}
 
 
 def generalization_entries(experiment: Experiment, results: list[TrialResult]) -> list[dict[str, Any]]:
@@ -382,17 +445,18 @@ def measure_entry(experiment: Experiment, results: list[TrialResult], measure: s
     """One measure's estimates, comparisons (raw p), evaluation noise, planner and figures; None if not recorded."""
     from rlfit.study import plots
     from rlfit.study.measures import axis_label, info
-    from rlfit.study.stats import compare, interval_estimates, performance_profile
+    from rlfit.study.stats import interval_estimates, performance_profile
 
-    scores = variant_scores(results, measure, variants)
-    if not scores:
+    seeded = variant_seed_scores(results, measure, variants)
+    if not seeded:
         return None
+    scores = {variant: np.array(list(values.values())) for variant, values in seeded.items()}
     estimates = interval_estimates(scores, reps=BOOTSTRAP_REPS, method=interval)
-    comparisons = [compare(a, scores[a], b, scores[b], reps=BOOTSTRAP_REPS, method=interval)
+    comparisons = [seed_blocked_comparison(a, seeded[a], b, seeded[b], interval)
                    for a, b in itertools.combinations(scores, 2) if min(scores[a].size, scores[b].size) >= 2]
     entry: dict[str, Any] = {"_estimates": estimates, "unit": info(measure).unit, "definition": info(measure).definition,
                              "estimates": {k: _json_numbers(e._asdict()) for k, e in estimates.items()},
-                             "comparisons": [_json_numbers(c._asdict()) for c in comparisons],
+                             "comparisons": comparisons,
                              "values": {k: v.tolist() for k, v in scores.items()},
                              "evaluation_noise": evaluation_noise(results, measure, scores), "planner": seeds_plan(scores)}
     if measure.startswith("suite/"):

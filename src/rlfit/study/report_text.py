@@ -4,50 +4,21 @@ correlations and ratios. Numbers in one interval share their decimals (`fmt_inte
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rlfit.study.corrections import CORRECTION_NAMES
 from rlfit.study.intervals import describe
 from rlfit.study.measures import MOST_LIKELY, MOST_LIKELY_DEFINITION, info, is_return
-
-SIGNIFICANT = 3
-"""Significant digits of the largest number in an interval; the others get the same decimals."""
-
-
-def decimals(*values: float) -> int:
-    """Decimals that give the largest |value| SIGNIFICANT significant digits (0 for 100 and above)."""
-    largest = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
-    if largest == 0.0:
-        return SIGNIFICANT - 1
-    return max(0, SIGNIFICANT - 1 - math.floor(math.log10(largest)))
-
-
-def fmt_interval(point: float, low: float | None, high: float | None, sign: bool = False, note: str = "") -> str:
-    """'398 [313, 509]', '0.504 [0.470, 0.550]', '+139 [38, 240]'; without an interval the point and `note`."""
-    plus = "+" if sign else ""
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        places = decimals(point)
-        return f"{point:{plus}.{places}f}" + (f" ({note})" if note else "")
-    places = decimals(point, low, high)
-    return f"{point:{plus}.{places}f} [{low:{plus}.{places}f}, {high:{plus}.{places}f}]"
-
-
-def fmt_number(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.{decimals(value)}f}"
-
-
-def fmt_p(p: float | None) -> str:
-    """Two significant digits: 0.013, 0.27, 1, 3.1e-05."""
-    return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.2g}"
-
+from rlfit.study.paired import PAIRED_REASON
+from rlfit.study.report_fits import generalization_lines
+from rlfit.study.report_format import fmt_interval, fmt_number, fmt_p
 
 def markdown(experiment: Any, numbers: dict[str, Any]) -> str:
     """report.md: setup, method, definitions, a section per measure, suites, correlations, ratios."""
     lines = setup_lines(experiment, numbers) + method_lines(numbers) + definition_lines(numbers)
     if "learning_curves" in numbers["figures"]:
         lines += [f"![learning curves]({numbers['figures']['learning_curves']})", ""]
-    lines += plateau_lines(numbers.get("plateau", {}))
+    lines += plateau_lines(numbers.get("plateau", {}), numbers.get("plateau_pooled"), numbers.get("plateau_headline"))
     for measure, entry in numbers["measures"].items():
         lines += measure_lines(measure, entry, numbers)
     if "suites" in numbers["figures"]:
@@ -85,9 +56,12 @@ def method_lines(numbers: dict[str, Any]) -> list[str]:
             "half). One seed gives no interval.",
             "- A comparison's headline is the difference between two variants (a minus b) with its interval, and "
             "P(a > b): the probability that a seed of a beats a seed of b (ties half), with a BCa bootstrap interval.",
-            f"- Tests: Welch's t test per comparison and Pearson's correlation test per correlation form the report's "
-            f"family of {numbers.get('family_size', 0)} tests, adjusted with {correction}; raw and adjusted p are both "
-            f"shown, and a difference is called at adjusted p < {numbers['alpha']}. The Mann-Whitney U test is shown "
+            f"- Seeds as blocks: {PAIRED_REASON}. Two variants that did not finish the same seeds are compared "
+            "unpaired (Welch's t, Mann-Whitney U), and the comparison says so.",
+            f"- Tests: each comparison's test (paired t, or Welch's t where seeds are not paired) and Pearson's "
+            f"correlation test per correlation form the report's family of {numbers.get('family_size', 0)} tests, "
+            f"adjusted with {correction}; raw and adjusted p are both shown, and a difference is called at adjusted "
+            f"p < {numbers['alpha']}. The Wilcoxon signed-rank test (paired) or Mann-Whitney U test (unpaired) is shown "
             "unadjusted, as a check that does not assume normal scores.",
             "- The seeds planner is a-priori: from this study's spread between seeds (a pilot) it gives the seeds per "
             "variant a Welch test needs for 80% power at differences of chosen sizes. It is not a verdict on this "
@@ -136,15 +110,44 @@ def measure_lines(measure: str, entry: dict[str, Any], numbers: dict[str, Any]) 
     return lines
 
 
-def plateau_lines(plateau: dict[str, Any]) -> list[str]:
-    """The late rise of each variant's evaluation return (`rlfit.study.plateau`); nothing for an old results.json."""
+def plateau_lines(plateau: dict[str, Any], pooled: dict[str, Any] | None = None,
+                  headline: dict[str, Any] | None = None) -> list[str]:
+    """The late rise of each variant's evaluation return and pooled over trials (`rlfit.study.plateau`), then the
+    same on the study's headline measure or why it cannot be checked; nothing for an old results.json."""
     if not plateau:
         return []
-    lines = ["## Has training plateaued?", "",
-             "Late rise: per seed, the mean evaluation return over the last quarter of its evaluations (after the "
+    lines = ["## Has training plateaued?", ""] + late_rise_table(plateau) + pooled_lines(pooled)
+    if headline:
+        lines += [f"**On the headline measure** (`{headline['measure']}`): "
+                  + (headline["note"] + "." if "note" in headline else f"recorded along training as `{headline['column']}`."), ""]
+        if "variants" in headline:
+            lines += late_rise_table(headline["variants"], f"`{headline['column']}`") + pooled_lines(headline.get("pooled"))
+    return lines
+
+
+def pooled_lines(pooled: dict[str, Any] | None) -> list[str]:
+    """The late rise pooled over every trial and over the variants' means, in a sentence."""
+    if not pooled:
+        return []
+    if "note" in pooled:
+        return [f"Pooled: {pooled['note']}.", ""]
+    parts = []
+    for units, words in (("over_trials", "trials"), ("over_variant_means", "variant means")):
+        if units in pooled:
+            e = pooled[units]
+            parts.append(f"over the {e['n']} {words} {fmt_interval(e['mean'], e['low'], e['high'], sign=True)} "
+                         f"(t = {e['t']:.2f}, p = {fmt_p(e['p_value'])}: {e['verdict']})")
+    return [f"Pooled late rise: {'; '.join(parts)}; the mean rise is above 0 in {pooled['rising_variants']} of "
+            f"{pooled['variants']} variants. Each variant's interval above has few seeds; pooled, the test has the "
+            "power they lack.", ""]
+
+
+def late_rise_table(plateau: dict[str, Any], what: str = "evaluation return") -> list[str]:
+    """One row per variant: its late rise of `what` with the interval and verdict."""
+    lines = [f"Late rise: per seed, the mean {what} over the last quarter of its evaluations (after the "
              "first) minus the mean over the quarter before; mean over seeds with a 95% t interval. An interval "
              "covering 0 finds no rise at this number of seeds; its upper end bounds the rise still possible.", "",
-             "| variant | seeds | last quarter (env steps) | return there | late rise [95% CI] | verdict |",
+             "| variant | seeds | last quarter (env steps) | value there | late rise [95% CI] | verdict |",
              "| --- | --- | --- | --- | --- | --- |"]
     for variant, e in plateau.items():
         if "note" in e:
@@ -161,11 +164,18 @@ def comparison_line(c: dict[str, Any], correction: str) -> str:
     mean = fmt_interval(c["mean_diff"], c["mean_diff_low"], c["mean_diff_high"], sign=True)
     iqm = fmt_interval(c["iqm_diff"], c["iqm_diff_low"], c["iqm_diff_high"], sign=True)
     better = fmt_interval(c["prob_improvement"], c["prob_improvement_low"], c["prob_improvement_high"])
-    return (f"- `{c['a']}` - `{c['b']}`: mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. "
-            f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}, "
-            f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
-            f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted); Hedges' g = {fmt_number(c['effect_size'])}. "
-            f"**{c.get('verdict', '')}**")
+    welch = f"Welch's t = {fmt_number(c['welch_t'])} (df {fmt_number(c['welch_df'])}), p = {fmt_p(c['welch_p'])}"
+    if c.get("paired"):
+        tests = (f"seeds paired: mean of the per-seed differences {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = "
+                 f"{better}. Paired t = {fmt_number(c['paired_t'])} (df {c['paired_df']:.0f}), p = {fmt_p(c['paired_p'])}, "
+                 f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Wilcoxon signed-rank W = "
+                 f"{fmt_number(c['wilcoxon_w'])}, p = {fmt_p(c['wilcoxon_p'])} (unadjusted); unpaired, for reference: "
+                 f"{welch}")
+    else:
+        tests = (f"mean difference {mean}, IQM difference {iqm}; P({c['a']} > {c['b']}) = {better}. {welch}, "
+                 f"{name}-adjusted p = {fmt_p(c.get('p_adjusted'))}; Mann-Whitney U = {fmt_number(c['mannwhitney_u'])}, "
+                 f"p = {fmt_p(c['mannwhitney_p'])} (unadjusted)" + (f"; unpaired: {c['pairing']}" if c.get("pairing") else ""))
+    return f"- `{c['a']}` - `{c['b']}`: {tests}; Hedges' g = {fmt_number(c['effect_size'])}. **{c.get('verdict', '')}**"
 
 
 def noise_lines(noise: dict[str, Any]) -> list[str]:
@@ -242,31 +252,3 @@ def fmt_ratio(estimate: dict[str, Any]) -> str:
 
 def fmt_overrides(overrides: Any) -> str:
     return ", ".join(f"`{k}={v}`" for k, v in dict(overrides).items()) or "none"
-
-
-def generalization_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """Per generalization fit: its coefficients with intervals, headline (variant means) and cluster-robust."""
-    if not entries:
-        return []
-    lines = ["## Learned worse or generalized worse?", "",
-             "Out-of-distribution performance modelled as a + b x in-distribution + c x log2(description length), "
-             "the variant as grouping factor (`rlfit.study.generalization`). c < 0: agents that describe their "
-             "observations in fewer bits keep more out of distribution than their in-distribution performance "
-             "predicts; an interval on c that covers 0 means no such effect is detectable here.", ""]
-    for e in entries:
-        lines += [f"### `{e['ood']}` from `{e['in_distribution']}` and log2 `{e['description']}`", ""]
-        if "refused" in e:
-            lines += [f"Not fitted: {e['refused']}.", ""]
-            continue
-        lines += ["| fit | b (in-distribution) [95% CI] | c (per doubling of bits) [95% CI] | p (c = 0) | df | R^2 |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for fit in e["fits"].values():
-            b, c = fit["coefficients"]["in_distribution"], fit["coefficients"]["log2_description_bits"]
-            lines.append(f"| {fit['method']} | {fmt_interval(b['estimate'], b['low'], b['high'])} | "
-                         f"{fmt_interval(c['estimate'], c['low'], c['high'], sign=True)} | {fmt_p(c['p_value'])} | "
-                         f"{fit['degrees_of_freedom']} | {fit['r_squared']:.2f} |")
-        lines += ["", f"{e['n']} trials in {e['groups']} variants. The first row is the headline; the second uses the "
-                  "spread within variants too, and its intervals are too narrow with this few variants.", ""]
-        if "figure" in e:
-            lines += [f"![generalization]({e['figure']})", ""]
-    return lines

@@ -63,6 +63,18 @@ class Comparison(NamedTuple):
     mannwhitney_u: float
     mannwhitney_p: float
     method: str
+    paired: bool = False
+    """Seeds paired (`rlfit.study.paired`): the mean difference's interval and `p_value` come from the per-seed
+    differences; Welch's t and Mann-Whitney U are still given, as the unpaired form."""
+    paired_t: float = math.nan
+    paired_df: float = math.nan
+    paired_p: float = math.nan
+    wilcoxon_w: float = math.nan
+    wilcoxon_p: float = math.nan
+    test: str = "Welch's t"
+    """The test behind `p_value`: "paired t" (seeds as blocks) or "Welch's t"."""
+    p_value: float = math.nan
+    """The headline test's raw two-sided p (paired t where seeds are paired, else Welch's)."""
 
 
 class Correlation(NamedTuple):
@@ -108,8 +120,12 @@ def interval_estimates(scores: Mapping[str, np.ndarray], reps: int = 2000, confi
 
 
 def compare(name_a: str, scores_a: np.ndarray, name_b: str, scores_b: np.ndarray, reps: int = 2000, seed: int = 0,
-            confidence: float = 0.95, method: str = "auto") -> Comparison:
+            confidence: float = 0.95, method: str = "auto", paired: bool = False) -> Comparison:
     """Compares per-seed scores of shape (n_a,) and (n_b,), each n >= 2, as `a` minus `b`.
+
+    With `paired` (the scores aligned by seed, n_a == n_b: seeds are blocks, `rlfit.study.paired`) the difference of
+    means gets the paired interval and the headline test is the paired t test, with the Wilcoxon signed-rank test
+    beside it; the unpaired tests are still computed.
 
     Intervals on the difference of means and of IQMs by `method` (Welch's t and Yuen-Welch below 30 seeds, BCa
     from 30); P(a > b) (ties half) with a BCa bootstrap interval (percentile where BCa is undefined: every
@@ -129,17 +145,26 @@ def compare(name_a: str, scores_a: np.ndarray, name_b: str, scores_b: np.ndarray
     mean_low, mean_high = difference_interval(a, b, "mean", chosen, confidence, reps, seed)
     iqm_low, iqm_high = difference_interval(a, b, "iqm", chosen, confidence, reps, seed)
     pi_low, pi_high = _probability_of_improvement_interval(a, b, confidence, reps, seed)
+    blocked = {"test": "Welch's t", "p_value": float(welch.pvalue)}
+    if paired:
+        from rlfit.study.paired import paired_test
+
+        test = paired_test(a, b, chosen, confidence, reps, seed)
+        mean_low, mean_high = test.low, test.high
+        blocked = {"paired": True, "paired_t": test.t, "paired_df": float(test.df), "paired_p": test.p,
+                   "wilcoxon_w": test.wilcoxon_w, "wilcoxon_p": test.wilcoxon_p, "test": "paired t", "p_value": test.p}
     return Comparison(
         a=name_a, b=name_b, n_a=int(a.size), n_b=int(b.size),
         mean_diff=float(a.mean() - b.mean()), mean_diff_low=mean_low, mean_diff_high=mean_high,
         iqm_diff=float(iqm(a) - iqm(b)), iqm_diff_low=iqm_low, iqm_diff_high=iqm_high,
         prob_improvement=float(probability_of_improvement(a, b)), prob_improvement_low=pi_low, prob_improvement_high=pi_high,
         effect_size=hedges_g(a, b), welch_t=float(welch.statistic), welch_df=float(welch.df), welch_p=float(welch.pvalue),
-        mannwhitney_u=float(mannwhitney.statistic), mannwhitney_p=float(mannwhitney.pvalue), method=chosen)
+        mannwhitney_u=float(mannwhitney.statistic), mannwhitney_p=float(mannwhitney.pvalue), method=chosen, **blocked)
 
 
 def comparison_verdict(comparison: Comparison, p_adjusted: float, alpha: float = 0.05) -> str:
-    """One sentence from the difference's interval and the family-adjusted Welch p-value (never from power)."""
+    """One sentence from the difference's interval and the family-adjusted p of its headline test (paired t where
+    seeds are paired, else Welch's t; never from power)."""
     c = comparison
     if not p_adjusted < alpha:
         return (f"no difference detected at n={_seeds(c)} (adjusted p = {p_adjusted:.2g}); the difference of means "
@@ -151,6 +176,8 @@ def comparison_verdict(comparison: Comparison, p_adjusted: float, alpha: float =
 
 
 def _seeds(c: Comparison) -> str:
+    if c.paired:
+        return f"{c.n_a} paired seeds"
     return f"{c.n_a}" if c.n_a == c.n_b else f"{c.n_a}/{c.n_b}"
 
 

@@ -1,0 +1,154 @@
+"""The checks of a fit across variants against independent references on hand-built data sets whose answer is
+known: a fit driven by one variant (leverage and Cook's distance from the hat matrix written out here, refits by
+numpy's least squares), a step against a graded trend (the permutation p from a plain loop over every
+permutation), and a blocked design whose variant means fit more tightly than the seeds' noise allows (statsmodels'
+formula API with C(seed))."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+import statsmodels.formula.api as smf
+
+from rlfit.study.dose_response import step_against_graded
+from rlfit.study.generalization import BLOCKED, VARIANT_MEANS, fit_entry
+from rlfit.study.influence import influence_check
+
+
+def test_a_fit_driven_by_one_variant_is_flagged_and_said_to_rest_on_it():
+    """Seven variants with no trend in x (0..6) and an eighth far out (x = 30) that alone makes the slope."""
+    rng = np.random.default_rng(0)
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 30.0])
+    covariate = rng.normal(0, 1, 8)
+    y = 0.2 * covariate + rng.normal(0, 0.05, 8)
+    y[-1] += 1.0
+    design = np.column_stack([np.ones(8), covariate, x])
+    names = [f"v{i}" for i in range(8)]
+    check = influence_check(design, y, names, column=2)
+
+    hat = design @ np.linalg.inv(design.T @ design) @ design.T
+    leverage = np.diag(hat)
+    residuals = y - hat @ y
+    s2 = residuals @ residuals / (8 - 3)
+    cooks = residuals ** 2 / (3 * s2) * leverage / (1 - leverage) ** 2
+    assert list(check["leverage"].values()) == pytest.approx(leverage.tolist())
+    assert list(check["cooks_distance"].values()) == pytest.approx(cooks.tolist())
+    assert "v7" in check["flagged"] and check["leverage"]["v7"] > check["leverage_limit"] == pytest.approx(6 / 8)
+    assert check["rests_on"] == ["v7"]
+    without = check["without"]["v7"]
+    slope = np.linalg.lstsq(design[:-1], y[:-1], rcond=None)[0][2]
+    assert without["estimate"] == pytest.approx(slope)
+    assert without["low"] <= 0 <= without["high"] and without["degrees_of_freedom"] == 4
+
+
+def brute_force_step_p(covariates, graded, y, min_side=2):
+    """The step-beyond-graded permutation p by its definition: every permutation of the graded fit's residuals
+    added to its fitted values, the best split's F recomputed each time, loops and numpy's lstsq only."""
+    def rss(design, outcome):
+        coefficients = np.linalg.lstsq(design, outcome, rcond=None)[0]
+        return float(np.sum((outcome - design @ coefficients) ** 2))
+
+    order = np.argsort(graded)
+    steps = []
+    for k in range(min_side, y.size - min_side + 1):
+        step = np.zeros(y.size)
+        step[order[k:]] = 1.0
+        steps.append(step)
+    graded_design = np.column_stack([covariates, graded])
+    coefficients = np.linalg.lstsq(graded_design, y, rcond=None)[0]
+    fitted, residuals = graded_design @ coefficients, y - graded_design @ coefficients
+
+    def sup_f(outcome):
+        base = rss(graded_design, outcome)
+        values = []
+        for step in steps:
+            full = rss(np.column_stack([graded_design, step]), outcome)
+            values.append((base - full) / (full / (y.size - graded_design.shape[1] - 1)))
+        return max(values)
+
+    observed = sup_f(y)
+    null = [sup_f(fitted + residuals[list(p)]) for p in itertools.permutations(range(y.size))]
+    return observed, np.mean(np.array(null) >= observed * (1 - 1e-9))
+
+
+def test_a_step_is_told_from_a_graded_trend_with_its_split_chosen_in_every_permutation():
+    rng = np.random.default_rng(1)
+    graded = np.arange(6.0)
+    covariates = np.column_stack([np.ones(6), rng.normal(0, 1, 6)])
+    noise = rng.normal(0, 0.01, 6)
+    names = [f"v{i}" for i in range(6)]
+
+    step = np.where(graded >= 3, 0.0, 1.0) + noise  # a jump between v2 and v3, flat on either side
+    entry = step_against_graded(covariates, graded, step, names)
+    assert (entry["split_after"], entry["split_before"]) == ("v2", "v3") and entry["exact"]
+    assert entry["permutations"] == 720
+    observed, p = brute_force_step_p(covariates, graded, step)
+    assert entry["step_beyond_graded"]["sup_f"] == pytest.approx(observed)
+    assert entry["step_beyond_graded"]["p_value"] == pytest.approx(p)
+    assert entry["step_beyond_graded"]["p_value"] < 0.05 <= entry["graded_beyond_step"]["p_value"]
+    assert entry["verdict"].startswith("the data favour a step between `v2` and `v3`")
+
+    trend = -0.1 * graded + noise
+    entry = step_against_graded(covariates, graded, trend, names)
+    observed, p = brute_force_step_p(covariates, graded, trend)
+    assert entry["step_beyond_graded"]["p_value"] == pytest.approx(p) and p >= 0.05
+    assert entry["graded_beyond_step"]["p_value"] < 0.05
+    assert entry["verdict"].startswith("the data favour a graded trend")
+    assert entry["graded_with_step"]["high"] < 0
+    assert "needs 6 or more" in step_against_graded(covariates[:5], graded[:5], trend[:5], names[:5])["note"]
+
+
+def blocked_design(rng):
+    """6 variants x 4 seeds: ood = 0.5 - 0.01 log2(bits) + a seed effect shared by every variant + noise whose mean
+    over each variant's seeds is 0, so the variant means lie exactly on the model although the seeds are noisy."""
+    variants, seeds = 6, 4
+    bits = np.repeat(2.0 ** np.arange(variants), seeds)
+    seed = np.tile(np.arange(seeds), variants)
+    in_dist = 0.9 + rng.normal(0, 0.01, bits.size)
+    noise = rng.normal(0, 0.02, (variants, seeds))
+    noise -= noise.mean(axis=1, keepdims=True)
+    ood = 0.5 - 0.01 * np.log2(bits) + 0.3 * in_dist + np.array([0.0, 0.05, -0.04, 0.02])[seed] + noise.ravel()
+    labels = np.repeat([f"v{v}" for v in range(variants)], seeds)
+    return ood, in_dist, bits, labels, seed
+
+
+def test_a_means_fit_tighter_than_the_seeds_noise_hands_its_headline_to_the_blocked_trial_fit():
+    ood, in_dist, bits, labels, seed = blocked_design(np.random.default_rng(2))
+    results = [SimpleNamespace(trial=SimpleNamespace(variant=v, seed=int(s)), values={"o": o, "i": i, "d": d})
+               for o, i, d, v, s in zip(ood, in_dist, bits, labels, seed)]
+    entry = fit_entry(results, "o", "i", "d")
+
+    trials = pd.DataFrame({"y": ood, "i": in_dist, "g": np.log2(bits), "variant": labels, "seed": seed})
+    within = smf.ols("y ~ C(variant) + C(seed)", trials).fit()
+    means = smf.ols("y ~ i + g", trials.groupby("variant")[["y", "i", "g"]].mean()).fit()
+    expected = within.scale / 4
+    noise = entry["noise"]
+    assert noise["expected_sd"] == pytest.approx(np.sqrt(expected))
+    assert noise["residual_sd"] == pytest.approx(np.sqrt(means.scale))
+    assert noise["f"] == pytest.approx(means.scale / expected) and noise["f"] < 1
+    assert noise["p_lower"] == pytest.approx(scipy.stats.f.cdf(means.scale / expected, 3, within.df_resid))
+    assert noise["seeds_as_blocks"] and noise["df"] == [3, 15]
+    assert entry["headline"] == BLOCKED and "narrower than the noise allows" in entry["headline_reason"]
+
+    blocked = smf.ols("y ~ i + g + C(seed)", trials).fit()
+    c = entry["fits"][BLOCKED]["coefficients"]["log2_description_bits"]
+    assert c["estimate"] == pytest.approx(blocked.params["g"])
+    assert (c["low"], c["high"]) == pytest.approx(tuple(blocked.conf_int().loc["g"]))
+    assert entry["fits"][BLOCKED]["degrees_of_freedom"] == blocked.df_resid == 24 - 3 - 3
+    width = lambda fit: fit["coefficients"]["log2_description_bits"]["high"] - fit["coefficients"]["log2_description_bits"]["low"]  # noqa: E731
+    assert width(entry["fits"][BLOCKED]) > width(entry["fits"][VARIANT_MEANS])
+
+
+def test_a_means_fit_that_carries_the_noise_keeps_its_headline():
+    rng = np.random.default_rng(3)
+    ood, in_dist, bits, labels, seed = blocked_design(rng)
+    ood = ood + np.repeat(rng.normal(0, 0.05, 6), 4)  # a shock per variant: the means scatter beyond the seeds' noise
+    results = [SimpleNamespace(trial=SimpleNamespace(variant=v, seed=int(s)), values={"o": o, "i": i, "d": d})
+               for o, i, d, v, s in zip(ood, in_dist, bits, labels, seed)]
+    entry = fit_entry(results, "o", "i", "d")
+    assert entry["noise"]["f"] > 1 and entry["headline"] == VARIANT_MEANS and "headline_reason" not in entry
