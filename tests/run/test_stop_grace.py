@@ -44,7 +44,8 @@ def watch_with_fakes(grace_s: float, budget_s: float | None = None, saved_iterat
         exits.append(code)
         done.set()
 
-    watch = GraceWatch(grace_s, budget_s, save, said.append, saved_iteration=saved_iteration, exit_process=exit_process)
+    watch = GraceWatch(grace_s, budget_s, save, said.append, saved_iteration=saved_iteration,
+                       start=Progress(iteration=saved_iteration or 0), exit_process=exit_process)
     return watch, saved, exits, said, done
 
 
@@ -91,7 +92,7 @@ def test_nothing_more_is_saved_where_the_newest_checkpoint_is_the_last_finished_
             assert done.wait(timeout=10)
         finally:
             watch.stop()
-    assert exits == [143] and saved == []
+    assert exits == [143] and saved == [(None, 0, "SIGTERM")]  # no checkpoint, only the summary
 
 
 def test_a_stop_the_main_loop_handles_leaves_the_watcher_idle():

@@ -185,7 +185,7 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         "events": progress.events,
         "stopped_by": stopped_by,
         "versions": package_versions(),
-        "params_digest": params_digest(state.params),
+        "params_digest": params_digest(state.params) if state is not None else None,
     }
 
 
@@ -271,7 +271,7 @@ class Runner:
         rules = StopRules.from_config(config.run)
         started = time.perf_counter()
         self._loop_record = (compiled, started, 0, 0.0)
-        watch = self._grace_watch(rules)
+        watch = self._grace_watch(rules, progress)
         try:
             return self._iterate(state, progress, compiled, rules, started, watch)
         finally:
@@ -343,7 +343,7 @@ class Runner:
         summary = self._write_summary(state, progress, compiled, started, session_steps, eval_s, None)
         return RunResult(state, progress, summary, self.run_dir)
 
-    def _grace_watch(self, rules: StopRules) -> GraceWatch | None:
+    def _grace_watch(self, rules: StopRules, progress: Progress) -> GraceWatch | None:
         """The watcher that keeps `run.stop_grace_s` (`rlfit.run.stop_grace`), started; None where there is no
         grace, no checkpointer, or several processes (said in one line: a checkpoint needs every process)."""
         grace_s = self.trainer.config.run.stop_grace_s
@@ -354,14 +354,16 @@ class Runner:
                       "every process): a stop saves at the end of the running iteration")
             return None
         watch = GraceWatch(grace_s, rules.time_budget_s, self._save_within_grace, self._say,
-                           saved_iteration=self.checkpointer.latest_step())
+                           saved_iteration=self.checkpointer.latest_step(), start=progress)
         self._grace = watch
         watch.start()
         return watch
 
-    def _save_within_grace(self, host_state: Any, progress: Progress, reason: str) -> None:
-        """The watcher's save (its thread, JAX's CPU device): the last finished iteration's checkpoint and summary."""
-        self.checkpointer.save(host_state, progress, force=True)
+    def _save_within_grace(self, host_state: Any | None, progress: Progress, reason: str) -> None:
+        """The watcher's save (its thread, JAX's CPU device): the last finished iteration's checkpoint, when it has a
+        host copy newer than the newest checkpoint (`host_state`; None: nothing newer), and the summary."""
+        if host_state is not None:
+            self.checkpointer.save(host_state, progress, force=True)
         compiled, started, session_steps, eval_s = self._loop_record
         self._write_summary(host_state, progress, compiled, started, session_steps, eval_s, reason)
 

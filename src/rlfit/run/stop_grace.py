@@ -56,11 +56,12 @@ def host_copy(state: Any) -> Any:
 
 class GraceWatch:
     """Keeps the last finished iteration on the host when iterations outlast the grace, and saves it when a stop
-    cannot wait for the running iteration. `save(host_state, progress, reason)` writes the checkpoint and the
-    summary (it runs on the watcher thread, under `jax.default_device(cpu)`); the watcher then ends the process."""
+    cannot wait for the running iteration. `save(host_state, progress, reason)` writes the checkpoint (where
+    `host_state` is not None: a copy newer than the newest checkpoint) and the summary; it runs on the watcher
+    thread, under `jax.default_device(cpu)`, and the watcher then ends the process."""
 
     def __init__(self, grace_s: float, budget_s: float | None, save: Callable[[Any, Any, str], None],
-                 say: Callable[[str], None], saved_iteration: int | None = None,
+                 say: Callable[[str], None], saved_iteration: int | None = None, start: Any = None,
                  exit_process: Callable[[int], None] = os._exit) -> None:
         self.grace_s = grace_s
         self.budget_s = budget_s
@@ -72,7 +73,7 @@ class GraceWatch:
         self.keeps_copies = False
         self.copy_s_max = 0.0
         self.slowest_save_s = 0.0
-        self._copy: tuple[Any, Any] | None = None  # (host state, progress) of the last finished iteration
+        self._copy: tuple[Any, Any] = (None, start)  # (host state or None, progress) of the last finished iteration
         self._saved_iteration = saved_iteration  # the newest checkpoint's iteration
         self._iteration_started = time.monotonic()
         self._iteration_s = 0.0  # the last iteration's seconds, evaluation and save included
@@ -179,13 +180,12 @@ class GraceWatch:
         if self._handled:
             self.lock.release()
             return
-        copy = self._copy
-        if copy is not None and copy[1].iteration != self._saved_iteration:
-            with jax.default_device(jax.devices("cpu")[0]):
-                self._save(copy[0], copy[1], reason)
-            where = f"saved iteration {copy[1].iteration}, the last finished"
-        else:
-            where = f"the newest checkpoint (iteration {self._saved_iteration}) is the last finished iteration"
+        state, progress = self._copy
+        newer = state is not None and progress is not None and progress.iteration != self._saved_iteration
+        with jax.default_device(jax.devices("cpu")[0]):
+            self._save(state if newer else None, progress, reason)  # the checkpoint where newer, the summary
+        where = (f"saved iteration {progress.iteration}, the last finished" if newer else
+                 f"the newest checkpoint (iteration {self._saved_iteration}) is the last finished iteration")
         print(f"rlfit: stopped by {reason} within run.stop_grace_s={self.grace_s:g}: {where}; the iteration "
               "under way is lost", file=sys.stderr, flush=True)
         sys.stdout.flush()
