@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.exit_codes import NON_FINITE
 from rlfit.hardware.compile_log import ProgramCompile, seconds_since_process_start
 from rlfit.parallel.distributed import all_reach, any_process, is_writer, process_count
 from rlfit.hardware.probe import peak_bytes_in_use
@@ -27,7 +28,7 @@ from rlfit.run.stopping import StopRules
 from rlfit.run.build import Compiled, Trainer, forget_programs
 from rlfit.versions import package_versions
 
-EXIT_NON_FINITE = 3
+EXIT_NON_FINITE = NON_FINITE
 BACK_OFF_WAIT_S = 120.0
 """Over several processes, how long one that ran out of memory waits for all the others to run out too (they
 back off together, to the same sizes, from the same checkpoint) before it stops the run instead."""

@@ -1,4 +1,5 @@
-"""Stopping on SIGTERM / SIGINT: finish the iteration, save, exit 143 / 130; a second signal exits at once."""
+"""Stopping on SIGTERM / SIGINT: save, exit 143 / 130 (within `run.stop_grace_s`: `rlfit.run.stop_grace`); a second
+signal exits at once."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import os
 import signal
 import sys
 
-EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+from rlfit.exit_codes import INTERRUPTED, TERMINATED
+
+EXIT_CODES = {signal.SIGTERM: TERMINATED, signal.SIGINT: INTERRUPTED}
 
 
 class StopRequested(Exception):
