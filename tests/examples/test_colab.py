@@ -163,7 +163,7 @@ def test_the_g1_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
 def test_the_study_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     notebook, (again,) = run_notebook("study.ipynb", tmp_path, monkeypatch, "run_stage('full')")
     experiments = tmp_path / "rlfit-experiments"
-    stages = {path.name.split("-20")[0]: path for path in experiments.iterdir()}
+    stages = {path.name.split("-20")[0]: path for path in experiments.iterdir() if path.is_dir()}
     assert set(stages) == {"cartpole_lr-gpu-test", "cartpole_lr-mini", "cartpole_lr-full"}, stages
     full = stages["cartpole_lr-full"]
     assert (full / "report" / "report.md").is_file() and (full / "cartpole_lr.zip").stat().st_size > 0
