@@ -134,7 +134,8 @@ def run_cli(tmp_path):
 
 SCHEDULED_FIRST = (
     "tests/hardware/test_compile_cache.py", "tests/parallel/test_mesh.py", "tests/parallel/test_distributed.py",
-    "tests/algos/sac/test_pixels.py", "tests/run/test_determinism.py", "tests/envs/test_pixels.py",
+    "tests/examples/test_colab.py", "tests/algos/sac/test_pixels.py", "tests/run/test_determinism.py",
+    "tests/envs/test_pixels.py",
     "tests/deploy/play/test_play.py", "tests/cli/test_plan_doctor.py", "tests/study/test_group_runner.py",
     "tests/cli/test_train_cli.py", "tests/algos/sac/test_planning.py", "tests/study/test_experiment.py",
     "tests/networks/test_encoders.py",
