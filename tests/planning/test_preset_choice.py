@@ -63,12 +63,12 @@ def test_train_without_a_preset_records_the_choice(tmp_path, capsys):
                          run_dir=tmp_path / "run", quiet=False, live=False)
     assert result.summary["preset"] == "quick"
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
-    assert plan["preset"] == "quick" and plan["reasons"][0].startswith("preset quick: no preset named")
+    assert plan["preset"] == "quick" and plan["reasons"][-1].startswith("preset quick: no preset named")
     assert "rlfit: preset quick: no preset named" in capsys.readouterr().out
     named = rlfit.train(TOY_ENV, "smoke", overrides=[*TOY_TRAIN_OVERRIDES, "run.num_timesteps=2560"],
                         run_dir=tmp_path / "named", quiet=True)
     assert named.summary["preset"] == "smoke"
-    assert json.loads((tmp_path / "named" / "plan.json").read_text())["reasons"][0] == "preset smoke: named"
+    assert json.loads((tmp_path / "named" / "plan.json").read_text())["reasons"][-1] == "preset smoke: named"
 
 
 def test_plan_shows_the_same_choice(run_cli):

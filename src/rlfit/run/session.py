@@ -61,7 +61,7 @@ def train(
                             auto_num_envs=num_envs_auto or config.run.fit_to_device,
                             say=None if quiet else planning_message,
                             shrink_to_fit=choice.by_device and plan_backend() != "cpu")
-    plan = dataclasses.replace(plan, preset=choice.name, reasons=(choice.reason,) + plan.reasons)
+    plan = dataclasses.replace(plan, preset=choice.name, reasons=plan.reasons + (choice.reason,))
     return train_config(config, plan, run_dir, quiet=quiet, live=live)
 
 
