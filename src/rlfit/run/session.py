@@ -54,15 +54,14 @@ def train(
     from rlfit.run.sizing import plan_for, planning_message
 
     choice = preset_for_device(env, preset, config_file, overrides)
-    if not quiet and choice.by_device:
-        print(f"rlfit: {choice.reason}", flush=True)
     config = resolve(env, choice.name, config_file, overrides)
     config, plan = plan_for(config, device_memory=device_memory,
                             auto_num_envs=num_envs_auto or config.run.fit_to_device,
                             say=None if quiet else planning_message,
                             shrink_to_fit=choice.by_device and plan_backend() != "cpu")
     plan = dataclasses.replace(plan, preset=choice.name, reasons=plan.reasons + (choice.reason,))
-    return train_config(config, plan, run_dir, quiet=quiet, live=live)
+    return train_config(config, plan, run_dir, quiet=quiet, live=live,
+                        note=f"rlfit: {choice.reason}" if choice.by_device else None)
 
 
 def preset_for_device(env: str, preset: str | None, config_file: str | Path | None = None,
@@ -86,8 +85,9 @@ def plan_backend() -> str:
 
 
 def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, *, quiet: bool = True,
-                 live: bool | None = None) -> RunResult:
-    """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock)."""
+                 live: bool | None = None, note: str | None = None) -> RunResult:
+    """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock). `note`
+    (e.g. the preset chosen for the device) is printed, unless `quiet`, once the environment has loaded."""
     from rlfit.parallel.distributed import is_writer
 
     check_wandb_available(config)
@@ -97,6 +97,8 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
         return execute(Trainer.build(config, plan), RunDir(path), quiet=True)
     check_new_run_dir(path)
     trainer = Trainer.build(config, plan)
+    if note and not quiet:
+        print(note, flush=True)
     directory, lock = create_run_dir(path, config)
     with lock:
         with stop_on_refusal(f"free space or fix permissions, then `rlfit resume {directory.path}`"):
