@@ -72,7 +72,7 @@ class Randomization:
 def mjx_model_of(env: Any) -> Any | None:
     """The MJX model `env` steps (Playground's `mjx_model`), or None for an environment without one of its own (a
     wrapper such as the pixels' delegates to another's, which a copy of the wrapper would not replace)."""
-    return env.mjx_model if "_mjx_model" in vars(env) else None
+    return env.mjx_model if "_mjx_model" in getattr(env, "__dict__", {}) else None
 
 
 def resolve_randomization(setting: str, env_name: str, env: Any, num_envs: int) -> Randomization:
