@@ -72,7 +72,7 @@ def test_evaluation_reports_nominal_and_randomized_returns_everywhere(runs):
     assert described["final_eval_reward_randomized"] == last["eval/randomized/episode_reward"]
     assert last["eval/randomized/episode_reward"] != last["eval/episode_reward"]  # other models, other returns
     assert {"eval/randomized/episode_reward_std", "eval/randomized/episode_length"} <= set(last)
-    scalars = read_scalars(run / "tensorboard")
+    scalars = read_scalars(run / "tb")
     assert scalars["eval/randomized/episode_reward"][last["env_steps"]] == pytest.approx(
         last["eval/randomized/episode_reward"])
 
