@@ -179,20 +179,27 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _field_path(path: tuple[Any, ...]) -> str:
+def _field_path(path: tuple[Any, ...]) -> str | None:
+    """"opt.gravity" for a field reached by attribute names alone (what `tree_replace` can address), else None (an
+    entry of a tuple, such as a mesh's convex hull)."""
     names = [getattr(entry, "name", None) for entry in path]
-    if any(name is None for name in names):
-        raise ValueError(f"'{jax.tree_util.keystr(path)}' is not a field of the model")
-    return ".".join(names)
+    return None if any(name is None for name in names) else ".".join(names)
 
 
 def _axes_by_field(in_axes: Any) -> dict[str, int | None]:
-    pairs = jax.tree_util.tree_flatten_with_path(in_axes, is_leaf=lambda node: node is None)[0]
-    return {_field_path(path): axis for path, axis in pairs}
+    axes: dict[str, int | None] = {}
+    for path, axis in jax.tree_util.tree_flatten_with_path(in_axes, is_leaf=lambda node: node is None)[0]:
+        name = _field_path(path)
+        if name is None and axis is not None:
+            raise ValueError(f"'{jax.tree_util.keystr(path)}' is batched but is not a field of the model")
+        if name is not None:
+            axes[name] = axis
+    return axes
 
 
 def _leaves_by_field(tree: Any) -> dict[str, Any]:
-    return {_field_path(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    pairs = ((_field_path(path), leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0])
+    return {name: leaf for name, leaf in pairs if name is not None}
 
 
 def models_key(key: jax.Array) -> jax.Array:
