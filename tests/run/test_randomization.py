@@ -101,3 +101,16 @@ def test_randomizing_an_environment_without_a_model_exits_2(capfd, tmp_path):
                             *RANDOMIZED, "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert result.returncode == 2 and "has no MJX model to randomize" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_saved_before_randomization_existed_resumes_on_the_nominal_model():
+    """A checkpoint's record (or config.yaml) without env.randomization was trained without it: `off`, not today's
+    default `auto` (which for G1 would add a batch of models its checkpoint does not hold)."""
+    from rlfit.config.schema import from_layers
+    from rlfit.run.restore import as_saved
+
+    old = {"algo": "ppo", "env": {"name": "G1JoystickFlatTerrain"}}
+    assert from_layers([as_saved(old)]).env.randomization == "off"
+    assert old == {"algo": "ppo", "env": {"name": "G1JoystickFlatTerrain"}}  # the record itself is left alone
+    newer = {"algo": "ppo", "env": {"name": "G1JoystickFlatTerrain", "randomization": "auto"}}
+    assert from_layers([as_saved(newer)]).env.randomization == "auto"
