@@ -114,3 +114,13 @@ def test_a_run_saved_before_randomization_existed_resumes_on_the_nominal_model()
     assert old == {"algo": "ppo", "env": {"name": "G1JoystickFlatTerrain"}}  # the record itself is left alone
     newer = {"algo": "ppo", "env": {"name": "G1JoystickFlatTerrain", "randomization": "auto"}}
     assert from_layers([as_saved(newer)]).env.randomization == "auto"
+
+
+@pytest.mark.parametrize("algo", ["sac", "fasttd3"])
+def test_the_off_policy_algorithms_train_on_randomized_models(capfd, tmp_path, algo):
+    """The environment layer is shared: SAC and FastTD3 train on the batch and evaluate on both kinds of model."""
+    run_dir = tmp_path / "run"
+    result = cli_in_process(capfd, *SMOKE, "--algo", algo, *RANDOMIZED, "--run-dir", str(run_dir), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert summary(run_dir)["randomization"]["fields"] == ["body_mass", "dof_damping"]
+    assert "eval/randomized/episode_reward" in rows(run_dir, "eval")[-1]
