@@ -124,3 +124,22 @@ def test_the_off_policy_algorithms_train_on_randomized_models(capfd, tmp_path, a
     assert result.returncode == 0, result.stderr[-3000:]
     assert summary(run_dir)["randomization"]["fields"] == ["body_mass", "dof_damping"]
     assert "eval/randomized/episode_reward" in rows(run_dir, "eval")[-1]
+
+
+def test_a_seed_in_a_group_draws_the_models_its_solo_run_draws():
+    """`rlfit experiment`'s seed groups stack each seed's fresh state from the solo run's starting-state program:
+    each seed trains on exactly its solo run's models, and seeds differ."""
+    import numpy as np
+
+    from rlfit.config.schema import resolve
+    from rlfit.planning.plan import config_sizes, make_plan
+    from rlfit.run.build import Trainer
+    from rlfit.study.seed_group import SeedGroup, lane
+
+    config = resolve("CartpoleBalance", "smoke", overrides=[RANDOMIZED[1]])
+    trainer = Trainer.build(config, make_plan(config, config_sizes(config), devices=1))
+    grouped = SeedGroup.build(trainer, (3, 4)).init()
+    alone = trainer.starting_state_program(4)[0](np.int32(4))
+    for field, models in lane(grouped, 1).env_state.models.items():
+        np.testing.assert_array_equal(models, alone.env_state.models[field])
+        assert not np.array_equal(lane(grouped, 0).env_state.models[field], models)
