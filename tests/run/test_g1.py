@@ -28,7 +28,8 @@ pytestmark = [
 
 
 def rlfit_cli(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RLFIT_MENAGERIE_PATH": str(SHARED_MENAGERIE)}
+    sources = os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)])  # this checkout's rlfit, then tests.*
+    env = {**os.environ, "PYTHONPATH": sources, "RLFIT_MENAGERIE_PATH": str(SHARED_MENAGERIE)}
     return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
