@@ -123,3 +123,12 @@ def test_train_refuses_infinity_as_a_user_sees_it(capfd, tmp_path):
     assert result.stderr.strip() == ("rlfit: error: ppo.reward_scaling must be a finite number, got inf; "
                                      "give a number such as 0.5 or 1e-3")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("written, read", [("off", "off"), ("no", "off"), ("auto", "auto")])
+def test_yamls_booleans_in_a_text_key_read_as_the_word_off_or_on(written, read):
+    """YAML 1.1 reads `off` as False: `--set env.randomization=off` and `run.wandb: off` mean off, not 'False'."""
+    assert resolve("CartpoleBalance", "quick", overrides=[f"env.randomization={written}"]).env.randomization == read
+    assert resolve("CartpoleBalance", "quick", overrides=[f"run.wandb={written}"]).run.wandb == read
+    with pytest.raises(UserError, match="env.randomization must be auto, off or module:function, got 'on'"):
+        resolve("CartpoleBalance", "quick", overrides=["env.randomization=on"])

@@ -28,7 +28,8 @@ pytestmark = [
 
 
 def rlfit_cli(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RLFIT_MENAGERIE_PATH": str(SHARED_MENAGERIE)}
+    sources = os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)])  # this checkout's rlfit, then tests.*
+    env = {**os.environ, "PYTHONPATH": sources, "RLFIT_MENAGERIE_PATH": str(SHARED_MENAGERIE)}
     return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -82,3 +83,35 @@ def test_onnx_export_matches_load_policy(g1_run, tmp_path):
     obs = np.random.default_rng(0).normal(size=(256, 103)).astype(np.float32)
     (actions,) = session.run(["action"], {"state": obs})
     assert np.max(np.abs(actions - np.asarray(rlfit.load_policy(g1_run)(obs)))) <= 1e-4
+
+
+def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
+    """`env.randomization: auto` (the default) is Playground's G1 randomizer: the run says so, and the models of its
+    starting state are exactly what Playground's own `get_domain_randomizer` returns for the keys rlfit documents
+    (PPO's environment key from the seed, MODELS_STREAM folded in, split per environment)."""
+    import json
+
+    import jax
+    from mujoco_playground import registry
+
+    from rlfit.config.schema import resolve
+    from rlfit.planning.plan import config_sizes, make_plan
+    from rlfit.envs.randomization import models_key
+    from rlfit.run.build import Trainer
+
+    summary = json.loads((g1_run / "summary.json").read_text())
+    fields = ["body_mass", "dof_armature", "dof_frictionloss", "pair_friction", "qpos0"]
+    assert summary["randomization"]["source"] == f"playground:{G1}" and summary["randomization"]["fields"] == fields
+    assert summary["final_eval_reward_randomized"] is not None
+
+    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
+    config = resolve(G1, "smoke")
+    trainer = Trainer.build(config, make_plan(config, config_sizes(config), devices=1))
+    state = trainer.init_state()  # the run's starting-state program: from the compile cache the run filled
+    env_key = jax.random.split(jax.random.PRNGKey(config.run.seed), 3)[2]
+    keys = jax.random.split(models_key(env_key), trainer.train_env.num_envs)
+    expected, in_axes = registry.get_domain_randomizer(G1)(trainer.env.mjx_model, keys)
+    assert sorted(state.env_state.models) == fields
+    for field in fields:
+        assert getattr(in_axes, field) == 0
+        np.testing.assert_array_equal(state.env_state.models[field], getattr(expected, field))

@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.run.sizing import memory_plan, planning_message
 
     from rlfit.run.session import preset_for_device
+    import jax
+
+    from rlfit.envs import load_env
+    from rlfit.envs.randomization import resolve_randomization
 
     target = args.target or ("gpu" if sizes != [None] else None)
     preset = preset_for_device(args.env, args.preset, args.config, flag_overrides(args), backend=target)
@@ -63,10 +67,13 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
     say = planning_message if sys.stderr.isatty() and not args.quiet else None  # scripts see the output alone
-    plans = [memory_plan(config, size, target, device=device, models=models, fit_lines=args.fit_line, say=say)
-             for size in sizes]
+    env = load_env(config.env, jax.default_backend())  # once, for every size and the randomization's line
+    plans = [memory_plan(config, size, target, env=env, device=device, models=models, fit_lines=args.fit_line,
+                         say=say) for size in sizes]
     if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
-        plans = [memory_plan(config, size, target, device=device, models=models) for size in sizes]
+        plans = [memory_plan(config, size, target, env=env, device=device, models=models) for size in sizes]
+    randomization = resolve_randomization(config.env.randomization, config.env.name, env, 1)
+    plans = [with_randomization_reason(planned, randomization) for planned in plans]
     if len(plans) > 1:
         if args.json or not args.quiet:
             print(json.dumps({"preset": preset._asdict(), "plans": [p.to_dict() for p in plans]}, indent=2)
@@ -78,13 +85,32 @@ def run(args: argparse.Namespace) -> int:
         return 0
     planned = plans[0]
     if args.json:
-        print(json.dumps({"preset": preset._asdict(), **planned.to_dict()}, indent=2))
+        print(json.dumps({"preset": preset._asdict(), **planned.to_dict(), "randomization": randomization.to_dict()},
+                         indent=2))
     elif not args.quiet:
         print("\n".join([preset.reason, *table(planned, config.env.name)]))
     if planned.chosen is None:
         print(f"rlfit: error: {planned.nothing_fits}", file=sys.stderr)
         return UserError.exit_code
     return 0
+
+
+def with_randomization_reason(planned, randomization):
+    """`planned` with a reason that says what the randomized model batch adds at the chosen sizes (counted in every
+    prediction: the batch is part of the training step's arguments), or that the models are not randomized."""
+    import dataclasses
+
+    from rlfit.hardware.units import format_bytes
+
+    if not randomization.enabled:
+        return dataclasses.replace(planned, reasons=planned.reasons + (randomization.note,)) if randomization.note \
+            else planned
+    reason = randomization.note
+    if planned.chosen is not None:
+        num_envs = planned.chosen.sizes.num_envs
+        reason += (f"; {format_bytes(num_envs * randomization.bytes_per_env)} at num_envs={num_envs}, counted in "
+                   "the predictions")
+    return dataclasses.replace(planned, reasons=planned.reasons + (reason,))
 
 
 def comparison(plans, device_sizes: list[int], env_name: str) -> list[str]:

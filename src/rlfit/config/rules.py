@@ -55,6 +55,7 @@ def check_config(config: ConfigView) -> None:
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_pixels(config)
+    check_randomization(config.env.randomization)
     if config.network.bottleneck and config.env.observation == "pixels":
         raise UserError("network.bottleneck works on vector observations; set network.bottleneck: 0 with "
                         "env.observation: pixels")
@@ -121,6 +122,14 @@ def check_pixels(config: ConfigView) -> None:
             raise UserError(f"network.pretrained: no file at {path}; give a safetensors file "
                             "(`rlfit convert-weights` makes one) or drop the setting to train from scratch")
         check_safetensors(path)  # a pickle or PyTorch file is refused before anything runs
+
+
+def check_randomization(setting: str) -> None:
+    """Rule: `env.randomization` is `auto`, `off` or `module:function` (imported and checked with the environment,
+    `rlfit.envs.randomization`)."""
+    module, colon, function = setting.partition(":")
+    if setting not in ("auto", "off") and not (colon and module and function):
+        raise UserError(f"env.randomization must be auto, off or module:function, got '{setting}'")
 
 
 SEED_LIMIT = 2**32

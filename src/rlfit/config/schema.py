@@ -46,6 +46,12 @@ class EnvConfig:
     environments also stop at their own limit, if shorter."""
     action_repeat: int = 1
     """Environment steps per policy decision."""
+    randomization: str = "auto"
+    """Domain randomization (one MuJoCo model per environment, drawn once from the run's seed): `auto` (MuJoCo
+    Playground's randomizer where the environment has one, as Playground trains its robots for hardware; else off,
+    with a note), `off` (the nominal model), or `module:function` (your own, with Playground's signature
+    `(mjx.Model, keys[num_envs]) -> (batched model, in_axes)`). Evaluation then also reports returns on freshly drawn
+    models (`eval/randomized/...`)."""
     menagerie_path: str = ""
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
     overrides: Mapping[str, Any] = field(default_factory=FrozenDict)

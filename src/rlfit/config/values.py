@@ -78,6 +78,8 @@ def to_type(name: str, hint: Any, value: Any) -> Any:
     if hint is str:
         if isinstance(value, (dict, list)):
             raise bad
+        if isinstance(value, bool):  # YAML 1.1 reads off/no/false (on/yes/true) as a boolean
+            return "on" if value else "off"
         return "" if value is None else str(value)
     return value
 

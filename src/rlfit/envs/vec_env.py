@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.envs.action_space import ActionSpace, action_space
+from rlfit.envs.randomization import ModelBatch, Randomizer, draw_models, models_key, with_model
 
 
 class EnvState(NamedTuple):
@@ -24,6 +25,9 @@ class EnvState(NamedTuple):
     """[N] float32 return of each running episode (unscaled reward)."""
     reset_key: jax.Array
     """[N, 2] uint32 key each environment uses for its next reset."""
+    models: ModelBatch | None = None
+    """The randomized fields of each environment's MuJoCo model, [N, ...] per field (`rlfit.envs.randomization`),
+    drawn at `VecEnv.reset` and kept through every auto-reset; None without domain randomization."""
 
 
 class StepOutput(NamedTuple):
@@ -44,13 +48,18 @@ class StepOutput(NamedTuple):
 
 
 class VecEnv:
-    """N copies of `env` stepped together; an environment whose episode ends is reset with its own key."""
+    """N copies of `env` stepped together; an environment whose episode ends is reset with its own key.
 
-    def __init__(self, env: Any, num_envs: int, episode_length: int, action_repeat: int = 1):
+    With a `randomizer` (`rlfit.envs.randomization`), `reset(key)` also draws one MuJoCo model per environment
+    from `models_key(key)`, and each environment steps and resets on its own model from then on."""
+
+    def __init__(self, env: Any, num_envs: int, episode_length: int, action_repeat: int = 1,
+                 randomizer: Randomizer | None = None):
         self.env = env
         self.num_envs = num_envs
         self.episode_length = episode_length
         self.action_repeat = action_repeat
+        self.randomizer = randomizer
 
     @property
     def action_space(self) -> ActionSpace:
@@ -65,15 +74,25 @@ class VecEnv:
     def reset(self, key: jax.Array) -> EnvState:
         """Fresh episodes in all N environments; `key` is one PRNG key."""
         start_key, reset_key = jax.random.split(key)
-        inner = jax.vmap(self.env.reset)(jax.random.split(start_key, self.num_envs))
+        models = None
+        if self.randomizer is not None:
+            models = draw_models(self.randomizer, self.env.mjx_model, models_key(key), self.num_envs)
+        inner = self._per_env("reset", models, jax.random.split(start_key, self.num_envs))
         zeros = jnp.zeros(self.num_envs)
-        return EnvState(inner, zeros.astype(jnp.int32), zeros, jax.random.split(reset_key, self.num_envs))
+        return EnvState(inner, zeros.astype(jnp.int32), zeros, jax.random.split(reset_key, self.num_envs), models)
+
+    def _per_env(self, method: str, models: ModelBatch | None, *args: Any) -> Any:
+        """`env.<method>(*args)` of each environment under `jax.vmap` (args batched on axis 0), each on its own model
+        where `models` holds a batch of them."""
+        if models is None:
+            return jax.vmap(getattr(self.env, method))(*args)
+        return jax.vmap(lambda fields, *one: getattr(with_model(self.env, fields), method)(*one))(models, *args)
 
     def step(self, state: EnvState, action: jax.Array, auto_reset: bool = True) -> tuple[EnvState, StepOutput]:
         """Applies `action` [N, A] (continuous) or [N] int32 (discrete); environments whose episode ended start a new
         one. `auto_reset=False` leaves them as they ended (stepping on from there), and the compiled program holds no
         reset: for one episode per environment (evaluation), where whatever follows an episode's end is not read."""
-        inner, reward, terminal = self._repeat_step(state.inner, action)
+        inner, reward, terminal = self._repeat_step(state.inner, action, state.models)
         step_count = state.step_count + 1
         timed_out = (step_count >= self.episode_length).astype(jnp.float32)
         truncation = timed_out * (1.0 - terminal)
@@ -87,19 +106,20 @@ class VecEnv:
             finished_return=episode_return * finished,
             finished_length=step_count.astype(jnp.float32) * finished,
         )
-        running = EnvState(inner, step_count, episode_return, state.reset_key)
+        running = EnvState(inner, step_count, episode_return, state.reset_key, state.models)
         if not auto_reset:
             return running, output
         next_state = jax.lax.cond(jnp.any(finished > 0), self._reset_finished, lambda s, f: s, running, finished)
         return next_state, output
 
-    def _repeat_step(self, inner: Any, action: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
+    def _repeat_step(self, inner: Any, action: jax.Array, models: ModelBatch | None
+                     ) -> tuple[Any, jax.Array, jax.Array]:
         """`action_repeat` physics steps; an env with `advance` and `observe` (pixels) renders once, after them."""
-        advance = getattr(self.env, "advance", self.env.step)
+        advance = "advance" if hasattr(self.env, "advance") else "step"
         reward = jnp.zeros(self.num_envs)
         terminal = jnp.zeros(self.num_envs)
         for _ in range(self.action_repeat):
-            inner = jax.vmap(advance)(inner, action)
+            inner = self._per_env(advance, models, inner, action)
             reward = reward + inner.reward * (1.0 - terminal)
             terminal = jnp.maximum(terminal, inner.done.astype(jnp.float32))
         if hasattr(self.env, "observe"):
@@ -108,7 +128,7 @@ class VecEnv:
 
     def _reset_finished(self, state: EnvState, finished: jax.Array) -> EnvState:
         keys = jax.vmap(jax.random.split)(state.reset_key)
-        fresh = jax.vmap(self.env.reset)(keys[:, 0])
+        fresh = self._per_env("reset", state.models, keys[:, 0])
         done = finished > 0
 
         def pick(new, old):
@@ -121,6 +141,7 @@ class VecEnv:
             step_count=jnp.where(done, 0, state.step_count),
             episode_return=jnp.where(done, 0.0, state.episode_return),
             reset_key=jnp.where(done[:, None], keys[:, 1], state.reset_key),
+            models=state.models,
         )
 
 

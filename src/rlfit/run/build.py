@@ -27,12 +27,13 @@ from rlfit.config.schema import Config
 from rlfit.envs import VecEnv, load_env
 from rlfit.envs.action_space import ActionSpace
 from rlfit.envs.fingerprint import model_digest
+from rlfit.envs.randomization import Randomization, resolve_randomization
 from rlfit.envs.loading import FAMILIES
 from rlfit.envs.vec_env import episode_steps, observation_example
 from rlfit.hardware.program_store import result_shapes
 from rlfit.networks import select_obs
 from rlfit.networks.heads import action_head
-from rlfit.run.evaluate import EvalMetrics, make_evaluator
+from rlfit.run.evaluate import EvalMetrics, make_evaluator, with_randomized
 from rlfit.hardware.compile_log import ProgramCompile, in_background, timed_compile
 from rlfit.hardware.jax_setup import compile_ahead
 from rlfit.parallel.mesh import DeviceLayout, default_env_axes
@@ -97,6 +98,10 @@ class Trainer:
     """The devices the run is split over (`plan.devices`) and how its state lies on them."""
     model_digest: str | None
     """`rlfit.envs.fingerprint.model_digest` of the environment (None without a MuJoCo model)."""
+    randomization: Randomization
+    """What `env.randomization` resolved to: the randomizer `train_env` draws its models with, or none."""
+    randomized_eval_env: VecEnv | None = None
+    """With randomization: the evaluation's environments on freshly drawn models (`eval_env` keeps the nominal one)."""
 
     @classmethod
     def build(cls, config: Config, plan: Plan, env: Any | None = None) -> Trainer:
@@ -104,16 +109,21 @@ class Trainer:
         from rlfit.algos.registry import algorithm
 
         env = env if env is not None else load_env(config.env, plan.backend)
+        randomization = resolve_randomization(config.env.randomization, config.env.name, env, plan.sizes.num_envs)
         episode_length = episode_steps(config.env, env)
-        train_env = VecEnv(env, plan.sizes.num_envs, episode_length, config.env.action_repeat)
-        eval_env = VecEnv(env, config.run.num_eval_envs, episode_length, config.env.action_repeat)
+        repeat, randomizer = config.env.action_repeat, randomization.function
+        train_env = VecEnv(env, plan.sizes.num_envs, episode_length, repeat, randomizer)
+        eval_env = VecEnv(env, config.run.num_eval_envs, episode_length, repeat)
+        randomized_eval_env = (VecEnv(env, config.run.num_eval_envs, episode_length, repeat, randomizer)
+                               if randomizer is not None else None)
         layout = DeviceLayout(plan.devices)
         digest = model_digest(env)
         obs_example = observation_example(env, stored_program_key(config, plan, layout, digest, "observation shapes"))
         learner = algorithm(config.algo).build(config, plan, train_env, obs_example)
         select_obs(obs_example, learner.policy.obs_key)  # a missing observation entry: one line, nothing written
         action_head(learner.policy.head, train_env.action_space)  # a head that cannot act here: the same
-        return cls(config, plan, env, train_env, eval_env, learner, obs_example, layout, digest)
+        return cls(config, plan, env, train_env, eval_env, learner, obs_example, layout, digest, randomization,
+                   randomized_eval_env)
 
     @property
     def action_space(self) -> ActionSpace:
@@ -265,6 +275,9 @@ class Trainer:
         replicated = self.layout.replicated if self.layout.parallel else None
         evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate,
                                    self.learner.policy.head)
+        if self.randomized_eval_env is not None:  # the nominal model, then freshly drawn ones
+            evaluator = with_randomized(evaluator, make_evaluator(self.randomized_eval_env, self.learner.policy_logits,
+                                                                  None, self.learner.policy.head))
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,
@@ -316,11 +329,13 @@ def stored_program_key(config: Config, plan: Plan, layout: DeviceLayout, digest:
     """What `program` of a run depends on besides its arguments and the installed packages, for the store of
     traced programs (`rlfit.hardware.program_store`): its name, the config's program settings, the plan and the
     environment's MuJoCo model (`digest`). None (not stored) for a run over several devices and for an environment
-    from the user's own code (`module:function`) or an algorithm registered from outside rlfit, which the store's
-    digest cannot see. Settings only the host loop reads (`rlfit.config.schema.HOST_LOOP_FIELDS`) are left out."""
+    or a randomizer from the user's own code (`module:function`) or an algorithm registered from outside rlfit, which
+    the store's digest cannot see. Settings only the host loop reads (`rlfit.config.schema.HOST_LOOP_FIELDS`) are
+    left out."""
     prefix, factory, _ = config.env.name.partition(":")
-    if layout.parallel or (factory and prefix not in FAMILIES) or not ALGORITHMS.get(config.algo, "").startswith(
-            "rlfit."):
+    users_randomizer = ":" in config.env.randomization
+    if layout.parallel or (factory and prefix not in FAMILIES) or users_randomizer or not ALGORITHMS.get(
+            config.algo, "").startswith("rlfit."):
         return None
     return json.dumps({"program": program, "settings": config.program_settings(), "sizes": plan.sizes._asdict(),
                        "backend": plan.backend, "impl": plan.impl, "precision": plan.precision, "model": digest},

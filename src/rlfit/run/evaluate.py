@@ -24,6 +24,37 @@ class EvalMetrics(NamedTuple):
     rate_bits: jax.Array | None = None
     """[] the policy's mean description length of an observation (bits, over every state the evaluation
     episodes visited: `Learner.policy_rate`); None where the policy defines none."""
+    randomized: EvalMetrics | None = None
+    """With domain randomization: the same figures on freshly drawn models (the fields above are the nominal
+    model's); None without."""
+
+
+RANDOMIZED_EVAL_STREAM = 1
+"""Folded into the evaluation's key for the randomized evaluation's key: its models and episodes."""
+
+
+def with_randomized(nominal: Callable[[Any, RunningStats, jax.Array], EvalMetrics],
+                    randomized: Callable[[Any, RunningStats, jax.Array], EvalMetrics]
+                    ) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
+    """One evaluation of both: `nominal` from the key, `randomized` (environments that draw their models at reset)
+    from the key with RANDOMIZED_EVAL_STREAM folded in, so its models are drawn afresh at every evaluation and
+    never from training's key."""
+
+    def evaluate(policy_params: Any, stats: RunningStats, key: jax.Array) -> EvalMetrics:
+        other = randomized(policy_params, stats, jax.random.fold_in(key, RANDOMIZED_EVAL_STREAM))
+        return nominal(policy_params, stats, key)._replace(randomized=other)
+
+    return evaluate
+
+
+def randomized_row(result: EvalMetrics) -> dict[str, float]:
+    """The metrics.jsonl fields of a (host) evaluation on randomized models: `eval/randomized/...`; {} without."""
+    if result.randomized is None:
+        return {}
+    other = result.randomized
+    return {"eval/randomized/episode_reward": float(other.episode_reward),
+            "eval/randomized/episode_reward_std": float(other.episode_reward_std),
+            "eval/randomized/episode_length": float(other.episode_length)}
 
 
 def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],

@@ -26,6 +26,7 @@ from rlfit.sinks import Sinks
 from rlfit.run.stop_grace import GraceWatch
 from rlfit.run.stopping import StopRules
 from rlfit.run.build import Compiled, Trainer, forget_programs
+from rlfit.run.evaluate import randomized_row
 from rlfit.versions import package_versions
 
 EXIT_NON_FINITE = NON_FINITE
@@ -52,6 +53,8 @@ class Progress:
     """Evaluations in a row that did not beat the best by more than `run.early_stop_min_delta`."""
     last_description_length_bits: float | None = None
     """The policy's mean description length of an observation at the last evaluation (a bottleneck's rate)."""
+    last_randomized_eval_reward: float | None = None
+    """With domain randomization: the last evaluation's mean return on freshly drawn models."""
     events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -143,6 +146,8 @@ def record_eval(progress: Progress, result: Any, min_delta: float) -> dict[str, 
            "eval/episode_length": float(result.episode_length)}
     if result.rate_bits is not None:  # the policy's description length of an observation
         progress.last_description_length_bits = row["eval/description_length_bits"] = float(result.rate_bits)
+    row.update(randomized_row(result))  # with domain randomization: the same on freshly drawn models
+    progress.last_randomized_eval_reward = row.get("eval/randomized/episode_reward")
     return row
 
 
@@ -161,6 +166,8 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         "env": trainer.config.env.name,
         "final_eval_reward": progress.last_eval_reward,
         "best_eval_reward": progress.best_eval_reward,
+        "final_eval_reward_randomized": progress.last_randomized_eval_reward,
+        "randomization": trainer.randomization.to_dict(),
         "final_description_length_bits": progress.last_description_length_bits,
         "iterations": progress.iteration,
         "env_steps": progress.env_steps,

@@ -64,9 +64,23 @@ def rewind_run_dir(directory: RunDir, iteration: int, config: Config, plan: dict
     write_json(directory.plan, plan)
 
 
+EARLIER_VALUES = {("env", "randomization"): "off"}
+"""Keys added since runs were first saved, with the value a run saved without them trained with (where that is not
+the key's default: runs before domain randomization trained on the nominal model)."""
+
+
+def as_saved(layer: dict) -> dict:
+    """A saved config (a checkpoint's record or config.yaml) with EARLIER_VALUES for the keys it lacks."""
+    layer = {section: dict(keys) if isinstance(keys, dict) else keys for section, keys in layer.items()}
+    for (section, key), value in EARLIER_VALUES.items():
+        if isinstance(layer.get(section), dict) and key not in layer[section]:
+            layer[section][key] = value
+    return layer
+
+
 def checked_config(directory: RunDir, record: CheckpointMeta) -> Config:
     """config.yaml checked against the checkpoint's record (rebuilt from it when missing or unreadable)."""
-    truth = from_layers([record.config])
+    truth = from_layers([as_saved(record.config)])
     saved, problem = read_saved_config(directory)
     if saved is None:
         warn(f"rlfit: warning: {directory.config} is {problem}; rebuilt from checkpoint {record.iteration}'s record")
@@ -95,7 +109,7 @@ def read_saved_config(directory: RunDir) -> tuple[Config | None, str]:
     except UserError as error:
         return None, f"unreadable ({error})"
     try:
-        return from_layers([data]), ""
+        return from_layers([as_saved(data)]), ""
     except UserError as error:
         raise UserError(f"{directory.config} is invalid: {error}; restore it, or delete it to rebuild it from "
                         "the checkpoint") from None
@@ -145,7 +159,7 @@ def restore_newest(directory: RunDir, config: Config, at_most: int | None = None
 
 
 def _check_same_run(meta: CheckpointMeta, config: Config) -> None:
-    changed = differences(from_layers([meta.config]), config)
+    changed = differences(from_layers([as_saved(meta.config)]), config)
     if changed:
         key, old, new = changed[0]
         raise CheckpointMismatch(f"checkpoint {meta.iteration} does not match this run's config ({key} is {old!r} "

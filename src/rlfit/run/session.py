@@ -126,6 +126,8 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
         checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
                                     sync_metrics=sinks.sync, writer=writer)
         sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
+        if console is not None and trainer.randomization.note:
+            console.message(trainer.randomization.note)
         try:
             if sampler is not None:
                 sampler.start()

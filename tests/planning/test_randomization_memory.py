@@ -1,0 +1,76 @@
+"""The memory planner counts the randomized model batch: `rlfit plan` with and without randomization
+(CartpoleBalance with the tests' randomizer), and G1 with Playground's randomizer at two sizes against XLA's
+analysis of the compiled step (the offline Menagerie copy; G1 traces and compiles for minutes on two cores)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlfit.algos.ppo.candidates import scale_sizes
+from rlfit.config.schema import resolve
+from rlfit.hardware.jax_setup import configure_jax
+from rlfit.hardware.program_memory import lowered_bound
+from rlfit.hardware.units import format_bytes
+from rlfit.planning.plan import config_sizes
+from rlfit.run.probes import analyze_compiled, lower_iteration, probe_options
+from rlfit.run.sizing import BOUND_OVER_XLA_AT_MOST
+from tests.conftest import cli_in_process
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MENAGERIE = (REPO_ROOT / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
+G1 = "G1JoystickFlatTerrain"
+G1_FIELDS = ("body_mass", "dof_armature", "dof_frictionloss", "pair_friction", "qpos0")
+"""What Playground 0.2.0's G1 randomizer draws per environment."""
+
+
+def test_rlfit_plan_shows_the_randomized_batch(capfd, tmp_path):
+    plan = ("plan", "CartpoleBalance", "--preset", "smoke", "--json")
+    on = cli_in_process(capfd, *plan, "--set", "env.randomization=tests.envs.randomizers:scaled_masses", cwd=tmp_path)
+    off = cli_in_process(capfd, *plan, "--set", "env.randomization=off", cwd=tmp_path)
+    assert on.returncode == off.returncode == 0, on.stderr + off.stderr
+    on_plan, off_plan = json.loads(on.stdout), json.loads(off.stdout)
+    chosen = on_plan["chosen"]["num_envs"]
+    batch = chosen * 20  # body_mass [2] and dof_damping [3], float32, per environment
+    assert on_plan["randomization"]["bytes_per_env"] == 20
+    assert on_plan["reasons"][-1].endswith(f"; {format_bytes(batch)} at num_envs={chosen}, counted in the predictions")
+    assert off_plan["reasons"][-1] == "domain randomization: off (env.randomization: off)"
+    on_point, off_point = on_plan["memory_model"]["points"][0], off_plan["memory_model"]["points"][0]
+    assert on_point["num_envs"] == off_point["num_envs"] == chosen
+    assert on_point["argument_bytes"] - off_point["argument_bytes"] == batch  # the batch is an argument of the step
+
+
+@pytest.fixture(scope="module")
+def g1():
+    if not (MENAGERIE / "unitree_g1" / "assets").is_dir():
+        pytest.skip(f"the offline Menagerie copy is absent ({MENAGERIE})")
+    import os
+
+    from rlfit.envs import load_env
+
+    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(MENAGERIE))
+    configure_jax("fp32")
+    config = resolve(G1, "smoke", overrides=["env.randomization=auto"])
+    return config, load_env(config.env, "cpu")
+
+
+@pytest.mark.parametrize("num_envs", [4, 8])
+def test_g1s_randomized_step_is_planned_with_its_batch_and_bounds_xla(g1, num_envs):
+    """At each size: the bound read from the lowered step (the planner's prediction without compiling) holds the
+    randomized batch exactly (against the same step with randomization off), and lies between XLA's analysis of
+    the compiled step and BOUND_OVER_XLA_AT_MOST times it, the same error the planner allows without randomization."""
+    config, env = g1
+    sizes = scale_sizes(config_sizes(config), num_envs)
+    lowered, trainer = lower_iteration(config, sizes, env)
+    assert trainer.randomization.source == f"playground:{G1}" and trainer.randomization.fields == G1_FIELDS
+    off, _ = lower_iteration(config.replace(env={"randomization": "off"}), sizes, env)
+    bound, bound_off = lowered_bound(lowered), lowered_bound(off)
+    assert bound.argument_bytes - bound_off.argument_bytes == num_envs * trainer.randomization.bytes_per_env
+
+    xla = analyze_compiled(config, sizes, lowered.compile(compiler_options=probe_options(trainer.step_ynn_fusions)))
+    predicted = bound.argument_bytes + bound.output_bytes + bound.temp_bytes
+    assert xla.total_bytes <= predicted <= BOUND_OVER_XLA_AT_MOST * xla.total_bytes
