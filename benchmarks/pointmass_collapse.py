@@ -8,6 +8,10 @@ Resumable: a (label, env, seed) already in the JSON is skipped, and the JSON is 
     .venv/bin/python benchmarks/pointmass_collapse.py --label brax --seeds 0            # the current default
     .venv/bin/python benchmarks/pointmass_collapse.py --label before --source /tmp/old/src --seeds 0
     .venv/bin/python benchmarks/pointmass_collapse.py --label brax --env CartpoleBalance --seeds 0
+    .venv/bin/python benchmarks/pointmass_collapse.py --label cached_reset --cached-reset --seeds 0 1 2
+
+`--cached-reset` trains through cached_reset_train.py: each training environment restarts from its first state,
+as Playground's Brax wrapper does, instead of rlfit's fresh reset (an experiment, not an rlfit option).
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
+from common import BENCH_DIR, REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
 
 COLLAPSE_RATIO = 0.8
 
@@ -32,6 +37,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--source", type=Path, default=REPO / "src",
                         help="the src/ directory to import rlfit from (default this checkout's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
+    parser.add_argument("--cached-reset", action="store_true",
+                        help="training environments restart from their first state (cached_reset_train.py)")
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
     args = parser.parse_args()
     if not (args.source / "rlfit" / "__init__.py").exists():
@@ -56,13 +63,15 @@ def curves(metrics_path: Path) -> dict[str, list]:
 def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     TMP.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"collapse-{args.label}-{args.env}-{seed}-", dir=TMP))
-    argv = [str(RLFIT), "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
+    program = [sys.executable, str(BENCH_DIR / "cached_reset_train.py")] if args.cached_reset else [str(RLFIT)]
+    argv = [*program, "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
     argv += [arg for item in args.set for arg in ("--set", item)]
     env = fresh_cache_env(work / "cache")
     env["PYTHONPATH"] = os.pathsep.join([str(args.source.resolve()), env.get("PYTHONPATH", "")])
     load_before = load_1min()
     timed = run_timed(argv, env=env, log=work / "stdout.log")
     result: dict[str, Any] = {"label": args.label, "env": args.env, "seed": seed, "set": args.set,
+                              "cached_reset": args.cached_reset,
                               "source": str(args.source),
                               "command": f"rlfit train {args.env} --preset quick --seed {seed}"
                                          + "".join(f" --set {item}" for item in args.set),
