@@ -33,30 +33,39 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="PointMass")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--label", required=True, help="names the code or settings measured, e.g. before, brax")
+    parser.add_argument("--label", help="names the code or settings measured, e.g. before, brax (required to train)")
     parser.add_argument("--source", type=Path, default=REPO / "src",
                         help="the src/ directory to import rlfit from (default this checkout's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
     parser.add_argument("--cached-reset", action="store_true",
                         help="training environments restart from their first state (cached_reset_train.py)")
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
+    parser.add_argument("--report", action="store_true",
+                        help="print the runs in the JSON as Markdown (per run: final, best, curves) and stop")
     args = parser.parse_args()
+    if not args.report and not args.label:
+        parser.exit(2, "pointmass_collapse.py: error: --label is required to train (or pass --report)\n")
     if not (args.source / "rlfit" / "__init__.py").exists():
         parser.exit(2, f"--source {args.source} has no rlfit package; pass a checkout's src directory\n")
     return args
 
 
 def curves(metrics_path: Path) -> dict[str, list]:
-    """Per iteration: eval rewards [[iteration, reward]], value loss and gradient norm [[iteration, value]]."""
+    """Per iteration: eval rewards [[iteration, reward]]; value loss, gradient norm and approximate KL of the
+    iteration's updates [[iteration, value]]; episodes that ended in the iteration, where any did."""
     from rlfit.sinks.jsonl import read_rows
 
-    out: dict[str, list] = {"eval_reward": [], "value_loss": [], "grad_norm": []}
+    out: dict[str, list] = {"eval_reward": [], "value_loss": [], "grad_norm": [], "approx_kl": [],
+                            "episodes_ended": []}
     for row in read_rows(metrics_path):
         if row.get("kind") == "eval":
             out["eval_reward"].append([row["iteration"], round(row["eval/episode_reward"], 2)])
         elif row.get("kind") == "train" and "loss/value" in row:
             out["value_loss"].append([row["iteration"], round(row["loss/value"], 4)])
             out["grad_norm"].append([row["iteration"], round(row["grad_norm"], 3)])
+            out["approx_kl"].append([row["iteration"], round(row["loss/approx_kl"], 4)])
+            if row.get("episodes"):
+                out["episodes_ended"].append([row["iteration"], row["episodes"]])
     return out
 
 
@@ -89,8 +98,37 @@ def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     return result
 
 
+def report(record: dict[str, Any]) -> str:
+    """Markdown: one row per run (final, best, their ratio, the value loss before and after the best eval), then
+    each run's eval curve with the value loss of the eval's iteration (iteration: reward / value loss)."""
+    rows = ["| label | env | seed | final | best (iteration) | final / best | value loss up to the best | after it |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    curves_md = []
+    for key, run in record["runs"].items():
+        if "eval_reward" not in run:
+            rows.append(f"| {run['label']} | {run['env']} | {run['seed']} | {run.get('error', '-')} | | | | |")
+            continue
+        best_iteration = max(run["eval_reward"], key=lambda point: point[1])[0]
+        before = [v for i, v in run["value_loss"] if i <= best_iteration]
+        after = [v for i, v in run["value_loss"] if i > best_iteration]
+        rows.append(f"| {run['label']} | {run['env']} | {run['seed']} | {run['final_eval_reward']:.1f} | "
+                    f"{run['best_eval_reward']:.1f} ({best_iteration}) | {run['final_over_best']:.3f} | "
+                    f"{_span(before)} | {_span(after)} |")
+        value_loss = dict(run["value_loss"])
+        curves_md.append(f"- {key}: " + ", ".join(f"{i}: {r:.0f} / {value_loss.get(i, float('nan')):.0f}"
+                                                 for i, r in run["eval_reward"]))
+    return "\n".join(rows + [""] + curves_md)
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.2g}-{max(values):.3g}" if values else "-"
+
+
 def main() -> None:
     args = parse_args()
+    if args.report:
+        print(report(json.loads(args.out.read_text())))
+        return
     record = json.loads(args.out.read_text()) if args.out.exists() else {"benchmark": "pointmass_collapse", "runs": {}}
     for seed in args.seeds:
         key = f"{args.label}/{args.env}/{seed}"
