@@ -10,8 +10,10 @@ Resumable: a (label, env, seed) already in the JSON is skipped, and the JSON is 
     .venv/bin/python benchmarks/pointmass_collapse.py --label brax --env CartpoleBalance --seeds 0
     .venv/bin/python benchmarks/pointmass_collapse.py --label cached_reset --cached-reset --seeds 0 1 2
 
-`--cached-reset` trains through cached_reset_train.py: each training environment restarts from its first state,
-as Playground's Brax wrapper does, instead of rlfit's fresh reset (an experiment, not an rlfit option).
+`--cached-reset` and `--staggered-starts` train through reset_variant_train.py (an experiment, not an rlfit
+option): each training environment restarts from its first state, as Playground's Brax wrapper does, instead of
+rlfit's fresh reset; or the training environments' first episodes start at random step counts, so that their
+episodes do not all end in the same iteration.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--source", type=Path, default=REPO / "src",
                         help="the src/ directory to import rlfit from (default this checkout's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
-    parser.add_argument("--cached-reset", action="store_true",
-                        help="training environments restart from their first state (cached_reset_train.py)")
+    variants = parser.add_mutually_exclusive_group()
+    variants.add_argument("--cached-reset", action="store_true",
+                          help="training environments restart from their first state (reset_variant_train.py)")
+    variants.add_argument("--staggered-starts", action="store_true",
+                          help="training environments' first episodes start at random step counts")
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
     parser.add_argument("--report", action="store_true",
                         help="print the runs in the JSON as Markdown (per run: final, best, curves) and stop")
@@ -72,7 +77,8 @@ def curves(metrics_path: Path) -> dict[str, list]:
 def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     TMP.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"collapse-{args.label}-{args.env}-{seed}-", dir=TMP))
-    program = [sys.executable, str(BENCH_DIR / "cached_reset_train.py")] if args.cached_reset else [str(RLFIT)]
+    variant = "cached" if args.cached_reset else "staggered" if args.staggered_starts else None
+    program = [sys.executable, str(BENCH_DIR / "reset_variant_train.py"), variant] if variant else [str(RLFIT)]
     argv = [*program, "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
     argv += [arg for item in args.set for arg in ("--set", item)]
     env = fresh_cache_env(work / "cache")
@@ -80,7 +86,7 @@ def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     load_before = load_1min()
     timed = run_timed(argv, env=env, log=work / "stdout.log")
     result: dict[str, Any] = {"label": args.label, "env": args.env, "seed": seed, "set": args.set,
-                              "cached_reset": args.cached_reset,
+                              "cached_reset": args.cached_reset, "staggered_starts": args.staggered_starts,
                               "source": str(args.source),
                               "command": f"rlfit train {args.env} --preset quick --seed {seed}"
                                          + "".join(f" --set {item}" for item in args.set),
