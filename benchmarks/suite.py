@@ -26,6 +26,7 @@ statistics (`rlfit.study.stats`; see suite_report.py).
     .venv/bin/python benchmarks/suite.py --budget-minutes 60 --commit          # the suite, in sittings
     .venv/bin/python benchmarks/suite.py --envs PointMass --seeds --brax-seeds 0 1 2   # Brax only, one env
     .venv/bin/python benchmarks/suite.py --report                              # README table from the JSON
+    .venv/bin/python benchmarks/suite.py --set ppo.num_updates_per_batch=8 --out results/suite_8_epochs.json
     .venv/bin/python benchmarks/suite.py --quick --envs CartpoleBalance        # 2 iterations: checks the script
 """
 
@@ -79,6 +80,9 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
     parser.add_argument("--brax-seeds", type=int, nargs="*", default=[0, 1],
                         help="Brax's seeds (default 0 1; none: rlfit only)")
     parser.add_argument("--preset", default="quick")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="a config override for both sides (rlfit's --set; Brax gets the PPO settings it "
+                             "changes), e.g. ppo.num_updates_per_batch=8; pair it with its own --out")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="start no run whose measured cost would end it past this many minutes from the start")
     parser.add_argument("--max-run-minutes", type=float, default=MAX_RUN_MINUTES,
@@ -106,18 +110,20 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
     return args
 
 
-def shared_settings(env: str, preset: str, quick: bool) -> dict[str, Any]:
-    """brax_compare's shared PPO settings for `env`, over the preset's steps rounded up to whole eval periods."""
+def shared_settings(env: str, preset: str, quick: bool, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """brax_compare's shared PPO settings for `env` (the preset with `overrides`, `--set` strings), over the
+    preset's steps rounded up to whole eval periods; `overrides` kept for rlfit's command line."""
     from rlfit.config.schema import resolve
 
-    config = resolve(env, preset)
+    config = resolve(env, preset, overrides=list(overrides))
     p = config.ppo
     per_iteration = p.batch_size * p.num_minibatches * p.unroll_length * config.env.action_repeat
     eval_every = QUICK_EVAL_EVERY if quick else config.run.eval_every
     periods = math.ceil(config.run.num_timesteps / (per_iteration * eval_every))
     iterations = QUICK_ITERATIONS if quick else periods * eval_every
-    return ppo_shared_settings(argparse.Namespace(env=env, preset=preset, seed=0, iterations=iterations,
-                                                  eval_every=eval_every))
+    shared = ppo_shared_settings(argparse.Namespace(env=env, preset=preset, seed=0, iterations=iterations,
+                                                    eval_every=eval_every), overrides)
+    return shared | {"overrides": list(overrides)}
 
 
 def eval_curve(metrics_path: Path) -> list[dict[str, Any]]:
@@ -139,6 +145,7 @@ def rlfit_argv(shared: dict[str, Any], seed: int, run_dir: Path, timesteps: int 
     """`rlfit train` with the shared settings' preset, steps and evaluation period."""
     return [str(RLFIT), "train", shared["env"], "--preset", shared["preset"], "--seed", str(seed),
             "--timesteps", str(timesteps or shared["num_timesteps"]),
+            *(arg for item in shared.get("overrides", ()) for arg in ("--set", item)),
             "--set", f"run.eval_every={eval_every or shared['eval_every']}", "--run-dir", str(run_dir), "--quiet"]
 
 
@@ -234,11 +241,12 @@ def load_record(args: argparse.Namespace) -> dict[str, Any]:
     if args.out.exists():
         record = json.loads(args.out.read_text())
     else:
-        record = {"benchmark": "suite", "preset": args.preset, "collapse_ratio": COLLAPSE_RATIO, "notes": NOTES,
+        record = {"benchmark": "suite", "preset": args.preset, "overrides": args.overrides,
+                  "collapse_ratio": COLLAPSE_RATIO, "notes": NOTES,
                   "sessions": [], "costs": {}, "runs": {}, "per_env": {}, "summary": {}}
-    if record.get("preset") != args.preset:
-        user_error(f"{args.out} holds preset {record.get('preset')}, not {args.preset}; "
-                         "pass another --out")
+    if record.get("preset") != args.preset or record.get("overrides", []) != args.overrides:
+        user_error(f"{args.out} holds preset {record.get('preset')} with --set {record.get('overrides', [])}, not "
+                   f"{args.preset} with {args.overrides}; pass another --out")
     from common import command_line
 
     record["sessions"].append({"command": command_line(), **machine(), "loadavg_1min_start": load_1min()})
@@ -300,7 +308,7 @@ def time_envs(args: argparse.Namespace, record: dict[str, Any], work_root: Path,
         if over_budget(started, args.budget_minutes, 0.0):
             print(f"budget of {args.budget_minutes:g} minutes spent; {env} and after not timed", flush=True)
             break
-        shared = shared_settings(env, args.preset, args.quick)
+        shared = shared_settings(env, args.preset, args.quick, args.overrides)
         work = work_root / env
         work.mkdir()
         cost = probe_cost(shared, work)
@@ -322,7 +330,7 @@ def run_suite(args: argparse.Namespace, record: dict[str, Any], work_root: Path,
             print(f"budget of {args.budget_minutes:g} minutes: {env} {side} seed {seed} (about "
                   f"{expected_run_s(record, env, side) / 60:.1f} min) would end past it; stopped", flush=True)
             break
-        shared = shared_settings(env, args.preset, args.quick)
+        shared = shared_settings(env, args.preset, args.quick, args.overrides)
         work = work_root / env
         work.mkdir(exist_ok=True)
         runs = record["runs"].setdefault(env, {"shared_settings": shared, "rlfit": {}, "brax": {}})

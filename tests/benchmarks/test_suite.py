@@ -32,7 +32,7 @@ def suite(monkeypatch, tmp_path):
 
     monkeypatch.setattr(module, "run_rlfit", fake_run("rlfit", 100.0))
     monkeypatch.setattr(module, "run_brax", fake_run("brax", 90.0))
-    monkeypatch.setattr(module, "shared_settings", lambda env, preset, quick: {"env": env})
+    monkeypatch.setattr(module, "shared_settings", lambda env, preset, quick, overrides=(): {"env": env})
     monkeypatch.setattr(module, "ensure_brax_venv", lambda: {"created": False})
     monkeypatch.setattr(module, "dm_control_envs", lambda: ENVS)
     monkeypatch.setattr(module, "TMP", tmp_path / "tmp")
@@ -176,3 +176,25 @@ def test_report_without_markers_is_one_line_exit_2(suite, tmp_path, capsys, monk
         suite.main(["--report", "--out", str(out)])
     assert stopped.value.code == 2 and capsys.readouterr().err.count("\n") == 1
     assert suite.README.read_text() == "no markers\n"
+
+
+def test_an_override_reaches_both_sides(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = importlib.import_module("suite")
+    shared = module.shared_settings("PointMass", "quick", False, ["ppo.num_updates_per_batch=8"])
+    assert shared["ppo"]["num_updates_per_batch"] == 8  # what Brax's spec is built from
+    argv = module.rlfit_argv(shared, 0, tmp_path)
+    assert argv[argv.index("ppo.num_updates_per_batch=8") - 1] == "--set"
+    plain = module.shared_settings("PointMass", "quick", False)
+    assert plain["ppo"]["num_updates_per_batch"] == 4 and "ppo.num_updates_per_batch=8" not in module.rlfit_argv(
+        plain, 0, tmp_path)
+
+
+def test_a_json_of_other_settings_is_refused(suite, tmp_path, capsys):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"PointMass": 200.0})))
+    before = out.read_text()
+    with pytest.raises(SystemExit) as stopped:
+        suite.main(["--out", str(out), "--set", "ppo.num_updates_per_batch=8"])
+    assert stopped.value.code == 2 and "pass another --out" in capsys.readouterr().err
+    assert out.read_text() == before and suite.calls == []
