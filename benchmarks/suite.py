@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.report:
         record = json.loads(args.out.read_text())
-        write_readme_table(record, README)
+        write_readme_table(record, README, args.known_envs)
         print(f"wrote the suite table of {README} from {args.out}")
         return
     started = perf_counter()

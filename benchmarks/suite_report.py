@@ -94,8 +94,9 @@ def print_summary(record: dict[str, Any]) -> None:
         print(f"{name}: {_estimate(est)}")
 
 
-def readme_table(record: dict[str, Any]) -> str:
-    """The suite's figures as Markdown: per environment, then the environments left out, then the suite."""
+def readme_table(record: dict[str, Any], known_envs: list[str] | None = None) -> str:
+    """The suite's figures as Markdown: per environment, then the environments left out, timed but not run and
+    not timed (of `known_envs`), then the suite."""
     lines = ["| environment | run (min, estimated) | rlfit final (seeds 0, 1, 2, ...) | rlfit best | "
              "final >= 0.8 best | Brax final | Brax best | rlfit - Brax (means) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -111,13 +112,22 @@ def readme_table(record: dict[str, Any]) -> str:
     left_out = sorted(((env, c["estimated_run_s"]) for env, c in costs.items()
                        if c.get("estimated_run_s") is not None and limit and c["estimated_run_s"] > limit * 60),
                       key=lambda item: item[1])
-    untimed = [env for env, c in costs.items() if c.get("estimated_run_s") is None]
+    failed = [env for env, c in costs.items() if c.get("estimated_run_s") is None]
+    waiting = sorted(((env, c["estimated_run_s"]) for env, c in costs.items() if c.get("estimated_run_s") is not None
+                      and (not limit or c["estimated_run_s"] <= limit * 60) and env not in record.get("per_env", {})),
+                     key=lambda item: item[1])
+    untimed = [env for env in known_envs or [] if env not in costs]
     lines.append("")
+    if waiting:
+        lines.append("Fit, not run yet (estimated minutes): "
+                     + ", ".join(f"{env} ({seconds / 60:.1f})" for env, seconds in waiting) + ".")
     if left_out:
         lines.append(f"Left out (estimated quick run over {limit:g} minutes on this machine): "
                      + ", ".join(f"{env} ({seconds / 60:.0f} min)" for env, seconds in left_out) + ".")
+    if failed:
+        lines.append(f"The probe failed: {', '.join(failed)}.")
     if untimed:
-        lines.append(f"Not timed (the probe failed): {', '.join(untimed)}.")
+        lines.append(f"Not timed yet: {', '.join(untimed)}.")
     summary = record.get("summary", {})
     for name, est in summary.get("final_reward", {}).items():
         lines.append(f"- {name.replace('_', ' ')}: {_estimate(est)}")
@@ -130,7 +140,7 @@ def readme_table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_readme_table(record: dict[str, Any], readme: Path) -> None:
+def write_readme_table(record: dict[str, Any], readme: Path, known_envs: list[str] | None = None) -> None:
     """Replaces what stands between the table markers of `readme` with `readme_table(record)`."""
     text = readme.read_text()
     if TABLE_START not in text or TABLE_END not in text:
@@ -138,7 +148,7 @@ def write_readme_table(record: dict[str, Any], readme: Path) -> None:
                          "the table goes")
     head, rest = text.split(TABLE_START, 1)
     _, tail = rest.split(TABLE_END, 1)
-    readme.write_text(f"{head}{TABLE_START}\n{readme_table(record)}\n{TABLE_END}{tail}")
+    readme.write_text(f"{head}{TABLE_START}\n{readme_table(record, known_envs)}\n{TABLE_END}{tail}")
 
 
 def _estimate(est: dict[str, Any]) -> str:

@@ -165,6 +165,20 @@ def test_report_writes_the_table_between_the_markers(suite, tmp_path, monkeypatc
     assert "| PointMass | 3.3 | 100.0 / 200.0 | 110.0 / 220.0 | yes / yes | 90.0 / 180.0 | 99.0 / 198.0 | +15.0 |" \
         in text
     assert "HumanoidRun (50 min)" in text
+    assert "Not timed yet: " not in text  # every environment of the (made-up) registry has its cost
+
+
+def test_report_names_what_is_not_run_or_not_timed(suite, tmp_path, monkeypatch):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"CartpoleBalance": 300.0, "PointMass": 200.0})))
+    suite.main(["--out", str(out), "--envs", "PointMass", "--seeds", "0", "--brax-seeds", "0"])
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- suite-table:start -->\n<!-- suite-table:end -->\n")
+    monkeypatch.setattr(suite, "README", readme)
+    suite.main(["--report", "--out", str(out)])
+    text = readme.read_text()
+    assert "Fit, not run yet (estimated minutes): CartpoleBalance (5.0)." in text
+    assert "Not timed yet: HumanoidRun." in text
 
 
 def test_report_without_markers_is_one_line_exit_2(suite, tmp_path, capsys, monkeypatch):
