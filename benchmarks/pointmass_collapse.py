@@ -8,6 +8,12 @@ Resumable: a (label, env, seed) already in the JSON is skipped, and the JSON is 
     .venv/bin/python benchmarks/pointmass_collapse.py --label brax --seeds 0            # the current default
     .venv/bin/python benchmarks/pointmass_collapse.py --label before --source /tmp/old/src --seeds 0
     .venv/bin/python benchmarks/pointmass_collapse.py --label brax --env CartpoleBalance --seeds 0
+    .venv/bin/python benchmarks/pointmass_collapse.py --label cached_reset --cached-reset --seeds 0 1 2
+
+`--cached-reset` and `--staggered-starts` train through reset_variant_train.py (an experiment, not an rlfit
+option): each training environment restarts from its first state, as Playground's Brax wrapper does, instead of
+rlfit's fresh reset; or the training environments' first episodes start at random step counts, so that their
+episodes do not all end in the same iteration.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
+from common import BENCH_DIR, REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
 
 COLLAPSE_RATIO = 0.8
 
@@ -28,41 +35,58 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="PointMass")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--label", required=True, help="names the code or settings measured, e.g. before, brax")
+    parser.add_argument("--label", help="names the code or settings measured, e.g. before, brax (required to train)")
     parser.add_argument("--source", type=Path, default=REPO / "src",
                         help="the src/ directory to import rlfit from (default this checkout's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlfit train")
+    variants = parser.add_mutually_exclusive_group()
+    variants.add_argument("--cached-reset", action="store_true",
+                          help="training environments restart from their first state (reset_variant_train.py)")
+    variants.add_argument("--staggered-starts", action="store_true",
+                          help="training environments' first episodes start at random step counts")
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
+    parser.add_argument("--report", action="store_true",
+                        help="print the runs in the JSON as Markdown (per run: final, best, curves) and stop")
     args = parser.parse_args()
+    if not args.report and not args.label:
+        parser.exit(2, "pointmass_collapse.py: error: --label is required to train (or pass --report)\n")
     if not (args.source / "rlfit" / "__init__.py").exists():
         parser.exit(2, f"--source {args.source} has no rlfit package; pass a checkout's src directory\n")
     return args
 
 
 def curves(metrics_path: Path) -> dict[str, list]:
-    """Per iteration: eval rewards [[iteration, reward]], value loss and gradient norm [[iteration, value]]."""
+    """Per iteration: eval rewards [[iteration, reward]]; value loss, gradient norm and approximate KL of the
+    iteration's updates [[iteration, value]]; episodes that ended in the iteration, where any did."""
     from rlfit.sinks.jsonl import read_rows
 
-    out: dict[str, list] = {"eval_reward": [], "value_loss": [], "grad_norm": []}
+    out: dict[str, list] = {"eval_reward": [], "value_loss": [], "grad_norm": [], "approx_kl": [],
+                            "episodes_ended": []}
     for row in read_rows(metrics_path):
         if row.get("kind") == "eval":
             out["eval_reward"].append([row["iteration"], round(row["eval/episode_reward"], 2)])
         elif row.get("kind") == "train" and "loss/value" in row:
             out["value_loss"].append([row["iteration"], round(row["loss/value"], 4)])
             out["grad_norm"].append([row["iteration"], round(row["grad_norm"], 3)])
+            out["approx_kl"].append([row["iteration"], round(row["loss/approx_kl"], 4)])
+            if row.get("episodes"):
+                out["episodes_ended"].append([row["iteration"], row["episodes"]])
     return out
 
 
 def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     TMP.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"collapse-{args.label}-{args.env}-{seed}-", dir=TMP))
-    argv = [str(RLFIT), "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
+    variant = "cached" if args.cached_reset else "staggered" if args.staggered_starts else None
+    program = [sys.executable, str(BENCH_DIR / "reset_variant_train.py"), variant] if variant else [str(RLFIT)]
+    argv = [*program, "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
     argv += [arg for item in args.set for arg in ("--set", item)]
     env = fresh_cache_env(work / "cache")
     env["PYTHONPATH"] = os.pathsep.join([str(args.source.resolve()), env.get("PYTHONPATH", "")])
     load_before = load_1min()
     timed = run_timed(argv, env=env, log=work / "stdout.log")
     result: dict[str, Any] = {"label": args.label, "env": args.env, "seed": seed, "set": args.set,
+                              "cached_reset": args.cached_reset, "staggered_starts": args.staggered_starts,
                               "source": str(args.source),
                               "command": f"rlfit train {args.env} --preset quick --seed {seed}"
                                          + "".join(f" --set {item}" for item in args.set),
@@ -80,8 +104,37 @@ def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     return result
 
 
+def report(record: dict[str, Any]) -> str:
+    """Markdown: one row per run (final, best, their ratio, the value loss before and after the best eval), then
+    each run's eval curve with the value loss of the eval's iteration (iteration: reward / value loss)."""
+    rows = ["| label | env | seed | final | best (iteration) | final / best | value loss up to the best | after it |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    curves_md = []
+    for key, run in record["runs"].items():
+        if "eval_reward" not in run:
+            rows.append(f"| {run['label']} | {run['env']} | {run['seed']} | {run.get('error', '-')} | | | | |")
+            continue
+        best_iteration = max(run["eval_reward"], key=lambda point: point[1])[0]
+        before = [v for i, v in run["value_loss"] if i <= best_iteration]
+        after = [v for i, v in run["value_loss"] if i > best_iteration]
+        rows.append(f"| {run['label']} | {run['env']} | {run['seed']} | {run['final_eval_reward']:.1f} | "
+                    f"{run['best_eval_reward']:.1f} ({best_iteration}) | {run['final_over_best']:.3f} | "
+                    f"{_span(before)} | {_span(after)} |")
+        value_loss = dict(run["value_loss"])
+        curves_md.append(f"- {key}: " + ", ".join(f"{i}: {r:.0f} / {value_loss.get(i, float('nan')):.0f}"
+                                                 for i, r in run["eval_reward"]))
+    return "\n".join(rows + [""] + curves_md)
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.2g}-{max(values):.3g}" if values else "-"
+
+
 def main() -> None:
     args = parse_args()
+    if args.report:
+        print(report(json.loads(args.out.read_text())))
+        return
     record = json.loads(args.out.read_text()) if args.out.exists() else {"benchmark": "pointmass_collapse", "runs": {}}
     for seed in args.seeds:
         key = f"{args.label}/{args.env}/{seed}"

@@ -1,21 +1,32 @@
-"""PPO's quick preset on every DM Control environment Playground registers, with Brax's PPO beside it.
+"""PPO's quick preset on the DM Control environments Playground registers, with Brax's PPO beside it (issue 44).
 
-For each environment: rlfit (`rlfit train ENV --preset quick`) on each of `--seeds`, and Brax's `ppo.train` at
-the same settings (brax_compare.py's spec: the preset's sizes, hyperparameters and networks, deterministic
-evaluation on the preset's `num_eval_envs`) on each of `--brax-seeds`, one run at a time. Both sides train
-the same iterations: the preset's `run.num_timesteps` rounded up to whole evaluation periods (Brax trains whole
-epochs of `eval_every` iterations), evaluating every `eval_every` iterations.
+Three modes, one JSON (results/suite.json, or --out):
 
-Per environment it reports rlfit's final and best eval reward per seed, whether each final is at least
-`COLLAPSE_RATIO` of its own best (no collapse), and Brax's final. Across the environments it reports the IQM
-of rlfit's finals and of Brax's (each environment's mean over its seeds), with stratified bootstrap intervals
-from rlfit's own statistics module (`rlfit.study.stats`).
+- `--time-envs`: one short rlfit run per environment (the quick preset's sizes, PROBE_ITERATIONS iterations, an
+  evaluation after each), its measured fixed cost (process start, compiling, writing) and its cost per iteration
+  and per evaluation, extrapolated to the preset's whole run. An environment fits when that estimate is at most
+  `--max-run-minutes` (default 12).
+- the suite (no mode flag): for each environment that fits (cheapest first; or `--envs`), rlfit
+  (`rlfit train ENV --preset quick`) on each of `--seeds` and Brax's `ppo.train` at the same settings
+  (brax_compare.py's spec: the preset's sizes, hyperparameters and networks, deterministic evaluation on the
+  preset's `num_eval_envs`) on each of `--brax-seeds`, one run at a time. Both sides train the same iterations:
+  the preset's `run.num_timesteps` rounded up to whole evaluation periods (Brax trains whole epochs of
+  `eval_every` iterations), evaluating every `eval_every` iterations.
+- `--report`: the README table (between the `suite-table` markers of benchmarks/README.md) from the JSON.
 
-The JSON (results/suite.json, or --out) is rewritten after every run, so an interrupted suite keeps what ran.
+Resumable: a probe or run already in the JSON is skipped, and the JSON is rewritten after each one (`--commit`
+also commits it). `--budget-minutes` starts no run that its measured cost says would end past the budget.
 
-    .venv/bin/python benchmarks/suite.py                                   # all environments, seeds 0 1, Brax 0
-    .venv/bin/python benchmarks/suite.py --envs ReacherEasy --seeds 0 1 --brax-seeds 0
-    .venv/bin/python benchmarks/suite.py --envs CartpoleBalance --brax-seeds   # rlfit only
+Per environment: rlfit's and Brax's final and best eval reward per seed and the collapse check (final >=
+COLLAPSE_RATIO x the run's best). Across the environments both sides finished: the IQM and mean of each side's
+per-environment mean final, and of rlfit minus Brax per environment, with 95% intervals from rlfit's own
+statistics (`rlfit.study.stats`; see suite_report.py).
+
+    .venv/bin/python benchmarks/suite.py --time-envs --commit                  # cost of every environment
+    .venv/bin/python benchmarks/suite.py --budget-minutes 60 --commit          # the suite, in sittings
+    .venv/bin/python benchmarks/suite.py --envs PointMass --seeds --brax-seeds 0 1 2   # Brax only, one env
+    .venv/bin/python benchmarks/suite.py --report                              # README table from the JSON
+    .venv/bin/python benchmarks/suite.py --set ppo.num_updates_per_batch=8 --out results/suite_8_epochs.json
     .venv/bin/python benchmarks/suite.py --quick --envs CartpoleBalance        # 2 iterations: checks the script
 """
 
@@ -24,16 +35,30 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
+import subprocess
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from time import perf_counter
 from typing import Any
 
 from brax_compare import BRAX_PYTHON, CHILD, brax_spec, ensure_brax_venv, ppo_shared_settings
-from common import RLFIT, TMP, finish_record, load_1min, print_table, run_timed, start_record
+from common import REPO, RESULTS, RLFIT, TMP, git_state, load_1min, machine, run_timed
+from suite_report import (COLLAPSE_RATIO, env_summary, print_costs, print_summary, suite_summary,
+                          user_error, write_readme_table)
 
-COLLAPSE_RATIO = 0.8
-"""A run collapsed when its final eval reward is below this fraction of its own best."""
+from rlfit.cli import OneLineParser
+
+MAX_RUN_MINUTES = 12.0
+"""An environment is in the suite when its estimated quick-preset run takes at most this long on this machine."""
+PROBE_ITERATIONS = 3
+"""Iterations of a `--time-envs` run (each followed by an evaluation); the first one's time is left out."""
 QUICK_ITERATIONS, QUICK_EVAL_EVERY = 2, 1
+DEFAULT_OUT = RESULTS / "suite.json"
+QUICK_OUT = TMP / "suite_quick.json"
+README = REPO / "benchmarks" / "README.md"
 
 
 def dm_control_envs() -> list[str]:
@@ -43,37 +68,62 @@ def dm_control_envs() -> list[str]:
     return list(registry.dm_control_suite.ALL_ENVS)
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", nargs="+", default=None, help="environments (default: every DM Control one)")
-    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1], help="rlfit's seeds (default 0 1)")
-    parser.add_argument("--brax-seeds", type=int, nargs="*", default=[0],
-                        help="Brax's seeds (default 0; none: rlfit only)")
+def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options; bad input is one line and exit code 2 (OneLineParser)."""
+    parser = OneLineParser(prog="suite.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--time-envs", action="store_true", help="time one short run per environment")
+    modes.add_argument("--report", action="store_true", help="write the README table from the JSON and stop")
+    parser.add_argument("--envs", nargs="+", default=None,
+                        help="environments (default: every DM Control one; the suite: those that fit, cheapest first)")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2], help="rlfit's seeds (default 0 1 2)")
+    parser.add_argument("--brax-seeds", type=int, nargs="*", default=[0, 1],
+                        help="Brax's seeds (default 0 1; none: rlfit only)")
     parser.add_argument("--preset", default="quick")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="a config override for both sides (rlfit's --set; Brax gets the PPO settings it "
+                             "changes), e.g. ppo.num_updates_per_batch=8; pair it with its own --out")
+    parser.add_argument("--budget-minutes", type=float, default=None,
+                        help="start no run whose measured cost would end it past this many minutes from the start")
+    parser.add_argument("--max-run-minutes", type=float, default=MAX_RUN_MINUTES,
+                        help=f"the suite keeps environments whose run is estimated at most this long "
+                             f"(default {MAX_RUN_MINUTES:g})")
+    parser.add_argument("--commit", action="store_true", help="git-commit the JSON after each run")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_ITERATIONS} iterations, eval every {QUICK_EVAL_EVERY}: checks the script only")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default results/suite.json; --quick: results/tmp/suite_quick.json)")
-    args = parser.parse_args()
-    known = dm_control_envs()
-    args.envs = args.envs or known
-    if unknown := [env for env in args.envs if env not in known]:
+    args = parser.parse_args(argv)
+    known = list(known_envs) if known_envs is not None else dm_control_envs()
+    if args.envs and (unknown := [env for env in args.envs if env not in known]):
         parser.error(f"not DM Control environments: {', '.join(unknown)}; choose from {', '.join(known)}")
+    if negative := [seed for seed in args.seeds + args.brax_seeds if seed < 0]:
+        parser.error(f"seeds must be 0 or more, got {negative[0]}")
+    for name in ("budget_minutes", "max_run_minutes"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            parser.error(f"--{name.replace('_', '-')} must be a positive number of minutes, got {value:g}")
+    args.out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
+    if args.report and not args.out.exists():
+        parser.error(f"--report: {args.out} does not exist; run the suite first (or pass --out)")
+    args.known_envs = known
     return args
 
 
-def shared_settings(env: str, preset: str, quick: bool) -> dict[str, Any]:
-    """brax_compare's shared PPO settings for `env`, over the preset's steps rounded up to whole eval periods."""
+def shared_settings(env: str, preset: str, quick: bool, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """brax_compare's shared PPO settings for `env` (the preset with `overrides`, `--set` strings), over the
+    preset's steps rounded up to whole eval periods; `overrides` kept for rlfit's command line."""
     from rlfit.config.schema import resolve
 
-    config = resolve(env, preset)
+    config = resolve(env, preset, overrides=list(overrides))
     p = config.ppo
     per_iteration = p.batch_size * p.num_minibatches * p.unroll_length * config.env.action_repeat
     eval_every = QUICK_EVAL_EVERY if quick else config.run.eval_every
     periods = math.ceil(config.run.num_timesteps / (per_iteration * eval_every))
     iterations = QUICK_ITERATIONS if quick else periods * eval_every
-    return ppo_shared_settings(argparse.Namespace(env=env, preset=preset, seed=0, iterations=iterations,
-                                                  eval_every=eval_every))
+    shared = ppo_shared_settings(argparse.Namespace(env=env, preset=preset, seed=0, iterations=iterations,
+                                                    eval_every=eval_every), overrides)
+    return shared | {"overrides": list(overrides)}
 
 
 def eval_curve(metrics_path: Path) -> list[dict[str, Any]]:
@@ -90,23 +140,26 @@ def eval_curve(metrics_path: Path) -> list[dict[str, Any]]:
     return curve
 
 
+def rlfit_argv(shared: dict[str, Any], seed: int, run_dir: Path, timesteps: int | None = None,
+               eval_every: int | None = None) -> list[str]:
+    """`rlfit train` with the shared settings' preset, steps and evaluation period."""
+    return [str(RLFIT), "train", shared["env"], "--preset", shared["preset"], "--seed", str(seed),
+            "--timesteps", str(timesteps or shared["num_timesteps"]),
+            *(arg for item in shared.get("overrides", ()) for arg in ("--set", item)),
+            "--set", f"run.eval_every={eval_every or shared['eval_every']}", "--run-dir", str(run_dir), "--quiet"]
+
+
 def run_rlfit(shared: dict[str, Any], seed: int, work: Path) -> dict[str, Any]:
     """`rlfit train` on the shared settings with `seed`; its final and best eval reward and its eval curve."""
     run_dir = work / f"rlfit_seed{seed}"
-    argv = [str(RLFIT), "train", shared["env"], "--preset", shared["preset"], "--seed", str(seed),
-            "--timesteps", str(shared["num_timesteps"]), "--set", f"run.eval_every={shared['eval_every']}",
-            "--run-dir", str(run_dir), "--quiet"]
+    argv = rlfit_argv(shared, seed, run_dir)
     print("rlfit:", " ".join(argv), flush=True)
-    load_before = load_1min()
-    timed = run_timed(argv, log=work / f"rlfit_seed{seed}.log")
-    result = {"seed": seed, "argv": argv, "exit_code": timed["exit_code"], "total_wall_s": timed["wall_s"],
-              "total_cpu_s": timed["cpu_s"], "loadavg_1min_before": load_before, "run_dir": str(run_dir)}
+    result = _timed(argv, work / f"rlfit_seed{seed}.log") | {"seed": seed, "run_dir": str(run_dir)}
     summary_path = run_dir / "summary.json"
-    if timed["exit_code"] != 0 or not summary_path.exists():
-        result["error"] = f"exit code {timed['exit_code']}; see {work / f'rlfit_seed{seed}.log'}"
-        return result
+    if result["exit_code"] != 0 or not summary_path.exists():
+        return result | {"error": f"exit code {result['exit_code']}; see {work / f'rlfit_seed{seed}.log'}"}
     summary = json.loads(summary_path.read_text())
-    for key in ("final_eval_reward", "best_eval_reward", "env_steps", "iterations", "train_wall_s"):
+    for key in ("final_eval_reward", "best_eval_reward", "env_steps", "iterations", "train_wall_s", "params_digest"):
         result[key] = summary.get(key)
     result["eval_curve"] = eval_curve(run_dir / "metrics.jsonl")
     return result
@@ -115,18 +168,14 @@ def run_rlfit(shared: dict[str, Any], seed: int, work: Path) -> dict[str, Any]:
 def run_brax(shared: dict[str, Any], seed: int, work: Path) -> dict[str, Any]:
     """brax_child.py (Brax's `ppo.train`) on the shared settings with `seed`; its final and best eval reward."""
     spec = brax_spec({**shared, "seed": seed})
-    spec_path, out_path, log = work / f"brax_seed{seed}_spec.json", work / f"brax_seed{seed}.json", \
-        work / f"brax_seed{seed}.log"
+    spec_path, out_path, log = (work / f"brax_seed{seed}_spec.json", work / f"brax_seed{seed}.json",
+                                work / f"brax_seed{seed}.log")
     spec_path.write_text(json.dumps(spec, indent=2))
     argv = [str(BRAX_PYTHON), str(CHILD), str(spec_path), str(out_path)]
     print("brax:", " ".join(argv), flush=True)
-    load_before = load_1min()
-    timed = run_timed(argv, log=log)
-    result = {"seed": seed, "argv": argv, "exit_code": timed["exit_code"], "total_wall_s": timed["wall_s"],
-              "total_cpu_s": timed["cpu_s"], "loadavg_1min_before": load_before}
-    if timed["exit_code"] != 0 or not out_path.exists():
-        result["error"] = f"exit code {timed['exit_code']}; see {log}"
-        return result
+    result = _timed(argv, log) | {"seed": seed}
+    if result["exit_code"] != 0 or not out_path.exists():
+        return result | {"error": f"exit code {result['exit_code']}; see {log}"}
     callbacks = json.loads(out_path.read_text())["callbacks"]
     rewards = [c["eval_reward"] for c in callbacks[1:] if c["eval_reward"] is not None]  # [0]: before training
     result.update(final_eval_reward=rewards[-1], best_eval_reward=max(rewards), env_steps=callbacks[-1]["step"],
@@ -135,92 +184,177 @@ def run_brax(shared: dict[str, Any], seed: int, work: Path) -> dict[str, Any]:
     return result
 
 
-def env_summary(rlfit_runs: list[dict[str, Any]], brax_runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Finals, bests and the no-collapse check (final >= COLLAPSE_RATIO x best) per rlfit seed; Brax's finals."""
-    done = [r for r in rlfit_runs if r.get("final_eval_reward") is not None]
-    brax_done = [r for r in brax_runs if r.get("final_eval_reward") is not None]
-    return {
-        "rlfit_seeds": [r["seed"] for r in done],
-        "rlfit_final": [r["final_eval_reward"] for r in done],
-        "rlfit_best": [r["best_eval_reward"] for r in done],
-        "rlfit_no_collapse": [r["final_eval_reward"] >= COLLAPSE_RATIO * r["best_eval_reward"] for r in done],
-        "rlfit_final_mean": _mean([r["final_eval_reward"] for r in done]),
-        "brax_seeds": [r["seed"] for r in brax_done],
-        "brax_final": [r["final_eval_reward"] for r in brax_done],
-        "brax_best": [r["best_eval_reward"] for r in brax_done],
-        "brax_final_mean": _mean([r["final_eval_reward"] for r in brax_done]),
-    }
+def _timed(argv: list[str], log: Path) -> dict[str, Any]:
+    load_before = load_1min()
+    timed = run_timed(argv, log=log)
+    return {"argv": argv, "exit_code": timed["exit_code"], "total_wall_s": timed["wall_s"],
+            "total_cpu_s": timed["cpu_s"], "loadavg_1min_before": load_before, "date": machine()["date"],
+            "git": git_state()}
 
 
-def suite_summary(per_env: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """IQM (and mean) with 95% stratified bootstrap intervals of each side's per-environment mean finals, over
-    the environments both sides finished; and whether any rlfit run collapsed."""
-    import numpy as np
+def probe_cost(shared: dict[str, Any], work: Path) -> dict[str, Any]:
+    """One short rlfit run of `env` (PROBE_ITERATIONS iterations, an evaluation after each) and its cost
+    extrapolated to the shared settings' whole run (see `estimate_run_s`)."""
+    run_dir = work / "probe"
+    argv = rlfit_argv(shared, 0, run_dir, timesteps=PROBE_ITERATIONS * shared["steps_per_iteration"], eval_every=1)
+    print("probe:", " ".join(argv), flush=True)
+    result = _timed(argv, work / "probe.log")
+    summary_path = run_dir / "summary.json"
+    if result["exit_code"] != 0 or not summary_path.exists():
+        return result | {"error": f"exit code {result['exit_code']}; see {work / 'probe.log'}"}
+    from rlfit.sinks.jsonl import read_rows
 
-    from rlfit.study.stats import interval_estimates
-
-    both = [env for env, s in per_env.items() if s["rlfit_final_mean"] is not None and s["brax_final_mean"] is not None]
-    summary: dict[str, Any] = {
-        "collapse_ratio": COLLAPSE_RATIO,
-        "runs_collapsed": [f"{env} seed {seed}" for env, s in per_env.items()
-                           for seed, ok in zip(s["rlfit_seeds"], s["rlfit_no_collapse"], strict=True) if not ok],
-        "environments_compared": both,
-    }
-    if both:
-        scores = {side: np.array([per_env[env][f"{side}_final_mean"] for env in both]) for side in ("rlfit", "brax")}
-        summary["final_reward"] = {side: est._asdict() for side, est in interval_estimates(scores).items()}
-        rlfit_iqm, brax_iqm = (summary["final_reward"][side]["iqm"] for side in ("rlfit", "brax"))
-        summary["rlfit_iqm_at_least_brax"] = rlfit_iqm >= brax_iqm
-    return summary
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    rows = list(read_rows(run_dir / "metrics.jsonl"))
+    summary = json.loads(summary_path.read_text())
+    iteration_s = [row["iteration_s"] for row in rows if row.get("kind") == "train"]
+    evals = sum(1 for row in rows if row.get("kind") == "eval")
+    measured = {"iteration_s": iteration_s, "evals": evals, "eval_s": summary.get("eval_s", 0.0),
+                "compile_s": summary.get("compile_s"), "wall_s": result["total_wall_s"]}
+    return result | measured | estimate_run_s(measured, shared["iterations"], shared["iterations"] // shared["eval_every"])
 
 
-def print_summary(record: dict[str, Any]) -> None:
-    """One row per environment, then the suite's IQMs."""
-    rows = [[env, s["rlfit_final"], s["rlfit_best"], s["rlfit_no_collapse"], s["brax_final"]]
-            for env, s in record["per_env"].items()]
-    print_table([[env, _cells(f), _cells(b), ok, _cells(bf)] for env, f, b, ok, bf in rows],
-                ["env", "rlfit final", "rlfit best", f"final >= {COLLAPSE_RATIO} best", "brax final"])
-    for side, est in record["summary"].get("final_reward", {}).items():
-        print(f"{side}: IQM {est['iqm']:.1f} [{est['iqm_low']:.1f}, {est['iqm_high']:.1f}], "
-              f"mean {est['mean']:.1f} [{est['mean_low']:.1f}, {est['mean_high']:.1f}] over {est['n']} environments")
+def estimate_run_s(measured: dict[str, Any], iterations: int, evals: int) -> dict[str, float]:
+    """A whole run's seconds from a short one: its fixed cost (wall time less its iterations and evaluations),
+    plus `iterations` x the median iteration after the first (the first may wait on work started before it),
+    plus `evals` x its mean evaluation."""
+    steps = measured["iteration_s"]
+    per_iteration = statistics.median(steps[1:] or steps)
+    per_eval = measured["eval_s"] / measured["evals"] if measured["evals"] else 0.0
+    fixed = measured["wall_s"] - sum(steps) - measured["eval_s"]
+    return {"fixed_s": round(fixed, 2), "per_iteration_s": round(per_iteration, 3), "per_eval_s": round(per_eval, 3),
+            "estimated_run_s": round(fixed + iterations * per_iteration + evals * per_eval, 1)}
 
 
-def _cells(values: list[float]) -> str:
-    return " / ".join(f"{v:.1f}" for v in values) or "-"
+def suite_envs(args: argparse.Namespace, costs: dict[str, dict[str, Any]]) -> list[str]:
+    """`--envs` as given, else every environment whose measured run fits `--max-run-minutes`, cheapest first."""
+    if args.envs:
+        return args.envs
+    measured = {env: c["estimated_run_s"] for env, c in costs.items() if c.get("estimated_run_s") is not None}
+    if not measured:
+        user_error(f"no measured costs in {args.out}; run suite.py --time-envs first "
+                         "(or name --envs)")
+    return sorted((env for env, s in measured.items() if s <= args.max_run_minutes * 60), key=measured.get)
 
 
-def main() -> None:
-    args = parse_args()
-    record = start_record("suite_quick" if args.quick else "suite")
-    record.update(preset=args.preset, seeds=args.seeds, brax_seeds=args.brax_seeds, envs=args.envs,
-                  collapse_ratio=COLLAPSE_RATIO, notes=NOTES, runs={}, per_env={})
-    if args.brax_seeds:
-        record["brax_venv"] = ensure_brax_venv()
-    TMP.mkdir(parents=True, exist_ok=True)
-    work_root = Path(tempfile.mkdtemp(prefix="suite-", dir=TMP))
-    for env in args.envs:
-        shared = shared_settings(env, args.preset, args.quick)
+def load_record(args: argparse.Namespace) -> dict[str, Any]:
+    """The JSON so far (a new record when there is none), with this session's command, date and commit added."""
+    if args.out.exists():
+        record = json.loads(args.out.read_text())
+    else:
+        record = {"benchmark": "suite", "preset": args.preset, "overrides": args.overrides,
+                  "collapse_ratio": COLLAPSE_RATIO, "notes": NOTES,
+                  "sessions": [], "costs": {}, "runs": {}, "per_env": {}, "summary": {}}
+    if record.get("preset") != args.preset or record.get("overrides", []) != args.overrides:
+        user_error(f"{args.out} holds preset {record.get('preset')} with --set {record.get('overrides', [])}, not "
+                   f"{args.preset} with {args.overrides}; pass another --out")
+    from common import command_line
+
+    record["sessions"].append({"command": command_line(), **machine(), "loadavg_1min_start": load_1min()})
+    record["max_run_minutes"] = args.max_run_minutes
+    return record
+
+
+def pending_runs(record: dict[str, Any], envs: Sequence[str], seeds: Sequence[int],
+                 brax_seeds: Sequence[int]) -> list[tuple[str, str, int]]:
+    """(environment, side, seed) of every run not yet in the record (one that ended in an error is run again)."""
+    def done(env: str, side: str, seed: int) -> bool:
+        found = record["runs"].get(env, {}).get(side, {}).get(str(seed))
+        return found is not None and "error" not in found
+
+    return [(env, side, seed) for env in envs
+            for side, side_seeds in (("rlfit", seeds), ("brax", brax_seeds)) for seed in side_seeds
+            if not done(env, side, seed)]
+
+
+def expected_run_s(record: dict[str, Any], env: str, side: str) -> float:
+    """The longest run of this side on `env` so far, else the environment's probe estimate, else 0."""
+    walls = [r["total_wall_s"] for r in record["runs"].get(env, {}).get(side, {}).values() if "error" not in r]
+    if walls:
+        return max(walls)
+    return record["costs"].get(env, {}).get("estimated_run_s") or 0.0
+
+
+def over_budget(started: float, budget_minutes: float | None, next_run_s: float) -> bool:
+    """True when a run expected to take `next_run_s` would end past the budget."""
+    return budget_minutes is not None and perf_counter() - started + next_run_s > budget_minutes * 60
+
+
+def save(record: dict[str, Any], out: Path, commit_message: str | None) -> None:
+    """Rewrites the JSON (summaries updated); with `commit_message`, commits that file alone."""
+    record["per_env"] = {env: env_summary(runs) for env, runs in record["runs"].items()}
+    record["summary"] = suite_summary(record["per_env"])
+    record["sessions"][-1]["loadavg_1min_end"] = load_1min()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    if commit_message:
+        commit(out, commit_message)
+
+
+def commit(path: Path, message: str) -> None:
+    """`git commit` of `path` alone; a failure (another commit under way) is printed, and the next save retries."""
+    for argv in (["git", "add", "--", str(path)], ["git", "commit", "-q", "-m", message, "--", str(path)]):
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"suite.py: git failed ({' '.join(argv[:2])}): {done.stderr.strip() or done.stdout.strip()}",
+                  flush=True)
+            return
+
+
+def time_envs(args: argparse.Namespace, record: dict[str, Any], work_root: Path, started: float) -> None:
+    """The probe of every environment not yet timed, within the budget."""
+    for env in args.envs or args.known_envs:
+        if env in record["costs"] and "error" not in record["costs"][env]:
+            continue
+        if over_budget(started, args.budget_minutes, 0.0):
+            print(f"budget of {args.budget_minutes:g} minutes spent; {env} and after not timed", flush=True)
+            break
+        shared = shared_settings(env, args.preset, args.quick, args.overrides)
         work = work_root / env
         work.mkdir()
-        runs = record["runs"][env] = {"shared_settings": shared, "rlfit": [], "brax": []}
-        for seed in args.seeds:
-            runs["rlfit"].append(run_rlfit(shared, seed, work))
-            _save(record, runs, env, args.out)
-        for seed in args.brax_seeds:
-            runs["brax"].append(run_brax(shared, seed, work))
-            _save(record, runs, env, args.out)
+        cost = probe_cost(shared, work)
+        cost["fits"] = cost.get("estimated_run_s", math.inf) <= args.max_run_minutes * 60
+        record["costs"][env] = cost
+        save(record, args.out, f"suite: cost of {env} measured" if args.commit else None)
+    print_costs(record["costs"], args.max_run_minutes)
+
+
+def run_suite(args: argparse.Namespace, record: dict[str, Any], work_root: Path, started: float) -> None:
+    """Every pending run of the chosen environments, one at a time, within the budget."""
+    envs = suite_envs(args, record["costs"])
+    todo = pending_runs(record, envs, args.seeds, args.brax_seeds)
+    print(f"{len(todo)} runs to do on {len(envs)} environments: {', '.join(envs)}", flush=True)
+    if any(side == "brax" for _, side, _ in todo):
+        record["brax_venv"] = ensure_brax_venv()
+    for env, side, seed in todo:
+        if over_budget(started, args.budget_minutes, expected_run_s(record, env, side)):
+            print(f"budget of {args.budget_minutes:g} minutes: {env} {side} seed {seed} (about "
+                  f"{expected_run_s(record, env, side) / 60:.1f} min) would end past it; stopped", flush=True)
+            break
+        shared = shared_settings(env, args.preset, args.quick, args.overrides)
+        work = work_root / env
+        work.mkdir(exist_ok=True)
+        runs = record["runs"].setdefault(env, {"shared_settings": shared, "rlfit": {}, "brax": {}})
+        runs[side][str(seed)] = (run_rlfit if side == "rlfit" else run_brax)(shared, seed, work)
+        save(record, args.out, f"suite: {env} {side} seed {seed}" if args.commit else None)
     print_summary(record)
 
 
-def _save(record: dict[str, Any], runs: dict[str, Any], env: str, out: Path | None) -> None:
-    """Updates the summaries and rewrites the JSON (an interrupted suite keeps the runs done)."""
-    record["per_env"][env] = env_summary(runs["rlfit"], runs["brax"])
-    record["summary"] = suite_summary(record["per_env"])
-    finish_record(record, out)
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.report:
+        record = json.loads(args.out.read_text())
+        write_readme_table(record, README, args.known_envs)
+        print(f"wrote the suite table of {README} from {args.out}")
+        return
+    started = perf_counter()
+    record = load_record(args)
+    TMP.mkdir(parents=True, exist_ok=True)
+    work_root = Path(tempfile.mkdtemp(prefix="suite-", dir=TMP))
+    if args.time_envs:
+        time_envs(args, record, work_root, started)
+    else:
+        run_suite(args, record, work_root, started)
+    save(record, args.out, None)
 
 
 NOTES = [
@@ -230,10 +364,14 @@ NOTES = [
     "eval_every iterations; Brax also evaluates before training (step 0), which is left out of its best.",
     "Brax: Playground's wrap_for_brax_training (a cached first state on reset), impl='jax', num_resets_per_eval=0, "
     "jax 0.9.2 in benchmarks/.venv-brax; see brax_compare.py's notes for the other differences.",
+    "costs: one rlfit run of PROBE_ITERATIONS iterations with an evaluation after each, seed 0; estimated_run_s = "
+    "fixed_s (its wall time less its iterations and evaluations) + iterations x per_iteration_s (median after the "
+    "first) + evaluations x per_eval_s. Measured on a shared 2-core machine: see loadavg_1min_before.",
     "The suite's IQM is over environments: each environment's score is its mean final eval reward over the seeds "
-    "that finished; intervals are rlfit.study.stats.interval_estimates' 95% intervals (t-based below 30 seeds, BCa from 30).",
+    "that finished; intervals are rlfit.study.stats.interval_estimates' 95% intervals (t-based below 30 "
+    "environments). The difference is rlfit minus Brax per environment (paired), and compare()'s unpaired one.",
 ]
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""benchmarks/suite.py as a user drives it, without training: resuming, the budget, bad input, the cost estimate,
+the suite's statistics and the README table (runs are replaced by made-up results)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+ENVS = ["CartpoleBalance", "PointMass", "HumanoidRun"]
+
+
+@pytest.fixture
+def suite(monkeypatch, tmp_path):
+    """suite.py with made-up environments, settings and runs: each run returns final = 100 x (seed + 1) (rlfit)
+    or 90 x (seed + 1) (Brax), best 1.1 x final, and is logged in `suite.calls`."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the scripts import their neighbours (common, brax_compare)
+    module = importlib.import_module("suite")
+    module.calls = []
+
+    def fake_run(side, factor):
+        def run(shared, seed, work):
+            module.calls.append((shared["env"], side, seed))
+            final = factor * (seed + 1)
+            return {"seed": seed, "final_eval_reward": final, "best_eval_reward": 1.1 * final, "total_wall_s": 60.0}
+        return run
+
+    monkeypatch.setattr(module, "run_rlfit", fake_run("rlfit", 100.0))
+    monkeypatch.setattr(module, "run_brax", fake_run("brax", 90.0))
+    monkeypatch.setattr(module, "shared_settings", lambda env, preset, quick, overrides=(): {"env": env})
+    monkeypatch.setattr(module, "ensure_brax_venv", lambda: {"created": False})
+    monkeypatch.setattr(module, "dm_control_envs", lambda: ENVS)
+    monkeypatch.setattr(module, "TMP", tmp_path / "tmp")
+    return module
+
+
+def costs(estimates: dict[str, float]) -> dict:
+    return {"benchmark": "suite", "preset": "quick", "sessions": [], "runs": {}, "per_env": {}, "summary": {},
+            "costs": {env: {"estimated_run_s": seconds} for env, seconds in estimates.items()}}
+
+
+def test_a_second_sitting_runs_only_what_the_first_left(suite, tmp_path):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"CartpoleBalance": 300.0, "PointMass": 200.0, "HumanoidRun": 3000.0})))
+    suite.main(["--out", str(out), "--seeds", "0", "1", "--brax-seeds", "0"])
+    # HumanoidRun (50 min) does not fit 12 minutes; the cheapest environment comes first
+    assert suite.calls == [("PointMass", "rlfit", 0), ("PointMass", "rlfit", 1), ("PointMass", "brax", 0),
+                           ("CartpoleBalance", "rlfit", 0), ("CartpoleBalance", "rlfit", 1),
+                           ("CartpoleBalance", "brax", 0)]
+    suite.calls.clear()
+    suite.main(["--out", str(out), "--seeds", "0", "1", "2", "--brax-seeds", "0"])
+    assert suite.calls == [("PointMass", "rlfit", 2), ("CartpoleBalance", "rlfit", 2)]
+    record = json.loads(out.read_text())
+    assert record["per_env"]["PointMass"]["rlfit"]["final"] == [100.0, 200.0, 300.0]
+    assert len(record["sessions"]) == 2
+
+
+def test_a_run_that_failed_is_run_again(suite, tmp_path):
+    out = tmp_path / "suite.json"
+    record = costs({"PointMass": 200.0})
+    record["runs"] = {"PointMass": {"rlfit": {"0": {"seed": 0, "error": "exit code 1"}}, "brax": {}}}
+    out.write_text(json.dumps(record))
+    suite.main(["--out", str(out), "--seeds", "0", "--brax-seeds"])
+    assert suite.calls == [("PointMass", "rlfit", 0)]
+
+
+def test_the_budget_starts_no_run_that_would_end_past_it(suite, tmp_path, monkeypatch):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"CartpoleBalance": 300.0, "PointMass": 200.0})))
+    clock = iter(range(0, 10_000, 100))  # every reading of the clock is 100 s after the one before
+    monkeypatch.setattr(suite, "perf_counter", lambda: float(next(clock)))
+    suite.main(["--out", str(out), "--seeds", "0", "--brax-seeds", "--budget-minutes", "10"])
+    # started at 0; PointMass (200 s) checked at 100 s: ends by 300 <= 600; CartpoleBalance (300 s) at 200 s: 500
+    assert suite.calls == [("PointMass", "rlfit", 0), ("CartpoleBalance", "rlfit", 0)]
+    suite.calls.clear()
+    out.write_text(json.dumps(costs({"CartpoleBalance": 300.0, "PointMass": 200.0})))
+    clock2 = iter(range(0, 10_000, 400))
+    monkeypatch.setattr(suite, "perf_counter", lambda: float(next(clock2)))
+    suite.main(["--out", str(out), "--seeds", "0", "--brax-seeds", "--budget-minutes", "10"])
+    assert suite.calls == [("PointMass", "rlfit", 0)]  # at 400 s: 400 + 200 <= 600; at 800 s: 800 + 300 > 600
+
+
+def test_the_suite_needs_measured_costs_or_named_environments(suite, tmp_path, capsys):
+    out = tmp_path / "suite.json"
+    with pytest.raises(SystemExit) as stopped:
+        suite.main(["--out", str(out)])
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err
+    assert message.count("\n") == 1 and "--time-envs" in message
+    assert not out.exists() and suite.calls == []
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--envs", "Nope"], "not DM Control environments: Nope"),
+    (["--budget-minutes", "0"], "--budget-minutes must be a positive number"),
+    (["--budget-minutes", "nan"], "--budget-minutes must be a positive number"),
+    (["--max-run-minutes", "-1"], "--max-run-minutes must be a positive number"),
+    (["--seeds", "0", "-2"], "seeds must be 0 or more"),
+    (["--report", "--time-envs"], "not allowed with"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(suite, tmp_path, capsys, argv, expected):
+    with pytest.raises(SystemExit) as stopped:
+        suite.main([*argv, "--out", str(tmp_path / "suite.json")])
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err
+    assert expected in message and message.count("\n") == 1
+    assert not (tmp_path / "suite.json").exists()
+
+
+def test_the_cost_of_a_whole_run_from_a_short_one(suite):
+    measured = {"iteration_s": [9.0, 2.0, 4.0], "evals": 3, "eval_s": 6.0, "wall_s": 100.0}
+    found = suite.estimate_run_s(measured, iterations=85, evals=17)
+    # fixed: 100 - 15 - 6 = 79; per iteration: median(2, 4) = 3; per evaluation 2
+    assert found == {"fixed_s": 79.0, "per_iteration_s": 3.0, "per_eval_s": 2.0,
+                     "estimated_run_s": 79.0 + 85 * 3.0 + 17 * 2.0}
+
+
+def test_the_suite_statistics_against_scipy(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    report = importlib.import_module("suite_report")
+    rng = np.random.default_rng(0)
+    rlfit_means, brax_means = rng.uniform(0, 1000, 8), rng.uniform(0, 1000, 8)
+    per_env = {f"env{i}": {"rlfit": {"final_mean": float(r), "seeds": [0], "no_collapse": [True]},
+                           "brax": {"final_mean": float(b), "seeds": [0], "no_collapse": [i != 3]}}
+               for i, (r, b) in enumerate(zip(rlfit_means, brax_means, strict=True))}
+    summary = report.suite_summary(per_env)
+    for side, values in (("rlfit", rlfit_means), ("brax", brax_means), ("rlfit_minus_brax", rlfit_means - brax_means)):
+        assert summary["final_reward"][side]["iqm"] == pytest.approx(scipy.stats.trim_mean(values, 0.25))
+        assert summary["final_reward"][side]["mean"] == pytest.approx(values.mean())
+        low, high = scipy.stats.t.interval(0.95, len(values) - 1, loc=values.mean(), scale=scipy.stats.sem(values))
+        assert summary["final_reward"][side]["mean_low"] == pytest.approx(low)
+        assert summary["final_reward"][side]["mean_high"] == pytest.approx(high)
+    assert summary["runs_collapsed"] == ["env3 brax seed 0"]
+    assert summary["rlfit_iqm_at_least_brax"] == bool(scipy.stats.trim_mean(rlfit_means, 0.25)
+                                                      >= scipy.stats.trim_mean(brax_means, 0.25))
+
+
+def test_the_collapse_check_per_run(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    report = importlib.import_module("suite_report")
+    runs = {"rlfit": {"1": {"seed": 1, "final_eval_reward": 79.0, "best_eval_reward": 100.0},
+                      "0": {"seed": 0, "final_eval_reward": 80.0, "best_eval_reward": 100.0},
+                      "2": {"seed": 2, "error": "exit code 1"}}}
+    found = report.env_summary(runs)
+    assert found["rlfit"]["seeds"] == [0, 1] and found["rlfit"]["no_collapse"] == [True, False]
+    assert found["brax"]["final_mean"] is None
+
+
+def test_report_writes_the_table_between_the_markers(suite, tmp_path, monkeypatch):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"CartpoleBalance": 300.0, "PointMass": 200.0, "HumanoidRun": 3000.0})))
+    suite.main(["--out", str(out), "--seeds", "0", "1", "--brax-seeds", "0", "1"])
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- suite-table:start -->\nold\n<!-- suite-table:end -->\nafter\n")
+    monkeypatch.setattr(suite, "README", readme)
+    suite.main(["--report", "--out", str(out)])
+    text = readme.read_text()
+    assert text.startswith("before\n<!-- suite-table:start -->\n| environment") and text.endswith("end -->\nafter\n")
+    assert "old" not in text
+    assert "| PointMass | 3.3 | 100.0 / 200.0 | 110.0 / 220.0 | yes / yes | 90.0 / 180.0 | 99.0 / 198.0 | +15.0 |" \
+        in text
+    assert "HumanoidRun (50 min)" in text
+    assert "Not timed yet: " not in text  # every environment of the (made-up) registry has its cost
+
+
+def test_report_names_what_is_not_run_or_not_timed(suite, tmp_path, monkeypatch):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"CartpoleBalance": 300.0, "PointMass": 200.0})))
+    suite.main(["--out", str(out), "--envs", "PointMass", "--seeds", "0", "--brax-seeds", "0"])
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- suite-table:start -->\n<!-- suite-table:end -->\n")
+    monkeypatch.setattr(suite, "README", readme)
+    suite.main(["--report", "--out", str(out)])
+    text = readme.read_text()
+    assert "Fit, not run yet (estimated minutes): CartpoleBalance (5.0)." in text
+    assert "Not timed yet: HumanoidRun." in text
+
+
+def test_report_without_markers_is_one_line_exit_2(suite, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({})))
+    monkeypatch.setattr(suite, "README", tmp_path / "README.md")
+    suite.README.write_text("no markers\n")
+    with pytest.raises(SystemExit) as stopped:
+        suite.main(["--report", "--out", str(out)])
+    assert stopped.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    assert suite.README.read_text() == "no markers\n"
+
+
+def test_an_override_reaches_both_sides(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = importlib.import_module("suite")
+    shared = module.shared_settings("PointMass", "quick", False, ["ppo.num_updates_per_batch=8"])
+    assert shared["ppo"]["num_updates_per_batch"] == 8  # what Brax's spec is built from
+    argv = module.rlfit_argv(shared, 0, tmp_path)
+    assert argv[argv.index("ppo.num_updates_per_batch=8") - 1] == "--set"
+    plain = module.shared_settings("PointMass", "quick", False)
+    assert plain["ppo"]["num_updates_per_batch"] == 4 and "ppo.num_updates_per_batch=8" not in module.rlfit_argv(
+        plain, 0, tmp_path)
+
+
+def test_a_json_of_other_settings_is_refused(suite, tmp_path, capsys):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({"PointMass": 200.0})))
+    before = out.read_text()
+    with pytest.raises(SystemExit) as stopped:
+        suite.main(["--out", str(out), "--set", "ppo.num_updates_per_batch=8"])
+    assert stopped.value.code == 2 and "pass another --out" in capsys.readouterr().err
+    assert out.read_text() == before and suite.calls == []
