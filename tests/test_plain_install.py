@@ -86,7 +86,7 @@ def test_resume_plan_and_doctor_from_a_plain_install(plain):
     assert json.loads(planned.stdout)["chosen"]["num_envs"] >= 1
     doctor = run("doctor", "--json")
     assert doctor.returncode == 0, doctor.stderr[-3000:]
-    assert json.loads(doctor.stdout)["backend"] == "cpu"
+    assert json.loads(doctor.stdout)["device"]["jax_backend"] == "cpu"
 
 
 def test_an_experiment_and_its_report_from_a_plain_install(plain):

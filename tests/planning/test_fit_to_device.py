@@ -24,4 +24,4 @@ def test_fit_to_device_plans_and_an_explicit_num_envs_wins(tmp_path):
 
     assert main([*TOY, "--set", "run.fit_to_device=true", "--num-envs", "16", "--run-dir", str(explicit)]) == 0
     plan = json.loads((explicit / "plan.json").read_text())
-    assert plan["sizes"]["num_envs"] == 16 and plan["reasons"] == ["sizes from the config"]
+    assert plan["sizes"]["num_envs"] == 16 and plan["reasons"] == ["sizes from the config", "preset smoke: named"]

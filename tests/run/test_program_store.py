@@ -24,7 +24,7 @@ HOST_LOOP_CHANGES = {
     "run.continue_on_save_error": "true", "run.oom_backoff": "false", "run.checkpoint_replay": "false",
     "run.time_budget": "1h", "run.early_stop_patience": "4", "run.early_stop_min_delta": "0.5",
     "run.target_reward": "100", "run.wandb_project": "elsewhere", "run.wandb_entity": "someone",
-    "run.wandb_group": "a-group", "run.wandb_timeout_s": "3",
+    "run.wandb_group": "a-group", "run.wandb_timeout_s": "3", "run.stop_grace_s": "5",
 }
 """A new value for every host-loop setting that can change without changing the plan (`fit_to_device` changes the
 sizes, which are in the key; `wandb` needs W&B installed to be switched on)."""
