@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_step, evaluation_due,
+from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
                                   stop_before_next)
 from rlfit.run.evaluate import EvalMetrics
 from rlfit.run.stopping import TIME_BUDGET_SAFETY, StopRules
@@ -71,21 +71,19 @@ def drive(num_iterations: int, eval_every: int, rewards: list[float], non_finite
         finite = progress.iteration + 1 != non_finite_at
         progress = advanced(progress, STEPS)
         last = progress.iteration == num_iterations
-        due = evaluation_due(progress.iteration, num_iterations, eval_every)
-        result = evaluation(rewards[progress.iteration - 1]) if due and finite else None
         seconds = iteration_s[progress.iteration - 1]
         elapsed += seconds
         slowest = max(slowest, seconds)
-        report = after_step(progress, metrics(finite), {"loss": 1.0}, result, rules, Timing(seconds, elapsed), STEPS,
-                            last)
+        report = after_step(progress, metrics(finite), {"loss": 1.0}, Timing(seconds, elapsed), STEPS, last)
         if report.stop == NON_FINITE:
             assert report.train_row is None and report.eval_row is None
             return NON_FINITE, report.progress.iteration, evaluated, progress.best_eval_reward, rows
-        progress = report.progress
         rows.append(report.train_row)
-        if report.eval_row is not None:
+        if evaluation_due(progress.iteration, num_iterations, eval_every):
+            report = after_eval(report, evaluation(rewards[progress.iteration - 1]), rules, last)
             evaluated.append(report.eval_row["iteration"])
             rows.append(report.eval_row)
+        progress = report.progress
         if last:
             break
         signal = "SIGTERM" if progress.iteration == signal_at else None
@@ -127,7 +125,9 @@ def test_each_stop_is_reached_by_some_case():
 def test_the_counters_are_new_objects_and_the_evaluation_updates_them():
     before = Progress(iteration=3, env_steps=300, best_eval_reward=5.0, events=[{"event": "x"}])
     after = advanced(before, STEPS)
-    report = after_step(after, metrics(), {}, evaluation(4.0), StopRules(patience=1), Timing(2.0, 9.0), STEPS, False)
+    trained = after_step(after, metrics(), {}, Timing(2.0, 9.0), STEPS, False)
+    assert trained.eval_row is None and trained.stop is None and trained.progress is after
+    report = after_eval(trained, evaluation(4.0), StopRules(patience=1), False)
     assert (before.iteration, before.env_steps, before.last_eval_reward) == (3, 300, None)
     assert report.progress is not after and after.last_eval_reward is None
     assert report.progress.events == before.events and report.progress.events is not before.events
@@ -142,10 +142,10 @@ def test_the_counters_are_new_objects_and_the_evaluation_updates_them():
 
 def test_the_last_iteration_ends_the_run_whatever_the_rules_say():
     rules = StopRules(time_budget_s=1.0, patience=1, target_reward=-math.inf)
-    report = after_step(advanced(Progress(), STEPS), metrics(), {}, evaluation(0.0), rules, Timing(1.0, 1.0), STEPS,
-                        last=True)
+    trained = after_step(advanced(Progress(), STEPS), metrics(), {}, Timing(1.0, 1.0), STEPS, last=True)
+    report = after_eval(trained, evaluation(0.0), rules, last=True)
     assert report.stop is None and report.eval_row is not None
-    assert after_step(advanced(Progress(), STEPS), metrics(False), {}, None, rules, Timing(1.0, 1.0), STEPS,
+    assert after_step(advanced(Progress(), STEPS), metrics(False), {}, Timing(1.0, 1.0), STEPS,
                       last=True).stop == NON_FINITE
 
 
@@ -201,8 +201,8 @@ def test_a_rule_comes_before_the_budget_and_the_budget_before_a_signal():
     """The order the single run has always kept: a stopping rule's name, else the time budget, else the signal
     (a signal with a rule's stop exits 0, the rule named in summary.json)."""
     rules = StopRules(time_budget_s=10.0, target_reward=1.0)
-    report = after_step(advanced(Progress(), STEPS), metrics(), {}, evaluation(2.0), rules, Timing(1.0, 1.0), STEPS,
-                        last=False)
+    trained = after_step(advanced(Progress(), STEPS), metrics(), {}, Timing(1.0, 1.0), STEPS, last=False)
+    report = after_eval(trained, evaluation(2.0), rules, last=False)
     assert report.stop == "target_reward"
     assert stop_before_next(rules, 9.0, 1.0, "SIGTERM") == "time_budget"
     assert stop_before_next(rules, 1.0, 1.0, "SIGTERM") == "SIGTERM"

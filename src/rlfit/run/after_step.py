@@ -3,13 +3,17 @@ evaluation's bookkeeping and whether (and why) the run stops. Both host loops us
 (`rlfit.run.loop.Runner`) and a seed group's per lane (`rlfit.study.group_runner.GroupLoop`):
 
     progress = advanced(progress, env_steps_per_iteration)
-    evaluation = evaluate(state) if evaluation_due(progress.iteration, num_iterations, eval_every) else None
-    report = after_step(progress, metrics, algorithm_row, evaluation, rules, timing, last)   # rows, counters, stop
-    write report's rows; save the checkpoint that is due
-    stop = report.stop or stop_before_next(rules, elapsed_s, slowest_step_s, signal)        # unless last
+    report = after_step(progress, metrics, algorithm_row, timing, env_steps, last)    # train row, or NON_FINITE
+    write the train row
+    if evaluation_due(progress.iteration, num_iterations, eval_every):
+        report = after_eval(report, evaluate(state), rules, last)                     # eval row, counters, stop
+        write the eval row
+    save the checkpoint that is due
+    stop = report.stop or stop_before_next(rules, elapsed_s, slowest_step_s, signal)  # unless last
 
-Two functions, not one, because the checkpoint sits between them: it copies the metrics written before it (so
-the rows come first), and the time budget counts the slowest save, this one included (so the budget comes after).
+Three steps, not one function, because what they decide is written or measured in between: the train row is
+shown before a (maybe long) evaluation, the checkpoint copies the rows written before it, and the time budget
+counts the slowest save, this one included.
 
 Stop reasons (summary.json's `stopped_by`): 'non_finite' (never written: see below), 'target_reward',
 'early_stop', 'time_budget', a signal's name ('SIGTERM', 'SIGINT'), OTHER_PROCESS; None at the plan's end.
@@ -99,22 +103,26 @@ def evaluation_due(iteration: int, num_iterations: int, eval_every: int) -> bool
     return iteration == num_iterations or bool(eval_every and iteration % eval_every == 0)
 
 
-def after_step(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], evaluation: Any, rules: StopRules,
-               timing: Timing, env_steps: int, last: bool) -> StepReport:
-    """The rows, counters and stop after iteration `progress.iteration` (already `advanced`).
+def after_step(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], timing: Timing, env_steps: int,
+               last: bool) -> StepReport:
+    """The train row after iteration `progress.iteration` (already `advanced`), or NON_FINITE.
 
     `metrics`: the iteration's host `IterationMetrics` (episode sums and `all_finite`); `algorithm_row`: the
-    algorithm's own fields (`Learner.metrics_row`); `evaluation`: the host `EvalMetrics` when the iteration was
-    evaluated, else None; `env_steps`: the iteration's environment steps; `last`: the plan's last iteration.
+    algorithm's own fields (`Learner.metrics_row`); `env_steps`: the iteration's environment steps; `last`: the
+    plan's last iteration (no stop then but NON_FINITE: the run ends there anyway).
     """
     if not bool(metrics.all_finite):
         return StepReport(progress, None, None, NON_FINITE)
-    row = train_row(progress, metrics, algorithm_row, timing.iteration_s, timing.wall_s, env_steps)
-    eval_row, stop = None, None
-    if evaluation is not None:
-        progress, eval_row = evaluated(progress, evaluation, rules.min_delta)
-        stop = rules.after_eval(progress.last_eval_reward, progress.evals_without_improvement)
-    return StepReport(progress, row, eval_row, None if last else stop)
+    return StepReport(progress, train_row(progress, metrics, algorithm_row, timing.iteration_s, timing.wall_s,
+                                          env_steps), None, None)
+
+
+def after_eval(report: StepReport, evaluation: Any, rules: StopRules, last: bool) -> StepReport:
+    """`report` (a finite iteration's) after its evaluation (host `EvalMetrics`): the eval row, the counters it
+    updates, and 'target_reward' or 'early_stop' when a rule says so (never at the plan's `last` iteration)."""
+    progress, eval_row = evaluated(report.progress, evaluation, rules.min_delta)
+    stop = rules.after_eval(progress.last_eval_reward, progress.evals_without_improvement)
+    return StepReport(progress, report.train_row, eval_row, None if last else stop)
 
 
 def stop_before_next(rules: StopRules, elapsed_s: float, slowest_step_s: float, signal: str | None) -> str | None:

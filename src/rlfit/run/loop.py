@@ -2,7 +2,7 @@
 
     run:      starting state (backing off while it does not fit) -> save iteration 0 -> train -> RunResult
     train:    compile -> iterate; out of device memory: recover (`rlfit.run.recover`) and train again
-    iterate:  step -> advanced -> (evaluate) -> after_step -> log -> save -> stop_before_next -> agreed
+    iterate:  step -> after_step -> log -> (evaluate -> after_eval -> log) -> save -> stop_before_next -> agreed
 
 Everything inside an iteration is one compiled call; this loop only moves a few scalars to the host. What to log
 and when to stop are pure functions of those scalars (`rlfit.run.after_step`), shared with the seed-group loop. The
@@ -26,7 +26,7 @@ from rlfit.parallel.distributed import any_process, is_writer, process_count
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.sinks import Sinks
 from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, OTHER_PROCESS, Progress, StepReport, Timing,
-                                  advanced, after_step, evaluation_due, first_non_finite, stop_before_next)
+                                  advanced, after_eval, after_step, evaluation_due, first_non_finite, stop_before_next)
 from rlfit.run.build import Compiled, Trainer
 from rlfit.run.recover import BackOff, agree_to_back_off, recover, smaller
 from rlfit.run.signals import SIGNAL_NAMES
@@ -192,13 +192,13 @@ class Runner:
             timing, sampled = Timing(seconds, time.perf_counter() - loop.started), self._sampled()
             progress = advanced(progress, plan.env_steps_per_iteration)
             last = progress.iteration == plan.num_iterations
-            evaluation, eval_s = self._evaluate_if_due(loop.compiled, state, progress, metrics)
-            report = after_step(progress, metrics, self.trainer.learner.metrics_row(metrics), evaluation, rules,
-                                timing, plan.env_steps_per_iteration, last)
+            report = after_step(progress, metrics, self.trainer.learner.metrics_row(metrics), timing,
+                                plan.env_steps_per_iteration, last)
             if report.stop == NON_FINITE_STOP:
                 raise NonFiniteError(self._non_finite_message(report, metrics))
+            self.sinks.write("train", {**report.train_row, **sampled})
+            report, eval_s = self._evaluate_if_due(loop.compiled, state, report, rules, last)
             progress = report.progress
-            self._log(report, sampled)
             loop = loop.after(plan.env_steps_per_iteration, eval_s, time.perf_counter() - step_started)
             self._save_due(state, progress, loop, last, watch)
             if last:
@@ -232,23 +232,19 @@ class Runner:
         """The utilization sampler's fields for this iteration's train row (none without a sampler)."""
         return self.sampler.take() if self.sampler is not None else {}
 
-    def _evaluate_if_due(self, compiled: Compiled, state: Any, progress: Progress, metrics: Any
-                         ) -> tuple[Any | None, float]:
-        """The host `EvalMetrics` where this iteration is evaluated (a non-finite one is not), and its seconds."""
-        config = self.trainer.config
-        if not evaluation_due(progress.iteration, self.trainer.plan.num_iterations, config.run.eval_every) \
-                or not bool(metrics.all_finite):
-            return None, 0.0
+    def _evaluate_if_due(self, compiled: Compiled, state: Any, report: StepReport, rules: StopRules, last: bool
+                         ) -> tuple[StepReport, float]:
+        """`report` after this iteration's evaluation where one is due (its row written), and its seconds."""
+        config, iteration = self.trainer.config, report.progress.iteration
+        if not evaluation_due(iteration, self.trainer.plan.num_iterations, config.run.eval_every):
+            return report, 0.0
         started = time.perf_counter()
         self._wait_for(compiled.evaluation)
         policy_params, stats = self.trainer.learner.acting(state)
-        result = jax.device_get(compiled.evaluate(policy_params, stats, eval_key(config.run.seed, progress.iteration)))
-        return result, time.perf_counter() - started
-
-    def _log(self, report: StepReport, sampled: dict[str, Any]) -> None:
-        self.sinks.write("train", {**report.train_row, **sampled})
-        if report.eval_row is not None:
-            self.sinks.write("eval", report.eval_row)
+        result = jax.device_get(compiled.evaluate(policy_params, stats, eval_key(config.run.seed, iteration)))
+        report = after_eval(report, result, rules, last)
+        self.sinks.write("eval", report.eval_row)
+        return report, time.perf_counter() - started
 
     def _save_due(self, state: Any, progress: Progress, loop: LoopRecord, last: bool, watch: GraceWatch | None
                   ) -> None:

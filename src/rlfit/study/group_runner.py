@@ -36,7 +36,7 @@ from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.run.new_run import create_run_dir
-from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_step, evaluation_due,
+from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
                                   first_non_finite, stop_before_next)
 from rlfit.run.signals import StopFlag, raise_if_signalled
 from rlfit.run.summary import run_summary
@@ -261,9 +261,8 @@ class GroupLoop:
         how the lane ends here ('' at the plan's end, else a stopping rule's name), or None when it goes on."""
         plan = one.trainer.plan
         algorithm_row = one.trainer.learner.metrics_row(metrics)
-        report = after_step(advanced(one.progress, plan.env_steps_per_iteration), metrics, algorithm_row, result,
-                            rules, Timing(seconds, time.perf_counter() - self.started), plan.env_steps_per_iteration,
-                            last)
+        report = after_step(advanced(one.progress, plan.env_steps_per_iteration), metrics, algorithm_row,
+                            Timing(seconds, time.perf_counter() - self.started), plan.env_steps_per_iteration, last)
         one.progress = report.progress
         if report.stop == NON_FINITE:  # recorded; the other lanes go on (the decision: `rlfit.run.after_step`)
             one.outcome = LaneOutcome(one.directory.path, failure=f"training became non-finite at iteration "
@@ -271,7 +270,9 @@ class GroupLoop:
                                       "not saved")
             return None
         one.sinks.write("train", report.train_row)
-        if report.eval_row is not None:
+        if result is not None:
+            report = after_eval(report, result, rules, last)
+            one.progress = report.progress
             one.sinks.write("eval", report.eval_row)
         lane_state = lane(state, index)
         one.checkpointer.after_iteration(one.trainer, lane_state, one.progress, final=last)
