@@ -209,3 +209,19 @@ def test_a_stopped_check_takes_its_step_process_with_it(tmp_path):
     time.sleep(0.5)
     state = Path(f"/proc/{child}/stat").read_text().split()[2] if Path(f"/proc/{child}").exists() else "gone"
     assert state in ("gone", "Z"), state  # killed (a zombie until the orphan is reaped)
+
+
+@pytest.mark.parametrize(("on", "setting"), [(True, "auto"), (False, "off")])
+def test_the_randomization_steps_pass_settings_rlfit_accepts(gpu_check, monkeypatch, on, setting):
+    """The G1 steps with and without randomization ask for `env.randomization` values the config accepts."""
+    from types import SimpleNamespace
+
+    from rlfit.config.schema import resolve
+
+    taken = {}
+    monkeypatch.setattr(gpu_check, "has_config_key", lambda ctx, section, key: True)
+    monkeypatch.setattr(gpu_check, "train", lambda ctx, name, box_s, argv, cache, timesteps: taken.setdefault("argv", argv))
+    ctx = SimpleNamespace(setup=SimpleNamespace(g1="G1JoystickFlatTerrain", g1_preset="g1", timesteps={}))
+    gpu_check.randomization(ctx, "g1_randomization", 60.0, on)
+    assert taken["argv"][-2:] == ["--set", f"env.randomization={setting}"]
+    assert resolve("CartpoleBalance", "smoke", overrides=[taken["argv"][-1]]).env.randomization == setting
