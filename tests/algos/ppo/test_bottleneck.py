@@ -16,7 +16,7 @@ from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import DISCRETE, ActionSpace
 from rlfit.algos.ppo.agent import make_agent
 from rlfit.networks import MLP
-from rlfit.algos.ppo.bottleneck import BITS_PER_NAT, fold, gaussian_kl
+from rlfit.networks.bottleneck import BITS_PER_NAT, fold, gaussian_kl
 
 SPACE = ActionSpace(DISCRETE, 4)
 NETWORK = NetworkConfig(policy_hidden=(16, 16), value_hidden=(8,), bottleneck=6, bottleneck_beta=0.1)
