@@ -14,7 +14,7 @@ from scipy import integrate, stats
 from rlfit.algos.ppo.losses import LossBatch, ppo_loss
 from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import DISCRETE, ActionSpace
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks import MLP
 from rlfit.networks.bottleneck import BITS_PER_NAT, fold, gaussian_kl
 

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.algos.ppo.networks import Agent, AgentParams
 from rlfit.algos.ppo.gae import brax_targets
 
 

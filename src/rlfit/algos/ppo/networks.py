@@ -1,4 +1,4 @@
-"""PPO's agent: a policy network and a value network over (normalized) observations, optionally through
+"""PPO's networks, its agent: a policy network and a value network over (normalized) observations, optionally through
 pixel encoders or a variational information bottleneck (`rlfit.networks.bottleneck`).
 
 Shapes: observations [..., obs_dim]; policy output [..., logits_size] (`ActionSpace.logits_size`: 2 * A
