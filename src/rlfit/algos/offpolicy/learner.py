@@ -12,6 +12,7 @@ import jax
 
 from rlfit.algos.offpolicy.collect import empty_replay, make_prefill
 from rlfit.algos.offpolicy.sizes import ReplaySizes
+from rlfit.algos.offpolicy.state import reset_envs
 from rlfit.algos.offpolicy.types import ReplaySettings, StateT
 from rlfit.envs.vec_env import VecEnv
 from rlfit.parallel.mesh import REPLICATED, default_env_axes
@@ -51,8 +52,7 @@ def replay_learner_parts(train_env: VecEnv, settings: ReplaySettings, filled: Ca
 
     def resize(state: Any, key: jax.Array) -> Any:
         """New environments and a new, prefilled replay buffer (its layout follows num_envs); the rest kept."""
-        env_state = jax.jit(train_env.reset)(key)
-        one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+        env_state, one_obs = reset_envs(train_env, key)
         return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, settings, one_obs)))
 
     def refill(state: Any) -> Any:
