@@ -97,7 +97,7 @@ class NetworkConfig:
     """Keep the encoder's weights fixed (sensible with `pretrained`)."""
     bottleneck: int = 0
     """PPO: width Z of a stochastic latent layer between the policy's hidden layers and its output, a variational
-    information bottleneck (`rlfit.algos.ppo.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
+    information bottleneck (`rlfit.networks.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
     as the policy's description length. 0: none (the plain policy)."""
     bottleneck_beta: float = 0.0
     """Weight of the rate (in nats, averaged over the minibatch) in PPO's loss; 0 trains the same stochastic
