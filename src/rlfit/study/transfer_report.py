@@ -29,7 +29,7 @@ import numpy as np
 import scipy.stats
 
 from rlfit.deploy.transfer import EpisodeRecord, TransferRun
-from rlfit.study.report_format import fmt_interval, fmt_number
+from rlfit.study.report_format import fmt_interval
 from rlfit.study.stats import compare, interval_estimates
 
 CONFIDENCE = 0.95
