@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 
 from rlfit.deploy.transfer import EpisodeRecord, TransferRun
-from rlfit.study.transfer_report import build_report, write_report
+from rlfit.study.transfer_report import build_report, summary_line, write_report
 
 EVAL_EPISODES = 16
 
@@ -120,3 +120,11 @@ def test_without_an_evaluation_or_randomized_models_only_the_nominal_condition_i
     assert list(report["conditions"]) == ["native_nominal"] and report["gaps"] == []
     one = report["conditions"]["native_nominal"]
     assert one["return_mean"] == 1.0 and one["return_low"] is None and one["terminated_rate"] == 1.0
+
+
+def test_the_console_line_names_each_condition_with_its_interval_and_falls(report):
+    line = summary_line(report)
+    nominal = report["conditions"]["native_nominal"]
+    assert line.startswith("mean return [95% interval]: native_nominal ")
+    assert f"[{nominal['return_low']:.1f}, {nominal['return_high']:.1f}] (33% ended early)" in line  # 3 digits
+    assert "mjx_nominal 12.0 [" in line and "mjx_randomized 9.0" in line

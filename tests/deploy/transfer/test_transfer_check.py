@@ -88,18 +88,20 @@ def test_the_checks_models_are_drawn_apart_from_training_and_evaluation(cartpole
 
 @pytest.fixture(scope="module")
 def checked(cartpole_run, tmp_path_factory):
-    """`rlfit transfer-check` on the run, report in its own folder: (CompletedProcess, report folder)."""
+    """`rlfit transfer-check --json` on the run, report in its own folder: (CompletedProcess, report folder)."""
     out = tmp_path_factory.mktemp("report")
     result = cli_in_process(None, "transfer-check", str(cartpole_run), "--models", "2", "--episodes-per-model", "2",
-                            "--max-steps", "40", "--out", str(out), cwd=out)
+                            "--max-steps", "40", "--out", str(out), "--json", cwd=out)
     return result, out
 
 
 def test_the_report_is_written_and_its_figures_follow_from_its_episodes(checked):
     result, out = checked
     assert result.returncode == 0, result.stderr
-    assert "wrote" in result.stdout and "native_randomized" in result.stdout
+    printed = json.loads(result.stdout)  # --json: stdout is the one object, the report with the files' paths
+    assert printed["json"] == str(out / "transfer_check.json") and printed["markdown"] == str(out / "transfer_check.md")
     report = json.loads((out / "transfer_check.json").read_text())
+    assert printed["conditions"] == report["conditions"]
     assert (out / "transfer_check.md").read_text().startswith("# Transfer check: CartpoleBalance")
     assert set(report["conditions"]) == {"native_nominal", "native_randomized", "mjx_nominal", "mjx_randomized"}
     episodes = report["episodes"]
