@@ -74,6 +74,34 @@ def test_a_native_copy_holds_row_i_of_each_batched_field_and_the_nominal_rest(ca
         np.testing.assert_array_equal(getattr(mj_model, name), value)
 
 
+
+def test_the_native_simulator_integrates_the_model_it_is_switched_to(cartpole_env):
+    import mujoco
+
+    from rlfit.deploy.play.native import NativeSimulator
+    from rlfit.deploy.transfer.models import native_copy
+
+    nominal = cartpole_env.mj_model
+    heavy = native_copy(nominal, {"body_mass": nominal.body_mass * 3.0, "dof_damping": nominal.dof_damping + 0.5})
+    start = mujoco.MjData(nominal)
+    start.qvel[:] = 0.3
+    ctrl = np.full(nominal.nu, 0.7)
+
+    def simulate(simulator):
+        return simulator.simulate(start.qpos, start.qvel, start.act, ctrl, start.mocap_pos, start.mocap_quat,
+                                  start.xfrc_applied, 0.0, n_substeps=5)[4]  # qpos after the last substep
+
+    simulator = NativeSimulator(nominal)
+    on_nominal = simulate(simulator)
+    simulator.use_model(heavy)
+    on_heavy = simulate(simulator)
+    reference = mujoco.MjData(heavy)  # independent: the C simulator driven directly on the heavy model
+    reference.qvel[:], reference.ctrl[:] = 0.3, ctrl
+    for _ in range(5):
+        mujoco.mj_step(heavy, reference)
+    np.testing.assert_allclose(on_heavy, reference.qpos, atol=1e-6)
+    assert not np.allclose(on_heavy, on_nominal, atol=1e-6)
+
 def test_the_checks_models_are_drawn_apart_from_training_and_evaluation(cartpole_env):
     from rlfit.deploy.transfer.models import draw_check_models
     from rlfit.envs.randomization import draw_models, models_key
