@@ -53,7 +53,7 @@ class ConditionFigures(NamedTuple):
     return_iqm: float | None
     return_iqm_low: float | None
     return_iqm_high: float | None
-    length_mean: float
+    length_mean: float | None
     length_low: float | None
     length_high: float | None
     length_quartiles: list[float] | None
@@ -111,7 +111,7 @@ def mjx_figures(rows: Sequence[dict[str, Any]], episodes: int) -> dict[str, Cond
         low, high = t_interval(float(mean), sd, episodes)
         figures[condition] = ConditionFigures(
             episodes, float(mean), low, high, _finite(sd), None, None, None,
-            float(last.get(f"{prefix}episode_length", math.nan)), None, None, None, None, None, None, None,
+            _finite(last.get(f"{prefix}episode_length")), None, None, None, None, None, None, None,
             f"MJX evaluation in training (iteration {last.get('iteration')}, env step {last.get('env_steps')}), "
             "rlfit's JAX policy")
     return figures

@@ -47,7 +47,8 @@ def row(title: str, figures: dict[str, Any]) -> str:
     ret = fmt_interval(figures["return_mean"], figures["return_low"], figures["return_high"])
     iqm = ("n/a" if figures["return_iqm"] is None else
            fmt_interval(figures["return_iqm"], figures["return_iqm_low"], figures["return_iqm_high"]))
-    length = fmt_interval(figures["length_mean"], figures["length_low"], figures["length_high"])
+    length = ("n/a" if figures["length_mean"] is None else
+              fmt_interval(figures["length_mean"], figures["length_low"], figures["length_high"]))
     quartiles = ("n/a" if figures["length_quartiles"] is None else
                  " / ".join(fmt_number(q) for q in figures["length_quartiles"]))
     ended = ("n/a" if figures["terminated_rate"] is None else
