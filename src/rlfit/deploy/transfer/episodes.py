@@ -81,20 +81,28 @@ def run_episodes(env: Any, env_name: str, policy: Callable[[Any], np.ndarray], m
                 state = reset(reset_keys[index], model.fields)
                 if not records:  # `calls` counts the traces of the step that reach the physics: the first is next
                     simulator.calls = 0
-                episode_return, length, terminated = 0.0, 0, False
-                while length < max_steps and not terminated:
-                    action = jax.numpy.asarray(policy(state.obs))
-                    for _ in range(action_repeat):
-                        state = step(state, action, model.fields)
-                        episode_return += float(state.reward)
-                        terminated = float(state.done) > 0
-                        if terminated:
-                            break
-                    length += 1
-                    check_physics_replaced(simulator, env_name)
-                records.append(EpisodeRecord(model.condition, model.model_index, index, episode_return, length,
-                                             terminated))
+                outcome = one_episode(state, lambda state, action: step(state, action, model.fields), policy,
+                                      max_steps, action_repeat, lambda: check_physics_replaced(simulator, env_name))
+                records.append(EpisodeRecord(model.condition, model.model_index, index, *outcome))
                 counts[model.condition] = index + 1
             name = "the nominal model" if model.model_index < 0 else f"randomized model {model.model_index}"
             say(f"  {name}: returns " + ", ".join(f"{r.episode_return:.2f}" for r in records[-model.episodes:]))
     return records
+
+
+def one_episode(state: Any, step: Callable[[Any, jax.Array], Any], policy: Callable[[Any], np.ndarray],
+                max_steps: int, action_repeat: int, after_step: Callable[[], None]) -> tuple[float, int, bool]:
+    """(return, policy steps, terminated) of the episode from `state`: an action every `action_repeat` steps,
+    until the environment ends it (`state.done`) or `max_steps` actions; `after_step()` after each action."""
+    episode_return, length, terminated = 0.0, 0, False
+    while length < max_steps and not terminated:
+        action = jax.numpy.asarray(policy(state.obs))
+        for _ in range(action_repeat):
+            state = step(state, action)
+            episode_return += float(state.reward)
+            terminated = float(state.done) > 0
+            if terminated:
+                break
+        length += 1
+        after_step()
+    return episode_return, length, terminated
