@@ -27,6 +27,8 @@ SAC = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("ppo.")] + [
 """16 environments; a replay buffer of 65536 transitions, most of SAC's state (tests/parallel/test_mesh.py checks its split)."""
 SAC_PIXELS = ["algo=sac", "env.observation=pixels", "env.image_size=16", "env.frames=2", "network.encoder=simple2dcnn",
               "run.num_eval_envs=4", "sac.min_replay_size=0"]
+RANDOMIZED = ["env.randomization=tests.envs.randomizers:scaled_masses", "run.num_timesteps=128", "run.eval_every=0"]
+"""CartpoleBalance at the smoke preset with the tests' randomizer: every environment its own masses and damping."""
 """CartpoleBalance seen by the JAX camera (16x16, 2 frames), SAC's smoke sizes: 8 environments, 512 transitions. It
 learns from an empty buffer: no prefill in the starting-state program (camera renders; the run alone took 102 CPU
 seconds with it, 73 without), whose split over devices the SAC run on the toy environment shows."""
@@ -47,6 +49,15 @@ def save(out: Path, name: str, result) -> None:
             record[f"replay_{field}_shape"] = list(stored.shape)
             record[f"replay_{field}_dtype"] = str(stored.dtype)
     (out / f"{name}.json").write_text(json.dumps(record, default=str))
+
+
+def save_models(out: Path, name: str, result) -> None:
+    """The randomized model batch of a run's final state (one .npz per run) and how its fields are split."""
+    models = result.state.env_state.models
+    np.savez(out / f"{name}-models.npz", **{field: np.asarray(jax.device_get(value)) for field, value in models.items()})
+    record = {field: {"spec": [str(p) for p in getattr(value.sharding, "spec", ())],
+                      "shard_rows": int(value.addressable_shards[0].data.shape[0])} for field, value in models.items()}
+    (out / f"{name}-models.json").write_text(json.dumps(record))
 
 
 def step_bytes(overrides: list[str]) -> dict[int, dict[str, int]]:
@@ -82,6 +93,12 @@ def main(out: Path) -> None:
                                                 run_dir=out / f"sac-{devices}", quiet=True))
     save(out, "sac-pixels-2", rlfit.train("CartpoleBalance", "smoke", overrides=[*SAC_PIXELS, "run.devices=2"],
                                           run_dir=out / "sac-pixels-2", quiet=True))
+    for devices in (1, 2):  # domain randomization: each device steps its own share of the models
+        name = f"ppo-randomized-{devices}"
+        result = rlfit.train("CartpoleBalance", "smoke", overrides=[*RANDOMIZED, f"run.devices={devices}"],
+                             run_dir=out / name, quiet=True)
+        save(out, name, result)
+        save_models(out, name, result)
     # The same run split into sessions: 2 iterations on 1 device, then 2 on 2 devices, then 1 on 1 device.
     split = out / "ppo-1-2-1"
     rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, "run.devices=1", "run.num_timesteps=5120"], run_dir=split,

@@ -105,27 +105,24 @@ def test_a_process_that_runs_out_of_memory_alone_stops_the_run_in_one_line_inste
     reach the barrier, here a stand-in for the coordination service) stops with exit code 5 and one line."""
     from types import SimpleNamespace
 
-    from rlfit.run import loop as runner
+    from rlfit.run import recover
     from rlfit.planning.backoff import OutOfMemory
 
     waited = []
-    monkeypatch.setattr(runner, "process_count", lambda: 2)
-    monkeypatch.setattr(runner, "all_reach", lambda name, timeout_s: waited.append((name, timeout_s)) or False)
+    monkeypatch.setattr(recover, "process_count", lambda: 2)
+    monkeypatch.setattr(recover, "all_reach", lambda name, timeout_s: waited.append((name, timeout_s)) or False)
 
-    def agreeing(backoff: bool) -> runner.Runner:
+    def trainer(backoff: bool) -> SimpleNamespace:
         config = SimpleNamespace(algo="sac", run=SimpleNamespace(oom_backoff=backoff))
-        one = runner.Runner(SimpleNamespace(config=config, plan=SimpleNamespace(sizes=SimpleNamespace(num_envs=64))),
-                            run_dir=None, sinks=None)
-        one._events = [{"event": "out_of_memory_backoff"}]  # one back-off before this one
-        return one
+        return SimpleNamespace(config=config, plan=SimpleNamespace(sizes=SimpleNamespace(num_envs=64)))
 
     with pytest.raises(OutOfMemory, match=r"^out of device memory at sac.num_envs=64 on process 0 but not on every "
                                           r"process of the run within 120 s, so it cannot back off; lower "
                                           r"sac.num_envs or use --num-envs auto$") as stopped:
-        agreeing(True)._agree_to_back_off()
+        recover.agree_to_back_off(trainer(True), backoffs_so_far=1)  # one back-off before this one
     assert stopped.value.exit_code == 5
-    assert waited == [("rlfit-out-of-memory-1", runner.BACK_OFF_WAIT_S)]
-    agreeing(False)._agree_to_back_off()  # without back-off nothing waits: each process stops on its own
+    assert waited == [("rlfit-out-of-memory-1", recover.BACK_OFF_WAIT_S)]
+    recover.agree_to_back_off(trainer(False), 1)  # without back-off nothing waits: each process stops on its own
     assert len(waited) == 1
-    monkeypatch.setattr(runner, "all_reach", lambda name, timeout_s: True)
-    agreeing(True)._agree_to_back_off()  # every process got there: they back off together
+    monkeypatch.setattr(recover, "all_reach", lambda name, timeout_s: True)
+    recover.agree_to_back_off(trainer(True), 1)  # every process got there: they back off together

@@ -95,6 +95,24 @@ def test_nothing_more_is_saved_where_the_newest_checkpoint_is_the_last_finished_
     assert exits == [143] and saved == [(None, 0, "SIGTERM")]  # no checkpoint, only the summary
 
 
+def test_without_copies_the_summary_reports_the_last_finished_iteration():
+    """Short iterations (no host copies): a stop the watcher handles writes no checkpoint, and the summary reports
+    the counters of the last finished iteration the loop handed over, not the session's start (the loop replaces
+    its counters each iteration: `rlfit.run.after_step.advanced`)."""
+    watch, saved, exits, _, done = watch_with_fakes(grace_s=2, saved_iteration=2)
+    with StopFlag():
+        watch.start()
+        try:
+            long_iteration(watch, 0.01, {"w": np.zeros(2)}, 3)  # short: no copy kept
+            watch.iteration_started()  # iteration 4 under way; the main thread never handles the stop
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert done.wait(timeout=10)
+        finally:
+            watch.stop()
+    assert not watch.keeps_copies
+    assert exits == [143] and saved == [(None, 3, "SIGTERM")]
+
+
 def test_a_stop_the_main_loop_handles_leaves_the_watcher_idle():
     watch, saved, exits, _, _ = watch_with_fakes(grace_s=1.5)
     with StopFlag() as flag:

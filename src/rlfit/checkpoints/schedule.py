@@ -29,14 +29,15 @@ class SaveFailed(WriteFailed):
 class Checkpointer:
     """Saves a run's checkpoints; `sync_metrics` forces the metrics to disk before each save (its copy is whole).
 
+    Each call is given the `trainer` (`rlfit.run.build.Trainer`) whose state it saves: its config and plan go into
+    the record, its learner says what to store and which policy to write (a back-off rebuilds the trainer).
+
     In a run over several processes every process's Checkpointer writes its shards of the arrays, and only the
     `writer`'s (process 0's) the rest: the record, the metrics' copy, the policy; it alone prunes."""
 
-    def __init__(self, trainer: Any, run_dir: RunDir, warn=None, sync_metrics=None, writer: bool = True):
-        self.trainer = trainer
+    def __init__(self, run_dir: RunDir, warn=None, sync_metrics=None, writer: bool = True):
         self.run_dir = run_dir
         self.sync_metrics = sync_metrics or (lambda: None)
-        self.run_config = trainer.config.run
         self.warn = warn or (lambda text: print(text, file=sys.stderr, flush=True))
         self.last_saved: int | None = None
         self.writer = writer
@@ -47,26 +48,29 @@ class Checkpointer:
         latest = from_writer(steps[-1] if steps else -1)
         return None if latest < 0 else latest
 
-    def after_iteration(self, state: Any, progress: Any, final: bool) -> None:
-        if final or progress.iteration % self.run_config.save_interval == 0:
-            self.save(state, progress)
+    def after_iteration(self, trainer: Any, state: Any, progress: Any, final: bool) -> None:
+        """Saves when `run.save_interval` says so, or at the run's `final` iteration."""
+        if final or progress.iteration % trainer.config.run.save_interval == 0:
+            self.save(trainer, state, progress)
 
-    def save(self, state: Any, progress: Any, force: bool = False) -> None:
-        """Saves unless this iteration was saved already (`force`: save again, e.g. after a back-off)."""
+    def save(self, trainer: Any, state: Any, progress: Any, force: bool = False) -> None:
+        """Saves `trainer`'s `state` at `progress` unless this iteration was saved already (`force`: save again,
+        e.g. after a back-off)."""
         if self.last_saved == progress.iteration and not force:
             return
+        run_config = trainer.config.run
         meta = {
             "iteration": progress.iteration,
             "env_steps": progress.env_steps,
             "progress": {**dataclasses.asdict(progress), "eval_reward_at_save": progress.last_eval_reward},
-            "config": self.trainer.config.to_dict(),
-            "plan": self.trainer.plan.to_dict(),
+            "config": trainer.config.to_dict(),
+            "plan": trainer.plan.to_dict(),
             "versions": package_versions(),
         }
         try:
-            learner = self.trainer.learner
+            learner = trainer.learner
             rows = learner.stored_rows(state) if learner.stored_rows is not None else None
-            drop = rows is not None and not self.run_config.checkpoint_replay
+            drop = rows is not None and not run_config.checkpoint_replay
             if drop:  # the stored experience (a replay buffer) is left out: resume collects it again
                 rows = [None if r is None else 0 for r in rows]
             # Host copies, made on every process: nothing below computes on arrays but the checkpoint's own
@@ -78,30 +82,30 @@ class Checkpointer:
                 self.sync_metrics()
                 extra = {METRICS_COPY: metrics_copy(self.run_dir.metrics)}
             save_checkpoint(self.run_dir.checkpoints, state, meta, extra, rows, drop_trimmed=drop, writer=self.writer,
-                            write_more=lambda folder: self._save_policy(acting, folder / "policy"))
+                            write_more=lambda folder: save_policy_of(trainer, acting, folder / "policy"))
             if not self.writer:
                 self.last_saved = progress.iteration
                 return
-            self._save_policy(acting, self.run_dir.policy)
+            save_policy_of(trainer, acting, self.run_dir.policy)
         except OSError as error:
             message = (f"cannot write checkpoint for iteration {progress.iteration} in {self.run_dir.checkpoints}: "
                        f"{error.strerror or error}; earlier checkpoints are intact")
-            if not self.run_config.continue_on_save_error:
+            if not run_config.continue_on_save_error:
                 raise SaveFailed(message, f"free space or fix permissions, then `rlfit resume {self.run_dir.path}`"
                                  ) from None
             self.warn(f"rlfit: warning: {message}; continuing (run.continue_on_save_error)")
             return
         self.last_saved = progress.iteration
-        prune(self.run_dir.checkpoints, self.run_config.keep_checkpoints)
+        prune(self.run_dir.checkpoints, run_config.keep_checkpoints)
 
-    def _save_policy(self, acting: Any, directory) -> None:
-        """Writes the deployable policy from `acting` = (policy params, observation statistics) on the host."""
-        from rlfit.deploy.policy_file import save_policy
 
-        t = self.trainer
-        policy_params, stats = acting
-        latent = None
-        if t.learner.deployable is not None:
-            latent, policy_params = policy_params, t.learner.deployable(policy_params)
-        save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_space,
-                    t.config.env.name, t.plan.precision, t.config.algo, latent_params=latent)
+def save_policy_of(t: Any, acting: Any, directory) -> None:
+    """Writes trainer `t`'s deployable policy from `acting` = (policy params, observation statistics) on the host."""
+    from rlfit.deploy.policy_file import save_policy
+
+    policy_params, stats = acting
+    latent = None
+    if t.learner.deployable is not None:
+        latent, policy_params = policy_params, t.learner.deployable(policy_params)
+    save_policy(directory, policy_params, stats, t.learner.policy, t.obs_example, t.action_space,
+                t.config.env.name, t.plan.precision, t.config.algo, latent_params=latent)

@@ -11,7 +11,6 @@ limit.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import jax
 
 from rlfit.config.schema import EnvConfig
+from rlfit.envs.user_code import import_callable
 from rlfit.errors import UserError
 from rlfit.envs.names import check_playground_name
 
@@ -81,15 +81,7 @@ def _load_playground(config: EnvConfig, impl: str) -> Any:
 
 
 def _load_factory(config: EnvConfig) -> Any:
-    module_name, _, factory_name = config.name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise UserError(f"cannot import module '{module_name}' for environment '{config.name}': {error}; "
-                        "check the name and that it is on PYTHONPATH") from None
-    factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        raise UserError(f"module '{module_name}' has no callable '{factory_name}' (environment '{config.name}')")
+    factory = import_callable(config.name, f"environment '{config.name}'", kind="callable")
     env = factory(**dict(config.overrides))
     missing = [name for name in REQUIRED_ATTRIBUTES if not hasattr(env, name)]
     if not any(hasattr(env, name) for name in ACTION_ATTRIBUTES):

@@ -19,7 +19,6 @@ abstractly (`jax.eval_shape`: nothing runs or compiles), and any problem is one 
 from __future__ import annotations
 
 import copy
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.envs.user_code import import_callable
 from rlfit.errors import UserError
 
 ModelBatch = dict[str, jax.Array]
@@ -118,17 +118,8 @@ def _playground_randomizer(env_name: str) -> Randomizer | None:
 
 
 def _user_randomizer(setting: str) -> Randomizer:
-    module_name, _, function_name = setting.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise UserError(f"env.randomization: cannot import module '{module_name}': {error}; check the name and "
-                        "that it is on PYTHONPATH") from None
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise UserError(f"env.randomization: module '{module_name}' has no function '{function_name}'; give "
-                        "module:function with the signature (mjx.Model, keys[num_envs]) -> (model, in_axes)")
-    return function
+    return import_callable(setting, "env.randomization", expected="give module:function with the signature "
+                           "(mjx.Model, keys[num_envs]) -> (model, in_axes)")
 
 
 def check_randomizer(function: Randomizer, model: Any, num_envs: int, source: str) -> tuple[tuple[str, ...], int]:

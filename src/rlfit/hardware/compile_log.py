@@ -155,4 +155,16 @@ def seconds_since_process_start() -> float:
         return time.time() - _IMPORTED_AT
 
 
+def time_to_first_step(session_started: float) -> float:
+    """Seconds to now (the end of a session's first training step): since the process started for the process's
+    first session to step, since `session_started` (a `time.perf_counter()` reading) for a later session in the
+    same process (an experiment's next trial)."""
+    with _LOCK:
+        first = not _FIRST_STEP_TAKEN
+        _FIRST_STEP_TAKEN.append(True)
+    return seconds_since_process_start() if first else time.perf_counter() - session_started
+
+
 _IMPORTED_AT = time.time()
+_FIRST_STEP_TAKEN: list[bool] = []
+"""Not empty once a session of this process has taken its first training step."""

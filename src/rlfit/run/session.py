@@ -16,7 +16,7 @@ from rlfit.planning.preset_choice import PresetChoice, choose_preset
 from rlfit.run.build import Trainer
 from rlfit.run.loop import Progress, Runner, RunResult
 from rlfit.run.new_run import check_new_run_dir, create_run_dir, default_run_path
-from rlfit.run.signals import StopFlag
+from rlfit.run.signals import StopFlag, raise_if_signalled
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.rundir.write_failures import stop_on_refusal
 from rlfit.sinks import Sinks
@@ -111,7 +111,8 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
     """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals.
 
     The caller holds the directory's lock. A file of the run that cannot be written stops the run in one line
-    (exit code 4), the checkpoints written before it intact.
+    (exit code 4), the checkpoints written before it intact. A run stopped by SIGTERM/SIGINT, saved and closed,
+    raises StopRequested (the signal's exit code).
     """
     from rlfit.parallel.distributed import is_writer
 
@@ -123,7 +124,7 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
                                              start_iteration=start, live=live)
     try:
         sinks = open_sinks(trainer.config, directory, console, writer)
-        checkpointer = Checkpointer(trainer, directory, warn=console.message if console else None,
+        checkpointer = Checkpointer(directory, warn=console.message if console else None,
                                     sync_metrics=sinks.sync, writer=writer)
         sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
         if console is not None and trainer.randomization.note:
@@ -142,6 +143,7 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
         raise SaveFailed(f"cannot write {error.filename or directory.path}: {error.strerror or error}; the checkpoints "
                          "written before are intact", f"free space or fix permissions, then `rlfit resume "
                          f"{directory.path}`") from None
+    raise_if_signalled(result.stopped_by)
     if console is not None:
         console.message(summary_line(result))
     return result

@@ -10,10 +10,12 @@ import sys
 from rlfit.exit_codes import INTERRUPTED, TERMINATED
 
 EXIT_CODES = {signal.SIGTERM: TERMINATED, signal.SIGINT: INTERRUPTED}
+SIGNAL_NAMES = {signal.Signals(signum).name: code for signum, code in EXIT_CODES.items()}
+"""A run stopped by a signal records its name ('SIGTERM', 'SIGINT') as `stopped_by`; its exit code."""
 
 
 class StopRequested(Exception):
-    """Raised by the runner after the checkpoint for a requested stop has been written."""
+    """Raised once a run stopped by a signal has saved and written its files (`raise_if_signalled`)."""
 
     def __init__(self, exit_code: int, signal_name: str):
         super().__init__(f"stopped by {signal_name} after saving a checkpoint")
@@ -53,6 +55,9 @@ class StopFlag:
         """'SIGTERM' or 'SIGINT' once a stop was requested, else None."""
         return signal.Signals(self.signum).name if self.signum is not None else None
 
-    def exit(self) -> None:
-        assert self.signum is not None
-        raise StopRequested(EXIT_CODES[self.signum], signal.Signals(self.signum).name)
+
+def raise_if_signalled(stopped_by: str | None) -> None:
+    """Raises StopRequested (the signal's exit code) when a run's `stopped_by` names a signal; the caller of a
+    host loop does this once the loop has returned and the run's files are closed."""
+    if stopped_by in SIGNAL_NAMES:
+        raise StopRequested(SIGNAL_NAMES[stopped_by], stopped_by)

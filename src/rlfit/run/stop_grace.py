@@ -123,6 +123,8 @@ class GraceWatch:
             copy = host_copy(state)
             self.copy_s_max = max(self.copy_s_max, time.monotonic() - started)
             self._copy = (copy, dataclasses.replace(progress, events=list(progress.events)))
+        else:  # no state, but the summary a save without one writes reports the last finished iteration's counters
+            self._copy = (None, progress)
 
     def handled(self) -> None:
         """The main thread handles the stop itself (call with `lock` held): the watcher stands down."""

@@ -146,7 +146,7 @@ def check_inputs(y: np.ndarray, x_id: np.ndarray, bits: np.ndarray, labels: np.n
 
 def fit_entry(results: Sequence[Any], ood: str, in_distribution: str, description: str,
               confidence: float = 0.95) -> dict[str, Any]:
-    """A report entry for the trials (`rlfit.study.report.TrialResult`) that recorded all three measures: both fits
+    """A report entry for the trials (`rlfit.study.trials.TrialResult`) that recorded all three measures: both fits
     (`METHODS`) as numbers, or {'refused': reason} when they cannot be made."""
     rows = [(r.values.get(ood), r.values.get(in_distribution), r.values.get(description), r.trial.variant,
              r.trial.seed) for r in results]

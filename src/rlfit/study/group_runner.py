@@ -5,11 +5,15 @@ plan.json, metrics.jsonl, TensorBoard, checkpoints, the policy, summary.json.
     fresh lanes: save iteration 0 -> for each iteration: step every seed -> per lane: log, (evaluate),
     (checkpoint), (stop) -> per lane: summary.json
 
+What each lane logs and when it stops are the single run's pure functions (`rlfit.run.after_step`), so a lane
+and its seed trained alone write the same rows and stop by the same rules:
 - A lane that reaches `run.target_reward` or its early stop ends there, with a checkpoint and its summary;
-  one that becomes non-finite is recorded as failed (`LaneOutcome.failure`), as a solo run stops without
-  saving the bad state. The program keeps computing finished lanes (their results are dropped) until every
-  lane has ended, so a lane's arithmetic never depends on when the others end.
-- `run.time_budget` and SIGTERM/SIGINT end every lane with a checkpoint (then the signal's exit code).
+  one that becomes non-finite is recorded as failed (`LaneOutcome.failure`) where a solo run raises
+  NonFiniteError (the decision is documented in `rlfit.run.after_step`): neither saves the bad state. The
+  program keeps computing finished lanes (their results are dropped) until every lane has ended, so a lane's
+  arithmetic never depends on when the others end.
+- `run.time_budget` and SIGTERM/SIGINT end every lane with a checkpoint; the loop returns the stop, and its
+  caller raises the signal's exit code once every lane's files are closed.
 - Out of device memory raises `GroupOutOfMemory`: every lane has a checkpoint (iteration 0 at least), and the
   experiment resumes each one on its own, where the solo runner backs off to smaller sizes.
 """
@@ -32,8 +36,10 @@ from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.run.new_run import create_run_dir
-from rlfit.run.loop import Progress, first_non_finite, record_eval, run_summary, train_row
-from rlfit.run.signals import StopFlag
+from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
+                                  first_non_finite, stop_before_next)
+from rlfit.run.signals import StopFlag, raise_if_signalled
+from rlfit.run.summary import run_summary
 from rlfit.sinks import Sinks
 from rlfit.run.stopping import StopRules
 from rlfit.study.seed_group import SeedGroup, lane
@@ -85,15 +91,15 @@ def train_seed_group(group: SeedGroup, configs: Sequence[Config], paths: Sequenc
             lane_trainer = dataclasses.replace(trainer, config=config)
             sinks = open_sinks(config, directory)
             stack.callback(sinks.close)
-            lanes.append(Lane(lane_trainer, directory, sinks, Checkpointer(lane_trainer, directory,
-                                                                            sync_metrics=sinks.sync)))
+            lanes.append(Lane(lane_trainer, directory, sinks, Checkpointer(directory, sync_metrics=sinks.sync)))
         started = time.perf_counter()
         state = group.init()
         init_s = time.perf_counter() - started
         for index, one in enumerate(lanes):  # before training: a kill at any instant leaves resumable runs
-            one.checkpointer.save(lane(state, index), one.progress)
+            one.checkpointer.save(one.trainer, lane(state, index), one.progress)
         with StopFlag() as stop_flag:
-            GroupLoop(group, lanes, stop_flag, say, compile_s, reused, init_s, note).run(state)
+            stopped_by = GroupLoop(group, lanes, stop_flag, say, compile_s, reused, init_s, note).run(state)
+        raise_if_signalled(stopped_by)
         return [one.outcome for one in lanes]
 
 
@@ -159,7 +165,7 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
             rewind_run_dir(directory, meta.iteration, trainer.config, group_plan(plan, note).to_dict())
             sinks = open_sinks(trainer.config, directory)
             stack_of_locks.callback(sinks.close)
-            checkpointer = Checkpointer(trainer, directory, sync_metrics=sinks.sync)
+            checkpointer = Checkpointer(directory, sync_metrics=sinks.sync)
             checkpointer.last_saved = meta.iteration
             lanes.append(Lane(trainer, directory, sinks, checkpointer, Progress.from_record(meta.progress)))
             states.append(state)
@@ -171,7 +177,8 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
             f"{lanes[0].progress.iteration}")
         with StopFlag() as stop_flag:
             init_s = time.perf_counter() - started - compile_s
-            GroupLoop(group, lanes, stop_flag, say, compile_s, False, init_s, note).run(state)
+            stopped_by = GroupLoop(group, lanes, stop_flag, say, compile_s, False, init_s, note).run(state)
+        raise_if_signalled(stopped_by)
         return [one.outcome for one in lanes]
 
 
@@ -187,24 +194,30 @@ class GroupLoop:
     compile_reused: bool
     init_s: float
     note: dict[str, Any]
+    started: float = field(default=0.0, init=False)
+    """`time.perf_counter()` when the loop started."""
+    session_steps: int = field(default=0, init=False)
+    """Env steps per lane this session."""
+    eval_s: float = field(default=0.0, init=False)
+    slowest_step_s: float = field(default=0.0, init=False)
+    """The slowest iteration of the session, its lanes' saves included."""
 
-    def run(self, state: Any) -> None:
+    def run(self, state: Any) -> str | None:
+        """Trains every lane to the plan's end or its stop; what stopped the lanes still training (a time budget,
+        a signal's name), None when each ended by its own rules or at the plan's end."""
         from rlfit.planning.backoff import is_out_of_memory
 
         try:
-            self._train(state)
+            return self._train(state)
         except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
             if not is_out_of_memory(error):
                 raise
             raise GroupOutOfMemory(str(error).splitlines()[0][:300]) from None
 
-    def _train(self, state: Any) -> None:
-        trainer = self.group.trainer
-        plan, run = trainer.plan, trainer.config.run
+    def _train(self, state: Any) -> str | None:
+        plan, run = self.group.trainer.plan, self.group.trainer.config.run
         rules = StopRules.from_config(run)  # every lane has the same run section but its seed
-        started = time.perf_counter()
-        self._started, self._session_steps, self._eval_s = started, 0, 0.0
-        slowest_step_s = 0.0
+        self.started = time.perf_counter()
         iteration = self.lanes[0].progress.iteration
         while iteration < plan.num_iterations and any(one.outcome is None for one in self.lanes):
             step_started = time.perf_counter()
@@ -212,13 +225,9 @@ class GroupLoop:
             metrics = jax.device_get(metrics)  # waits for the iteration to finish
             seconds = time.perf_counter() - step_started
             iteration += 1
-            self._session_steps += plan.env_steps_per_iteration
+            self.session_steps += plan.env_steps_per_iteration
             last = iteration == plan.num_iterations
-            results = None
-            if last or (run.eval_every and iteration % run.eval_every == 0):
-                eval_started = time.perf_counter()
-                results = jax.device_get(self.group.evaluate(state, iteration))
-                self._eval_s += time.perf_counter() - eval_started
+            results = self._evaluate_if_due(state, iteration, plan.num_iterations, run.eval_every)
             ending = []  # (lane, its state, stopped_by): summaries written together, at one wall clock
             for index, one in enumerate(self.lanes):
                 if one.outcome is None:
@@ -226,50 +235,62 @@ class GroupLoop:
                                                  None if results is None else lane(results, index), rules, last)
                     if ended is not None:
                         ending.append((one, lane(state, index), ended))
-            wall_s = time.perf_counter() - started
+            wall_s = time.perf_counter() - self.started
             for one, lane_state, stopped_by in ending:
                 self._finish(one, lane_state, stopped_by, wall_s)
-            slowest_step_s = max(slowest_step_s, time.perf_counter() - step_started)
-            stop_reason = None if last else rules.before_next(time.perf_counter() - started, slowest_step_s)
-            signalled = self.stop_flag.requested and not last
-            if stop_reason is not None or signalled:
-                self.say(f"rlfit: stopped by {stop_reason or self.stop_flag.signal_name} at iteration {iteration}")
-                stopping = [(index, one) for index, one in enumerate(self.lanes) if one.outcome is None]
-                for index, one in stopping:
-                    one.checkpointer.save(lane(state, index), one.progress)
-                wall_s = time.perf_counter() - started
-                for index, one in stopping:
-                    self._finish(one, lane(state, index), stop_reason or self.stop_flag.signal_name, wall_s)
-                if signalled:
-                    self.stop_flag.exit()
-                return
+            self.slowest_step_s = max(self.slowest_step_s, time.perf_counter() - step_started)
+            stop = None if last else stop_before_next(rules, time.perf_counter() - self.started, self.slowest_step_s,
+                                                      self.stop_flag.signal_name)
+            if stop is not None:
+                self._stop_every_lane(state, iteration, stop)
+                return stop
+        return None
+
+    def _evaluate_if_due(self, state: Any, iteration: int, num_iterations: int, eval_every: int) -> Any | None:
+        """Every lane's host `EvalMetrics` where this iteration is evaluated, else None."""
+        if not evaluation_due(iteration, num_iterations, eval_every):
+            return None
+        eval_started = time.perf_counter()
+        results = jax.device_get(self.group.evaluate(state, iteration))
+        self.eval_s += time.perf_counter() - eval_started
+        return results
 
     def _lane_iteration(self, one: Lane, index: int, state: Any, metrics: Any, seconds: float, result: Any,
                         rules: StopRules, last: bool) -> str | None:
         """One lane's share of an iteration: its rows, evaluation, checkpoint and own stopping rules. Returns
         how the lane ends here ('' at the plan's end, else a stopping rule's name), or None when it goes on."""
         plan = one.trainer.plan
-        progress = one.progress
-        progress.iteration += 1
-        progress.env_steps += plan.env_steps_per_iteration
         algorithm_row = one.trainer.learner.metrics_row(metrics)
-        if not bool(metrics.all_finite):
+        report = after_step(advanced(one.progress, plan.env_steps_per_iteration), metrics, algorithm_row,
+                            Timing(seconds, time.perf_counter() - self.started), plan.env_steps_per_iteration, last)
+        one.progress = report.progress
+        if report.stop == NON_FINITE:  # recorded; the other lanes go on (the decision: `rlfit.run.after_step`)
             one.outcome = LaneOutcome(one.directory.path, failure=f"training became non-finite at iteration "
-                                      f"{progress.iteration}: {first_non_finite(algorithm_row)}; this state was not saved")
+                                      f"{one.progress.iteration}: {first_non_finite(algorithm_row)}; this state was "
+                                      "not saved")
             return None
-        one.sinks.write("train", train_row(progress, metrics, algorithm_row, seconds,
-                                           time.perf_counter() - self._started, plan.env_steps_per_iteration))
-        stop_reason = None
+        one.sinks.write("train", report.train_row)
         if result is not None:
-            one.sinks.write("eval", record_eval(progress, result, one.trainer.config.run.early_stop_min_delta))
-            stop_reason = rules.after_eval(progress.last_eval_reward, progress.evals_without_improvement)
+            report = after_eval(report, result, rules, last)
+            one.progress = report.progress
+            one.sinks.write("eval", report.eval_row)
         lane_state = lane(state, index)
-        one.checkpointer.after_iteration(lane_state, progress, final=last)
+        one.checkpointer.after_iteration(one.trainer, lane_state, one.progress, final=last)
         if last:
             return ""
-        if stop_reason is not None:
-            one.checkpointer.save(lane_state, progress)
-        return stop_reason
+        if report.stop is not None:
+            one.checkpointer.save(one.trainer, lane_state, one.progress)
+        return report.stop
+
+    def _stop_every_lane(self, state: Any, iteration: int, stop: str) -> None:
+        """Ends every lane still training with a checkpoint and its summary (a time budget, a signal)."""
+        self.say(f"rlfit: stopped by {stop} at iteration {iteration}")
+        stopping = [(index, one) for index, one in enumerate(self.lanes) if one.outcome is None]
+        for index, one in stopping:
+            one.checkpointer.save(one.trainer, lane(state, index), one.progress)
+        wall_s = time.perf_counter() - self.started
+        for index, one in stopping:
+            self._finish(one, lane(state, index), stop, wall_s)
 
     def _finish(self, one: Lane, lane_state: Any, stopped_by: str | None, wall_s: float) -> None:
         """Writes the lane's summary.json: a solo run's fields (its own steps per second over the group's wall
@@ -278,9 +299,9 @@ class GroupLoop:
         summary = run_summary(one.trainer, lane_state, one.progress, compile_s=self.compile_s,
                               compile_reused=self.compile_reused, init_s=self.init_s,
                               train_wall_s=wall_s, session_steps=one.progress.env_steps - one.session_start_steps,
-                              eval_s=self._eval_s,
+                              eval_s=self.eval_s,
                               stopped_by=stopped_by)
-        summary["seed_group"] = {**self.note, "group_sps_mean": self._session_steps * len(self.lanes) / wall_s
+        summary["seed_group"] = {**self.note, "group_sps_mean": self.session_steps * len(self.lanes) / wall_s
                                  if wall_s > 0 else None}
         write_json(one.directory.summary, summary)
         one.sinks.sync()
