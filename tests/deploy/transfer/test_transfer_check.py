@@ -233,4 +233,6 @@ def test_a_folder_that_is_not_a_run_and_bad_counts_are_one_line(capfd, cartpole_
                                                            "0", cwd=tmp_path)
     assert "--out" in one_line_error(capfd, "transfer-check", str(cartpole_run), "--out", str(tmp_path / "no"),
                                      cwd=tmp_path)
+    assert "--max-steps 101 is longer than the run's episodes (100 policy steps" in one_line_error(
+        capfd, "transfer-check", str(cartpole_run), "--max-steps", "101", "--out", str(tmp_path), cwd=tmp_path)
     assert list(tmp_path.iterdir()) == []

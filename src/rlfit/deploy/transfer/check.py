@@ -38,7 +38,8 @@ class TransferCheckOptions:
     """Randomized models to draw (the nominal model runs models * episodes_per_model episodes as well)."""
     episodes_per_model: int = DEFAULT_EPISODES_PER_MODEL
     max_steps: int | None = None
-    """Policy steps per episode at most (default: the run's episode length, env.episode_length / action_repeat)."""
+    """Policy steps per episode at most (default and most: the run's episode length, env.episode_length /
+    action_repeat)."""
     seed: int = 0
     """Seed of the check's models and resets (`rlfit.deploy.transfer.models`: apart from training's and
     evaluation's)."""
@@ -95,6 +96,9 @@ def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None]
     policy = load_onnx_policy(path, config.env.name, sizes, int(env.action_size))
     randomization = resolve_randomization(config.env.randomization, config.env.name, env, options.models)
     run_steps = episode_steps(config.env, env)
+    if options.max_steps is not None and options.max_steps > run_steps:
+        raise UserError(f"--max-steps {options.max_steps} is longer than the run's episodes ({run_steps} policy steps, "
+                        "what training and its evaluation ran); give at most that")
     max_steps = options.max_steps or run_steps
     control_dt = float(env.dt) * config.env.action_repeat
     models = [ModelRun(NOMINAL, -1, {}, mj_model, options.models * options.episodes_per_model)]
