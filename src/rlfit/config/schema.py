@@ -51,7 +51,7 @@ class EnvConfig:
     Playground's randomizer where the environment has one, as Playground trains its robots for hardware; else off,
     with a note), `off` (the nominal model), or `module:function` (your own, with Playground's signature
     `(mjx.Model, keys[num_envs]) -> (batched model, in_axes)`). Evaluation then also reports returns on freshly drawn
-    models (`eval/randomized/...`)."""
+    models (`eval/randomized/...`), and `rlfit transfer-check` runs the exported policy in native MuJoCo on them."""
     menagerie_path: str = ""
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
     overrides: Mapping[str, Any] = field(default_factory=FrozenDict)
