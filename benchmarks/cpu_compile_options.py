@@ -38,7 +38,7 @@ from common import finish_record, print_table, start_record
 import rlfit.networks.encoders as encoders
 from rlfit.algos.sac.config import PRESETS, SACConfig
 from rlfit.algos.sac.networks import make_sac_networks
-from rlfit.algos.sac.replay import Batch
+from rlfit.algos.offpolicy.replay import Batch
 from rlfit.algos.sac.update import init_opt_states, make_gradient_update, make_optimizers
 from rlfit.config.schema import resolve
 from rlfit.envs.pixels import PIXELS_KEY

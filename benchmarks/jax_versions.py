@@ -160,7 +160,7 @@ def rlfit_rollout_program(env: Any, num_envs: int, steps: int, hidden: list[int]
     import jax
 
     from rlfit.algos.common.normalizer import init_stats
-    from rlfit.algos.ppo.agent import make_agent
+    from rlfit.algos.ppo.networks import make_agent
     from rlfit.algos.ppo.rollout import collect
     from rlfit.config.schema import NetworkConfig
     from rlfit.envs.vec_env import VecEnv, observation_example

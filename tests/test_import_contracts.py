@@ -47,3 +47,26 @@ def test_pyprojects_comment_gives_the_same_order():
     written = [{name.strip().replace("exit codes", "exit_codes") for name in group.split(",")}
                for group in chain.split("->")]
     assert written == layers_bottom_up()
+
+
+def test_only_the_algos_stage_may_import_an_algorithm():
+    """The contract that forbids importing rlfit.algos.<name> covers every stage and root module but `algos`, and
+    forbids every algorithm rlfit ships (so a new stage or algorithm cannot slip past it)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    import rlfit
+    from rlfit.config.algorithms import ALGORITHMS
+
+    shipped = {package for package in ALGORITHMS.values() if package.startswith("rlfit.algos.")}
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [forbidden] = [contract for contract in contracts
+                   if contract["type"] == "forbidden" and set(contract["forbidden_modules"]) == shipped]
+    package = Path(rlfit.__file__).parent
+    stages = {path.stem for path in package.iterdir()
+              if (path.is_dir() and (path / "__init__.py").exists()) or (path.suffix == ".py" and path.stem != "__init__")}
+    assert {name.removeprefix("rlfit.") for name in forbidden["source_modules"]} == stages - {"algos"}
+    [independent] = [contract for contract in contracts if contract["type"] == "independence"]
+    assert set(independent["modules"]) == shipped

@@ -14,7 +14,7 @@ import rlfit
 from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import ActionSpace
 from rlfit.errors import UserError
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks import TanhGaussian
 from rlfit.algos.common.normalizer import RunningStats, normalize
 from rlfit.deploy.policy_file import DESCRIPTION_FILE, WEIGHTS_FILE, save_policy

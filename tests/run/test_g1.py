@@ -85,6 +85,31 @@ def test_onnx_export_matches_load_policy(g1_run, tmp_path):
     assert np.max(np.abs(actions - np.asarray(rlfit.load_policy(g1_run)(obs)))) <= 1e-4
 
 
+
+def test_transfer_check_runs_the_exported_policy_on_randomized_models_with_pushes_and_noise(g1_run, tmp_path):
+    """`rlfit transfer-check` on the CPU with a tiny budget: the exported file in native MuJoCo on the nominal model
+    and two models of Playground's G1 randomizer, with G1's own pushes and observation noise on, beside the
+    run's MJX evaluation; its figures follow from its per-episode records."""
+    import json
+
+    pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
+    onnx_file = tmp_path / "g1.onnx"
+    assert rlfit_cli("export", str(g1_run), "--out", str(onnx_file), cwd=tmp_path).returncode == 0
+    result = rlfit_cli("transfer-check", str(g1_run), "--onnx", str(onnx_file), "--models", "2",
+                       "--episodes-per-model", "1", "--max-steps", "10", "--out", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "transfer_check.json").read_text())
+    assert report["perturbations"] == {"pushes": True, "observation_noise_level": 1.0}
+    assert "body_mass" in report["randomization"]["fields"] and report["control_dt"] == pytest.approx(0.02)
+    assert {"native_nominal", "native_randomized", "mjx_nominal"} <= set(report["conditions"])
+    episodes = report["episodes"]
+    assert [e["model_index"] for e in episodes if e["condition"] == "randomized"] == [0, 1]
+    for name, condition in (("native_nominal", "nominal"), ("native_randomized", "randomized")):
+        returns = [e["episode_return"] for e in episodes if e["condition"] == condition]
+        assert report["conditions"][name]["return_mean"] == pytest.approx(np.mean(returns))
+        assert all(0 < e["length"] <= 10 for e in episodes if e["condition"] == condition)
+    assert (tmp_path / "transfer_check.md").is_file()
+
 def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
     """`env.randomization: auto` (the default) is Playground's G1 randomizer: the run says so, and the models of its
     starting state are exactly what Playground's own `get_domain_randomizer` returns for the keys rlfit documents

@@ -17,7 +17,7 @@ from rlfit.run.loop import NonFiniteError
 from rlfit.run.signals import StopRequested
 from rlfit.rundir.write_failures import EXIT_WRITE_FAILED, describe, refusal
 
-COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "doctor", "plan", "info",
+COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "transfer-check", "doctor", "plan", "info",
             "convert-weights")
 
 

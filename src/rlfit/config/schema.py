@@ -51,7 +51,7 @@ class EnvConfig:
     Playground's randomizer where the environment has one, as Playground trains its robots for hardware; else off,
     with a note), `off` (the nominal model), or `module:function` (your own, with Playground's signature
     `(mjx.Model, keys[num_envs]) -> (batched model, in_axes)`). Evaluation then also reports returns on freshly drawn
-    models (`eval/randomized/...`)."""
+    models (`eval/randomized/...`), and `rlfit transfer-check` runs the exported policy in native MuJoCo on them."""
     menagerie_path: str = ""
     """An existing MuJoCo Menagerie folder for robot assets (else `RLFIT_MENAGERIE_PATH`, else Playground's)."""
     overrides: Mapping[str, Any] = field(default_factory=FrozenDict)
@@ -97,7 +97,7 @@ class NetworkConfig:
     """Keep the encoder's weights fixed (sensible with `pretrained`)."""
     bottleneck: int = 0
     """PPO: width Z of a stochastic latent layer between the policy's hidden layers and its output, a variational
-    information bottleneck (`rlfit.algos.ppo.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
+    information bottleneck (`rlfit.networks.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
     as the policy's description length. 0: none (the plain policy)."""
     bottleneck_beta: float = 0.0
     """Weight of the rate (in nats, averaged over the minibatch) in PPO's loss; 0 trains the same stochastic

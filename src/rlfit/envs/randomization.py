@@ -205,6 +205,14 @@ def draw_models(function: Randomizer, model: Any, key: jax.Array, num_envs: int)
     return {path: leaves[path] for path, axis in _axes_by_field(in_axes).items() if axis is not None}
 
 
+def field_of(model: Any, path: str) -> Any:
+    """The value of field `path` ("body_mass", "opt.gravity") of an MJX or a native MuJoCo model."""
+    value = model
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
 def with_model(env: Any, fields: dict[str, jax.Array]) -> Any:
     """A shallow copy of `env` whose MJX model has `fields` (one environment's values) in place of its own: the
     environment to call under `jax.vmap`, one per model. The shared `env` is never changed (programs compile in

@@ -84,20 +84,24 @@ def check_matmul(device: DeviceInfo) -> CheckResult:
 
 
 def check_network(device: DeviceInfo) -> CheckResult:
-    """A forward and backward pass of the default policy and value networks on a batch of observations."""
+    """A forward and backward pass of a policy and a value MLP of the default sizes (`NetworkConfig`: 64
+    observations, 8 continuous actions, so 16 policy outputs) on a batch of observations."""
     import jax
     import jax.numpy as jnp
 
     from rlfit.config.schema import NetworkConfig
-    from rlfit.algos.ppo.agent import make_agent
+    from rlfit.networks import MLP
 
     batch = 4096 if device.jax_uses_it and device.is_accelerator else 1024
-    agent = make_agent(jnp.zeros(64), 8, NetworkConfig())
-    params = agent.init(jax.random.PRNGKey(0))
+    sizes = NetworkConfig()
+    policy = MLP(tuple(sizes.policy_hidden) + (16,), sizes.activation)
+    value = MLP(tuple(sizes.value_hidden) + (1,), sizes.activation)
     obs = jax.random.normal(jax.random.PRNGKey(1), (batch, 64))
+    policy_key, value_key = jax.random.split(jax.random.PRNGKey(0))
+    params = (policy.init(policy_key, obs[:1]), value.init(value_key, obs[:1]))
 
     def loss(p):
-        return jnp.mean(agent.policy_logits(p.policy, obs) ** 2) + jnp.mean(agent.value(p.value, obs) ** 2)
+        return jnp.mean(policy.apply(p[0], obs) ** 2) + jnp.mean(value.apply(p[1], obs) ** 2)
 
     step = jax.jit(jax.value_and_grad(loss))
     value, grads = step(params)

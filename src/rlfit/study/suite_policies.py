@@ -3,7 +3,7 @@
     most-likely   the mode of the policy's distribution (argmax of the logits, tanh of the mean): what
                   `rlfit.load_policy`, play and export run; with a bottleneck z = mean (the folded weights)
     stochastic    the policy as trained acts: an action sampled from its distribution, and with an information
-                  bottleneck (`rlfit.algos.ppo.bottleneck`) a latent z = mean + sigma * noise sampled first
+                  bottleneck (`rlfit.networks.bottleneck`) a latent z = mean + sigma * noise sampled first
 
 A bottleneck policy's unfolded params (`LATENT_FILE` beside the weights) give both policies and the description
 length (the rate KL(q(z | obs) || N(0, I)) in bits) of the states a suite visits; without that file only the
@@ -59,7 +59,7 @@ def _bottleneck_actor(files: Any, config: Any, policy: str, latent: dict[str, An
     import jax.numpy as jnp
 
     from rlfit.algos.common.normalizer import normalize
-    from rlfit.algos.ppo.bottleneck import BITS_PER_NAT, BottleneckPolicy
+    from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy
     from rlfit.deploy.policy_file import action_space_of, head_of
     from rlfit.networks import distribution_for
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlfit.algos.fasttd3.nstep import nstep_return, num_valid, sample_nstep
-from rlfit.algos.sac.replay import StepBatch, init_replay, insert
+from rlfit.algos.offpolicy.replay import StepBatch, init_replay, insert
 
 GAMMA = 0.9
 

@@ -13,7 +13,7 @@ from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.networks import make_fasttd3_networks
 from rlfit.algos.fasttd3.step import init_fasttd3_state, make_train_step
 from rlfit.algos.fasttd3.update import make_optimizers
-from rlfit.algos.sac.step import make_prefill
+from rlfit.algos.offpolicy.collect import make_prefill
 from rlfit.envs.vec_env import VecEnv
 from rlfit.networks.heads import DETERMINISTIC_TANH
 from tests.toy_env import make as make_toy

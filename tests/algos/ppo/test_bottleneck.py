@@ -14,9 +14,9 @@ from scipy import integrate, stats
 from rlfit.algos.ppo.losses import LossBatch, ppo_loss
 from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import DISCRETE, ActionSpace
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks import MLP
-from rlfit.algos.ppo.bottleneck import BITS_PER_NAT, fold, gaussian_kl
+from rlfit.networks.bottleneck import BITS_PER_NAT, fold, gaussian_kl
 
 SPACE = ActionSpace(DISCRETE, 4)
 NETWORK = NetworkConfig(policy_hidden=(16, 16), value_hidden=(8,), bottleneck=6, bottleneck_beta=0.1)

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from rlfit.algos.common.normalizer import init_stats
-from rlfit.algos.ppo.agent import AgentParams, make_agent
+from rlfit.algos.ppo.networks import AgentParams, make_agent
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.algos.ppo.gae import brax_targets
-from rlfit.algos.ppo.iteration import TrainState, loss_batch, make_epochs, make_optimizer
+from rlfit.algos.ppo.step import TrainState, loss_batch, make_epochs, make_optimizer
 from rlfit.algos.ppo.losses import ppo_loss
 from rlfit.algos.ppo.rollout import Transition
 from rlfit.algos.ppo.sizes import BatchSizes

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlfit.envs.action_space import CONTINUOUS, DISCRETE, ActionSpace
-from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.algos.ppo.networks import Agent, AgentParams
 from rlfit.networks import Categorical, TanhGaussian
 from rlfit.algos.ppo.losses import LossBatch, ppo_loss
 

@@ -8,7 +8,7 @@ import pytest
 
 from rlfit.config.schema import NetworkConfig
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks.encoders import EncoderSpec
 from rlfit.networks.pixels import ENCODER, encoder_optimizer
 

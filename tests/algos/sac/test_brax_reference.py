@@ -25,7 +25,7 @@ import pytest
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
 from rlfit.algos.sac.networks import make_sac_networks
-from rlfit.algos.sac.replay import Batch
+from rlfit.algos.offpolicy.replay import Batch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "brax_sac.npz"
 SETTINGS = json.loads(FIXTURE.with_suffix(".json").read_text())["settings"]

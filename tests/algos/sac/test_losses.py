@@ -10,7 +10,7 @@ import pytest
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
 from rlfit.algos.sac.networks import make_sac_networks
-from rlfit.algos.sac.replay import Batch
+from rlfit.algos.offpolicy.replay import Batch
 
 B, D, A = 6, 3, 2
 MIN_STD = 1e-3  # Brax's NormalTanhDistribution: std = softplus(raw_scale) + 0.001

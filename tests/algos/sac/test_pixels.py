@@ -14,7 +14,7 @@ from rlfit.algos.sac.augment import PAD, random_shift
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, critic_loss
 from rlfit.algos.sac.networks import ENCODER, make_sac_networks
-from rlfit.algos.sac.replay import Batch
+from rlfit.algos.offpolicy.replay import Batch
 from rlfit.algos.sac.update import init_opt_states, make_gradient_update, make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks.encoders import EncoderSpec, make_encoder

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rlfit.algos.sac.planning import largest_fitting_rows, stored_transitions
-from rlfit.algos.sac.sizes import SACSizes, section_sizes
+from rlfit.algos.offpolicy.memory_rules import largest_fitting_rows, stored_transitions
+from rlfit.algos.offpolicy.sizes import ReplaySizes, section_sizes
 from rlfit.cli import main
 from rlfit.config.schema import resolve
 from rlfit.hardware.probe import cpu_info
@@ -27,7 +27,7 @@ def sac_config(*overrides: str):
 
 
 def model(intercept: float = 2e6, per_env: float = 1e4, per_transition: float = 24.0) -> MemoryModel:
-    point = MemoryPoint(SACSizes(8, 8, 512, 8), 0, 0, 0, 0, 0, 512)
+    point = MemoryPoint(ReplaySizes(8, 8, 512, 8), 0, 0, 0, 0, 0, 512)
     return MemoryModel(intercept, per_env, per_transition, (point,), "cpu")
 
 
@@ -65,7 +65,7 @@ def test_a_min_replay_size_that_cannot_fit_names_the_setting():
 def test_bisection_and_capacity_rounding():
     assert largest_fitting_rows(lambda rows: rows <= 37, 2, 1000) == 37
     assert largest_fitting_rows(lambda rows: rows <= 2, 2, 3) == 2
-    assert stored_transitions(SACSizes(8, 8, 1001, 4)) == 1000
+    assert stored_transitions(ReplaySizes(8, 8, 1001, 4)) == 1000
 
 
 @pytest.mark.slow
@@ -80,7 +80,7 @@ def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(caps
     chosen = planned["chosen"]
     assert 1000 <= chosen["max_replay_size"] < 1_000_000 and chosen["predicted_bytes"] <= planned["budget_bytes"]
     assert planned["memory_model"]["bytes_per_transition"] == pytest.approx(24, rel=0.05)  # 2 + 1 floats + 12 B
-    measured = analyze_iteration(sac_config(), SACSizes(8, 8, chosen["max_replay_size"], 8))
+    measured = analyze_iteration(sac_config(), ReplaySizes(8, 8, chosen["max_replay_size"], 8))
     assert chosen["estimate_bytes"] == pytest.approx(measured.total_bytes, rel=0.01)
 
     run = tmp_path / "run"
@@ -108,10 +108,10 @@ def test_the_probes_are_the_configs_sizes_then_two_never_chosen():
 
     config = sac_config()
     assert MEMORY_RULES.measured_sizes(config, 512) == (
-        SACSizes(8, 8, 1_000_000, 8), SACSizes(16, 8, 1_000_000, 8), SACSizes(8, 8, 2_000_000, 8))
+        ReplaySizes(8, 8, 1_000_000, 8), ReplaySizes(16, 8, 1_000_000, 8), ReplaySizes(8, 8, 2_000_000, 8))
     small = sac_config("sac.max_replay_size=16", "sac.min_replay_size=16")  # 2 rows of 8; 2 envs x 2 rows x 8 = 32
     assert MEMORY_RULES.measured_sizes(small, None) == (
-        SACSizes(8, 8, 96, 8), SACSizes(16, 8, 32, 8), SACSizes(8, 8, 64, 8))
+        ReplaySizes(8, 8, 96, 8), ReplaySizes(16, 8, 32, 8), ReplaySizes(8, 8, 64, 8))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import rlfit
 from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import ActionSpace
 from rlfit.errors import UserError
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.deploy.policy_file import save_policy
 from rlfit.algos.contract import PolicySpec
 from tests.deploy.play.support import make_policy_run, random_stats

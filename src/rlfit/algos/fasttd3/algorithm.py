@@ -1,38 +1,28 @@
-"""FastTD3 behind the algorithm contract: its sizes (SAC's, `rlfit.algos.sac.sizes`), presets, rules, back-off
+"""FastTD3 behind the algorithm contract: its sizes (`rlfit.algos.offpolicy.sizes`), presets, rules, back-off
 and Learner.
 
 An iteration is `policy_steps_per_iteration` policy steps of the `num_envs` environments, each followed by
 `grad_updates_per_step` gradient updates: one compiled call, one metrics row. The replay buffer is prefilled
 to `min_replay_size` with a uniform random policy when the state is created, so the starting checkpoint
 already holds it. The buffer, its checkpointing (`stored_rows`), its refill and its split over devices are
-SAC's (`rlfit.algos.sac.algorithm`).
+shared with SAC (`rlfit.algos.offpolicy.learner`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax
 
 from rlfit.algos.contract import Algorithm, Learner, PolicySpec
-from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.networks import make_fasttd3_networks
 from rlfit.algos.fasttd3.planning import MEMORY_RULES
 from rlfit.algos.fasttd3.step import FastTD3Metrics, draw_noise_std, init_fasttd3_state, make_train_step
 from rlfit.algos.fasttd3.update import make_optimizers
-from rlfit.algos.sac.algorithm import replay_learner_parts
-from rlfit.algos.sac.sizes import SACSizes, section_sizes, smaller_sizes
-from rlfit.algos.sac.step import make_prefill
+from rlfit.algos.offpolicy.learner import make_filled, replay_learner_parts, sized_config
+from rlfit.algos.offpolicy.sizes import ReplaySizes, section_sizes, smaller_sizes
 from rlfit.errors import UserError
 from rlfit.networks.heads import DETERMINISTIC_TANH
-
-
-def sized_config(config: FastTD3Config, sizes: SACSizes) -> FastTD3Config:
-    """The FastTD3 config with the plan's sizes."""
-    return dataclasses.replace(config, num_envs=sizes.num_envs, batch_size=sizes.batch_size,
-                               max_replay_size=sizes.max_replay_size,
-                               min_replay_size=min(config.min_replay_size, sizes.max_replay_size))
 
 
 def metrics_row(metrics: FastTD3Metrics) -> dict[str, Any]:
@@ -54,11 +44,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     settings = sized_config(config.fasttd3, plan.sizes)
     networks = make_fasttd3_networks(obs_example, int(train_env.action_size), settings, plan.precision)
     optimizers = make_optimizers(settings)
-    prefill = make_prefill(train_env, settings)
-
-    def filled(state: Any) -> Any:
-        """`state` after the prefill, which updates the buffer in place (donated: the buffer is not doubled)."""
-        return jax.jit(prefill, donate_argnums=0)(state) if settings.min_replay_size > 0 else state
+    filled = make_filled(train_env, settings)
 
     def init(seed: int) -> Any:
         return filled(init_fasttd3_state(train_env, networks, optimizers, settings, seed))
@@ -66,7 +52,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     parts = replay_learner_parts(train_env, settings, filled)
 
     def resize(state: Any, key: jax.Array) -> Any:
-        """SAC's resize (new environments, a new prefilled buffer) with a noise std for each new environment."""
+        """The shared resize (new environments, a new prefilled buffer) with a noise std for each new environment."""
         env_key, noise_key = jax.random.split(key)
         return parts.resize(state._replace(noise_std=draw_noise_std(noise_key, train_env.num_envs, settings)), env_key)
 
@@ -88,7 +74,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
 
 ALGORITHM = Algorithm(
     name="fasttd3",
-    sizes_type=SACSizes,
+    sizes_type=ReplaySizes,
     config_sizes=lambda config: section_sizes(config.fasttd3),
     smaller_sizes=smaller_sizes,
     build=build,

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.distributional import atoms
-from rlfit.algos.sac.networks import TwinQ
+from rlfit.algos.offpolicy.critics import TwinQ
 from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
 
 

@@ -1,4 +1,4 @@
-"""n-step transitions from SAC's device replay buffer (`rlfit.algos.sac.replay`), as pure functions.
+"""n-step transitions from SAC's device replay buffer (`rlfit.algos.offpolicy.replay`), as pure functions.
 
 Shapes: B = batch, n = `n_step`. A window is the n policy steps of one environment that start at a sampled row;
 it stops early at the first step where the episode ended (a terminal state, discount 0, or the time limit, a
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rlfit.algos.sac.replay import ReplayState
+from rlfit.algos.offpolicy.replay import ReplayState
 from rlfit.parallel.mesh import take_by_env
 
 

@@ -1,10 +1,11 @@
 """FastTD3 training state and the training step, as pure functions compiled once.
 
 `make_train_step` returns `FastTD3State -> (FastTD3State, FastTD3Metrics)`: `steps` times, the actor acts once
-in each of the N environments with Gaussian noise of that environment's own std, the transitions go into SAC's
-replay buffer (`rlfit.algos.sac.replay`) and `grad_updates_per_step` gradient updates follow, each on its own
+in each of the N environments with Gaussian noise of that environment's own std, the transitions go into the shared
+replay buffer (`rlfit.algos.offpolicy.replay`) and `grad_updates_per_step` gradient updates follow, each on its own
 batch of n-step transitions (`rlfit.algos.fasttd3.nstep`). The buffer's prefill, insertion and observation
-statistics are SAC's (`rlfit.algos.sac.step`), which read only the state's and the config's common fields.
+statistics are shared with SAC (`rlfit.algos.offpolicy.collect`), which read only the state's and the config's
+common fields (`rlfit.algos.offpolicy.types`).
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.common.loss_scale import all_finite
+from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize
 from rlfit.algos.fasttd3.config import FastTD3Config, check_fasttd3_config
 from rlfit.algos.fasttd3.networks import FastTD3Networks, FastTD3Params
 from rlfit.algos.fasttd3.nstep import NStepBatch, num_valid, sample_nstep
 from rlfit.algos.fasttd3.update import (FastTD3Optimizers, FastTD3OptStates, UpdateMetrics, init_opt_states,
                                         make_gradient_update)
-from rlfit.algos.sac.replay import ReplayState
-from rlfit.algos.sac.step import act_and_store, empty_replay
+from rlfit.algos.offpolicy.collect import act_and_store
+from rlfit.algos.offpolicy.replay import ReplayState
+from rlfit.algos.offpolicy.state import check_env_batch, reset_envs, with_empty_replay
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
-from rlfit.algos.common.loss_scale import all_finite
 from rlfit.parallel.mesh import split_envs
-from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize
 
 
 class FastTD3State(NamedTuple):
@@ -73,17 +75,14 @@ def init_fasttd3_state(env: VecEnv, networks: FastTD3Networks, optimizers: FastT
                        config: FastTD3Config, seed: int) -> FastTD3State:
     """Fresh parameters, optimizer states, statistics, environments, noise stds and an empty buffer from `seed`."""
     check_fasttd3_config(config)
-    if env.num_envs != config.num_envs:
-        raise ValueError(f"the environment batch has {env.num_envs} environments but num_envs is {config.num_envs}")
+    check_env_batch(env, config)
     key, params_key, env_key, noise_key = jax.random.split(jax.random.PRNGKey(seed), 4)
     params = networks.init(params_key)
-    env_state = jax.jit(env.reset)(env_key)
-    one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+    env_state, one_obs = reset_envs(env, env_key)
     counter = jnp.zeros((), jnp.int32)
     state = FastTD3State(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, None, key,
                          counter, counter, draw_noise_std(noise_key, env.num_envs, config))
-    state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)  # one buffer per leaf, for donation
-    return state._replace(replay=empty_replay(env, config, one_obs))
+    return with_empty_replay(env, config, state, one_obs)
 
 
 def explore(networks: FastTD3Networks, state: FastTD3State, key: jax.Array) -> jax.Array:

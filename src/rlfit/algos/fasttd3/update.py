@@ -17,7 +17,7 @@ from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.losses import TargetSettings, actor_loss, critic_loss, critic_target
 from rlfit.algos.fasttd3.networks import FastTD3Networks, FastTD3Params
 from rlfit.algos.fasttd3.nstep import NStepBatch
-from rlfit.algos.sac.update import soft_update
+from rlfit.algos.offpolicy.critics import soft_update
 from rlfit.algos.common.loss_scale import all_finite
 
 

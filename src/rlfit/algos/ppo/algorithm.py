@@ -7,11 +7,11 @@ from typing import Any
 from rlfit.algos.contract import Algorithm, Learner, PolicySpec
 from rlfit.algos.ppo.candidates import smaller_sizes as halved
 from rlfit.algos.ppo.planning import MEMORY_RULES
-from rlfit.algos.ppo.iteration import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
+from rlfit.algos.ppo.step import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.algos.common.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks.heads import CATEGORICAL, TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for, encoder_optimizer
 

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.algos.ppo.networks import Agent, AgentParams
 from rlfit.algos.ppo.gae import brax_targets
 
 
@@ -39,7 +39,7 @@ class LossBatch(NamedTuple):
     returns: jax.Array | None
     """Value targets (advantages + old values) with `advantages`; None with `steps`."""
     latent_noise: jax.Array | None = None
-    """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.algos.ppo.bottleneck`); None without."""
+    """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.networks.bottleneck`); None without."""
     steps: Steps | None = None
     """Rewards and ends for Brax's estimator in the loss (`ppo.advantages: brax`); None with `advantages`."""
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.envs.vec_env import EnvState, VecEnv
-from rlfit.algos.ppo.agent import Agent
+from rlfit.algos.ppo.networks import Agent
 from rlfit.algos.common.normalizer import RunningStats, normalize
 
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.algos.sac.networks import Encoded, SACNetworks
-from rlfit.algos.sac.replay import Batch
+from rlfit.algos.offpolicy.replay import Batch
 from rlfit.networks import TanhGaussian, squash
 
 

@@ -14,40 +14,19 @@ features come from the online encoder, detached).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.offpolicy.critics import TwinQ
 from rlfit.algos.sac.config import SACConfig
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
 from rlfit.networks.encoders import EncoderSpec, make_encoder
 from rlfit.networks.pixels import ENCODER, PixelPolicy, with_pretrained
-
-NUM_CRITICS = 2
-
-
-class TwinQ(nn.Module):
-    """NUM_CRITICS independent Q functions: (obs [..., D], action [..., A]) -> [..., NUM_CRITICS], or with
-    `num_atoms` K (a distributional critic, FastTD3's) -> logits [..., NUM_CRITICS, K]."""
-
-    hidden: Sequence[int]
-    activation: str = "relu"
-    layer_norm: bool = False
-    dtype: Any = jnp.float32
-    num_atoms: int | None = None
-
-    @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
-        x = jnp.concatenate([obs.astype(jnp.float32), action.astype(jnp.float32)], axis=-1)
-        outputs = [MLP(tuple(self.hidden) + (self.num_atoms or 1,), self.activation, self.dtype, self.layer_norm,
-                       name=f"critic_{index}")(x) for index in range(NUM_CRITICS)]
-        if self.num_atoms is None:
-            return jnp.concatenate(outputs, axis=-1)
-        return jnp.stack(outputs, axis=-2)
 
 
 class PixelTwinQ(nn.Module):

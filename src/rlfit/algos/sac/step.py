@@ -1,4 +1,4 @@
-"""SAC training state, replay prefill and the training step, as pure functions compiled once.
+"""SAC training state and the training step, as pure functions compiled once.
 
 `make_train_step` returns `SACState -> (SACState, SACMetrics)`: `steps` times, the policy acts once in each of
 the N environments, the transitions go into the replay buffer and `grad_updates_per_step` gradient updates
@@ -6,27 +6,28 @@ follow, each on its own batch sampled uniformly from the buffer (Brax's `trainin
 `jax.jit(train_step, donate_argnums=0)`; the state keeps every leaf's shape and dtype.
 
 Unlike Brax, a policy step's own transitions are first sampled in the next policy step: the buffer stores each
-observation once, and a transition's next observation is the following step's (see `rlfit.algos.sac.replay`).
+observation once, and a transition's next observation is the following step's (see `rlfit.algos.offpolicy.replay`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize
+from rlfit.algos.offpolicy.collect import act_and_store
+from rlfit.algos.offpolicy.replay import Batch, ReplayState, num_valid, sample
+from rlfit.algos.offpolicy.state import check_env_batch, reset_envs, with_empty_replay
 from rlfit.algos.sac.augment import augment_batch
 from rlfit.algos.sac.config import SACConfig, check_sac_config
 from rlfit.algos.sac.losses import sample_action
 from rlfit.algos.sac.networks import SACNetworks, SACParams
-from rlfit.algos.sac.replay import Batch, ReplayState, StepBatch, init_replay, insert, num_valid, sample
 from rlfit.algos.sac.update import (SACOptimizers, SACOptStates, UpdateMetrics, init_opt_states,
                                     make_gradient_update)
-from rlfit.envs.pixels import frame_stack_keys
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
-from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.parallel.mesh import split_envs
 from rlfit.algos.common.loss_scale import LossScale, all_finite, init_loss_scale, select
 
@@ -78,55 +79,14 @@ def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers
     """Fresh parameters, optimizer states, statistics, environments and an empty replay buffer from `seed`
     (and a loss scale with `loss_scaling`, for fp16 compute)."""
     check_sac_config(config)
-    if env.num_envs != config.num_envs:
-        raise ValueError(f"the environment batch has {env.num_envs} environments but num_envs is {config.num_envs}")
+    check_env_batch(env, config)
     key, params_key, env_key = jax.random.split(jax.random.PRNGKey(seed), 3)
     params = networks.init(params_key)
-    env_state = jax.jit(env.reset)(env_key)  # compiled: op-by-op dispatch of a physics reset takes far longer
-    one_obs = jax.tree.map(lambda x: x[0], env_state.inner.obs)
+    env_state, one_obs = reset_envs(env, env_key)
     counter = jnp.zeros((), jnp.int32)
     state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, None, key,
                      counter, counter, init_loss_scale() if loss_scaling else None)
-    # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays). The replay
-    # buffer's leaves are each allocated once, and not copied: it may be most of the device's memory.
-    state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
-    return state._replace(replay=empty_replay(env, config, one_obs))
-
-
-def empty_replay(env: VecEnv, config: SACConfig, one_obs: Any) -> ReplayState:
-    """An empty replay buffer for `config`'s sizes and observations shaped like `one_obs` (unbatched)."""
-    zero = jnp.zeros((), jnp.float32)
-    example = StepBatch(one_obs, jnp.zeros((env.action_size,), jnp.float32), zero, zero, zero, one_obs)
-    return init_replay(example, config.max_replay_size, config.num_envs, env.episode_length,
-                       stacked_keys=frame_stack_keys(one_obs))
-
-
-def act_and_store(env: VecEnv, config: SACConfig, state: SACState, action: jax.Array) -> tuple[SACState, StepOutput]:
-    """Steps the N environments with `action` [N, A], stores the transitions, updates the statistics."""
-    obs = state.env_state.inner.obs
-    env_state, out = env.step(state.env_state, action)
-    step = StepBatch(obs, action, out.reward, 1.0 - out.termination, out.truncation, out.next_obs,
-                     episode_step=state.env_state.step_count)
-    stats = update_stats(state.normalizer, obs) if config.normalize_observations else state.normalizer
-    state = state._replace(normalizer=stats, env_state=env_state, replay=insert(state.replay, step),
-                           policy_steps=state.policy_steps + 1)
-    return state, out
-
-
-def make_prefill(env: VecEnv, config: SACConfig) -> Callable[[SACState], SACState]:
-    """`SACState -> SACState` after ceil(min_replay_size / num_envs) policy steps of uniform random actions."""
-    num_steps = -(-config.min_replay_size // config.num_envs)
-
-    def random_step(state: SACState, _) -> tuple[SACState, None]:
-        key, action_key = jax.random.split(state.key)
-        action = jax.random.uniform(action_key, (env.num_envs, env.action_size), minval=-1.0, maxval=1.0)
-        state, _ = act_and_store(env, config, state._replace(key=key), action)
-        return state, None
-
-    def prefill(state: SACState) -> SACState:
-        return jax.lax.scan(random_step, state, None, length=num_steps)[0]
-
-    return prefill
+    return with_empty_replay(env, config, state, one_obs)
 
 
 def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers, config: SACConfig,

@@ -14,10 +14,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rlfit.algos.offpolicy.critics import soft_update
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
 from rlfit.algos.sac.networks import SACNetworks, SACParams, share_encoder, without_encoder
-from rlfit.algos.sac.replay import Batch
+from rlfit.algos.offpolicy.replay import Batch
 from rlfit.algos.common.loss_scale import LossScale, adjust, gradients_with, select
 from rlfit.networks.pixels import encoder_optimizer
 
@@ -62,11 +63,6 @@ def make_optimizers(config: SACConfig, encoder: bool = False, freeze_encoder: bo
 def init_opt_states(optimizers: SACOptimizers, params: SACParams) -> SACOptStates:
     return SACOptStates(optimizers.policy.init(params.policy), optimizers.q.init(params.q),
                         optimizers.alpha.init(params.log_alpha))
-
-
-def soft_update(target: Any, online: Any, tau: float) -> Any:
-    """(1 - tau) * target + tau * online, leaf by leaf."""
-    return jax.tree.map(lambda t, o: t * (1.0 - tau) + o * tau, target, online)
 
 
 def make_gradient_update(

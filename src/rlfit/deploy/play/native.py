@@ -49,6 +49,13 @@ class NativeSimulator:
         if self.data is None:
             self.data = mujoco.MjData(self.model)
 
+    def use_model(self, model: Any) -> None:
+        """Simulates `model` (a mujoco.MjModel of the same sizes, e.g. a randomized copy) from now on, in fresh data;
+        a step traced before keeps working, as it reads the simulator's model at each call."""
+        import mujoco
+
+        self.model, self.data = model, mujoco.MjData(model)
+
     def simulate(self, qpos, qvel, act, ctrl, mocap_pos, mocap_quat, xfrc_applied, time, n_substeps: int):
         """Runs `n_substeps` native steps from the given state; returns (qpos, qvel, act, time) before the last
         substep, then after it, as float32 arrays: [nq], [nv], [na], [] twice."""

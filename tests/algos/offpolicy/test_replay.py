@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlfit.algos.sac.replay import (StepBatch, bytes_per_transition, init_replay, insert, num_valid, replay_rows,
+from rlfit.algos.offpolicy.replay import (StepBatch, bytes_per_transition, init_replay, insert, num_valid, replay_rows,
                                     sample)
 
 N, A, L = 3, 2, 4  # environments, action size, time limit in policy steps

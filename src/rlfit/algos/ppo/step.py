@@ -17,7 +17,7 @@ import optax
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.vec_env import EnvState, VecEnv
 from rlfit.parallel.mesh import split_envs
-from rlfit.algos.ppo.agent import Agent, AgentParams
+from rlfit.algos.ppo.networks import Agent, AgentParams
 from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize, update_stats
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.algos.ppo.gae import compute_gae

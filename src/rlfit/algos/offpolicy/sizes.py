@@ -1,12 +1,13 @@
-"""SAC's sizes: what shapes its compiled step and its state, and the out-of-memory back-off. Pure Python."""
+"""The sizes of a replay-buffer algorithm (SAC, FastTD3): what shapes its compiled step and its state, and the
+out-of-memory back-off. Pure Python."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 
-class SACSizes(NamedTuple):
-    """The sizes that shape SAC's compiled step."""
+class ReplaySizes(NamedTuple):
+    """The sizes that shape an off-policy algorithm's compiled step and its replay buffer."""
 
     num_envs: int
     batch_size: int
@@ -19,16 +20,12 @@ class SACSizes(NamedTuple):
         return self.num_envs * self.policy_steps_per_iteration
 
 
-def config_sizes(config: Any) -> SACSizes:
-    return section_sizes(config.sac)
+def section_sizes(section: Any) -> ReplaySizes:
+    """The sizes of an off-policy algorithm's config section (`rlfit.algos.offpolicy.types.ReplaySettings`)."""
+    return ReplaySizes(section.num_envs, section.batch_size, section.max_replay_size, section.policy_steps_per_iteration)
 
 
-def section_sizes(section: Any) -> SACSizes:
-    """The sizes of a replay-buffer algorithm's config section (SAC's, or another with the same size fields)."""
-    return SACSizes(section.num_envs, section.batch_size, section.max_replay_size, section.policy_steps_per_iteration)
-
-
-def smaller_sizes(sizes: SACSizes, where: str = "step") -> SACSizes | None:
+def smaller_sizes(sizes: ReplaySizes, where: str = "step") -> ReplaySizes | None:
     """The next smaller sizes after running out of memory, or None.
 
     Creating the starting state ('init') allocates the replay buffer, so it is halved first (as long as it

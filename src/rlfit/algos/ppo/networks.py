@@ -1,5 +1,5 @@
-"""PPO's agent: a policy network and a value network over (normalized) observations, optionally through
-pixel encoders or a variational information bottleneck (`rlfit.algos.ppo.bottleneck`).
+"""PPO's networks, its agent: a policy network and a value network over (normalized) observations, optionally through
+pixel encoders or a variational information bottleneck (`rlfit.networks.bottleneck`).
 
 Shapes: observations [..., obs_dim]; policy output [..., logits_size] (`ActionSpace.logits_size`: 2 * A
 (mean, raw scale) or K logits); value [...].
@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from rlfit.algos.ppo.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
+from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
 from rlfit.config.schema import NetworkConfig
 from rlfit.envs.action_space import CONTINUOUS, ActionSpace
 from rlfit.envs.pixels import PIXELS_KEY
@@ -39,7 +39,7 @@ class Agent(NamedTuple):
     """key -> fresh parameters."""
     action_space: ActionSpace
     latent_size: int = 0
-    """Z of the policy's information bottleneck (`rlfit.algos.ppo.bottleneck`); 0 without one."""
+    """Z of the policy's information bottleneck (`rlfit.networks.bottleneck`); 0 without one."""
     policy_sample: Callable[[Any, Any, jax.Array], tuple[jax.Array, jax.Array]] | None = None
     """With a bottleneck: (policy params, obs [..], noise [..., Z]) -> (logits [..., logits_size], rate [...]
     in nats); `policy_logits` is the same network with z = mean."""

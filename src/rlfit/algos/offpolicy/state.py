@@ -1,0 +1,36 @@
+"""The parts of a fresh off-policy training state that SAC and FastTD3 build alike: the environment batch
+checked against the config, the environments reset, and the state's leaves given their own buffers before an
+empty replay buffer joins them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rlfit.algos.offpolicy.collect import empty_replay
+from rlfit.algos.offpolicy.types import ReplaySettings, StateT
+from rlfit.envs.vec_env import EnvState, VecEnv
+
+
+def check_env_batch(env: VecEnv, settings: ReplaySettings) -> None:
+    """Raises ValueError when the environment batch is not `settings.num_envs` environments (a bug, not input)."""
+    if env.num_envs != settings.num_envs:
+        raise ValueError(f"the environment batch has {env.num_envs} environments but num_envs is {settings.num_envs}")
+
+
+def reset_envs(env: VecEnv, key: jax.Array) -> tuple[EnvState, Any]:
+    """The N environments reset from `key` and one (unbatched) observation of them, the buffer's example."""
+    env_state = jax.jit(env.reset)(key)  # compiled: op-by-op dispatch of a physics reset takes far longer
+    return env_state, jax.tree.map(lambda x: x[0], env_state.inner.obs)
+
+
+def with_empty_replay(env: VecEnv, settings: ReplaySettings, state: StateT, one_obs: Any) -> StateT:
+    """`state` (its `replay` None) with every leaf in its own buffer and an empty replay buffer.
+
+    Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays). The replay
+    buffer's leaves are each allocated once, and not copied: it may be most of the device's memory.
+    """
+    state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+    return state._replace(replay=empty_replay(env, settings, one_obs))
