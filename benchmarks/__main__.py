@@ -41,21 +41,21 @@ def run_command(name: str, quick: bool, extra: list[str]) -> int:
     return subprocess.call(argv, cwd=BENCH_DIR.parent)
 
 
-def generated_pages() -> dict[Path, str]:
+def generated_pages(figures: Path = FIGURES, readme: Path = README, results: Path | None = None) -> dict[Path, str]:
     """Each generated page and the text it should have now: FIGURES.md, and the README with its table."""
-    return {FIGURES: figures_markdown(), README: with_suite_table(README.read_text(), suite_table())}
-
-
-def figures_command(check: bool) -> int:
-    """Writes FIGURES.md and the README's table from the registry and the newest results JSON; with `check`,
-    writes nothing and returns 1 where either on disk differs."""
     try:
-        pages = generated_pages()
+        return {figures: figures_markdown(results), readme: with_suite_table(readme.read_text(), suite_table())}
     except ValueError as error:
         raise UsageError(str(error)) from None
+
+
+def figures_command(check: bool, pages: dict[Path, str] | None = None) -> int:
+    """Writes `pages` (default: FIGURES.md and the README's table, from the registry and the newest results JSON);
+    with `check`, writes nothing and returns 1 where any page on disk differs."""
+    pages = generated_pages() if pages is None else pages
     stale = [page for page, text in pages.items() if not page.exists() or page.read_text() != text]
     for page in stale:
-        name = page.relative_to(BENCH_DIR.parent)
+        name = page.relative_to(BENCH_DIR.parent) if page.is_relative_to(BENCH_DIR.parent) else page
         if check:
             print(f"{name} is stale (a results JSON or benchmarks/registry.py changed): run python -m benchmarks "
                   "figures", file=sys.stderr)

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results"
+BRAX_VENV = "benchmarks/.venv-brax"
+"""Brax's own venv (jax 0.9), which brax_compare.py builds from brax-requirements.txt when missing."""
 
 CATEGORIES = {
     "Brax parity": "rlfit against a reference implementation (Brax's trainers, torchvision, Hugging Face) at the "
@@ -79,6 +81,8 @@ class Benchmark(NamedTuple):
     """One run of the short check on the 2-core CPU, measured (`/usr/bin/time`), with the load it ran at."""
     one_off: str = ""
     """Set for a one-off investigation: the question it answered (it stays runnable for its decision record)."""
+    needs: str = ""
+    """What it needs beyond rlfit's environment: "torch", or a path such as benchmarks/.venv-brax (Brax's venv)."""
 
 
 LIBRARIES = {
@@ -371,22 +375,22 @@ BENCHMARKS = (
               ("docs/algorithms/ppo.md", "docs/algorithms/sac.md"), "cpu",
               "PPO 2.5 (one seed); SAC 29 an environment (3 seeds)", "brax_comparepy",
               (Source("brax_compare.json", brax_ppo_figures), Source("brax_compare_sac_CartpoleBalance.json", brax_sac_figures),
-               Source("brax_compare_sac_ReacherEasy.json", brax_sac_figures))),
+               Source("brax_compare_sac_ReacherEasy.json", brax_sac_figures)), needs=BRAX_VENV),
     Benchmark("brax_reference", "Brax parity", "Brax's own PPO and SAC losses and updates on fixed inputs, saved as "
               "the tests' fixtures (tests/algos/{ppo,sac}/fixtures)", ("docs/algorithms/ppo.md", "docs/algorithms/sac.md"),
               "cpu", "not measured", "brax_referencepy", (), quick="",
               quick_exempt="writes the tests' fixtures in the Brax venv; the tests that read them are its check"),
     Benchmark("encoder_parity", "Brax parity", "rlfit's r3d18 and timesformer against torchvision and Hugging Face",
               ("docs/pixels.md",), "cpu", "not measured", "encoder_paritypy",
-              (Source("encoder_parity.json", encoder_parity_figures),)),
+              (Source("encoder_parity.json", encoder_parity_figures),), needs="torch"),
     Benchmark("suite", "Brax parity", "PPO's quick preset on the DM Control suite, rlfit seeds 0-2 and Brax seeds 0-1",
               ("docs/algorithms/ppo.md",), "cpu", "hours, in sittings (2.4-27 a run by environment, estimated)",
-              "suitepy-issue-28", (Source("suite.json", suite_figures),)),
+              "suitepy-issue-28", (Source("suite.json", suite_figures),), needs=BRAX_VENV),
     Benchmark("jax_versions", "Brax parity", "the same physics step and update under rlfit's JAX and Brax's",
               ("docs/architecture.md",), "cpu", "7 (G1, 64 envs)", "first_steppy-issue-29",
               (Source("jax_versions_G1JoystickFlatTerrain_n64.json", jax_versions_figures),
                Source("jax_versions_CartpoleBalance_n512.json", jax_versions_figures)),
-              one_off="how much of the rlfit-vs-Brax G1 speed gap is the JAX release (issue 29)"),
+              one_off="how much of the rlfit-vs-Brax G1 speed gap is the JAX release (issue 29)", needs=BRAX_VENV),
     Benchmark("pointmass_collapse", "learning", "the quick preset per seed with its eval and value-loss curves: does "
               "PPO learn and then collapse?", ("docs/algorithms/ppo.md",), "cpu", "2.3-4.8 a run (82 iterations)",
               "pointmass_collapsepy-issue-44", (Source("pointmass_collapse.json", pointmass_figures),)),
@@ -397,7 +401,7 @@ BENCHMARKS = (
               "resumed, Brax beside it", ("docs/guarantees.md (fast restart)",), "cpu",
               "10 (CartpoleBalance quick, loaded); 48 (G1, 64 envs)", "first_steppy-issue-29",
               (Source("first_step_CartpoleBalance_quick_shapes.json", first_step_figures),
-               Source("first_step_G1JoystickFlatTerrain_g1_n64.json", first_step_figures))),
+               Source("first_step_G1JoystickFlatTerrain_g1_n64.json", first_step_figures)), needs=BRAX_VENV),
     Benchmark("plan_time", "first step", "`rlfit plan` wall time and compiles; `--num-envs auto` against a plain train",
               ("docs/planning.md",), "cpu", "1.5 (CartpoleBalance quick: plan 18.1 + auto 37.5 + plain 36.7 s); "
               "17 (G1: 66.7 + 493.9 + 473.5 s)",
@@ -459,9 +463,10 @@ def by_name() -> dict[str, Benchmark]:
     return {benchmark.name: benchmark for benchmark in BENCHMARKS}
 
 
-def newest(pattern: str, results: Path = RESULTS) -> Path | None:
-    """The JSON under `results` that `pattern` names, or of several the one with the latest `date`; None if none."""
-    paths = [Path(path) for path in glob.glob(str(results / pattern))]
+def newest(pattern: str, results: Path | None = None) -> Path | None:
+    """The JSON under `results` (default results/) that `pattern` names, or of several the one with the latest
+    `date`; None if none."""
+    paths = [Path(path) for path in glob.glob(str((results or RESULTS) / pattern))]
     if not paths:
         return None
     return max(paths, key=lambda path: (str(provenance(json.loads(path.read_text())).date), path.name))
