@@ -28,7 +28,8 @@ def _cell(text: str) -> str:
 def _quick_cell(benchmark: Benchmark) -> str:
     if not benchmark.quick:
         return f"none: {benchmark.quick_exempt}"
-    return f"`{benchmark.quick}` ({benchmark.quick_seconds})"
+    needs = f"; needs {benchmark.needs}" if benchmark.needs else ""
+    return f"`{benchmark.quick}` ({benchmark.quick_seconds}{needs})"
 
 
 def suite_table() -> str:
