@@ -25,6 +25,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _sentence(text: str) -> str:
+    """`text` with a capital first letter, but rlfit's name as it is written."""
+    return text if text.startswith("rlfit") else text[0].upper() + text[1:]
+
+
 def _quick_cell(benchmark: Benchmark) -> str:
     if not benchmark.quick:
         return f"none: {benchmark.quick_exempt}"
@@ -87,10 +92,10 @@ def figures_markdown(results: Path | None = None) -> str:
         members = [b for b in BENCHMARKS if b.category == category and b.sources]
         if not members:
             continue
-        lines += [f"## {category}", "", f"{meaning[0].upper()}{meaning[1:]}.", ""]
+        lines += [f"## {category}", "", f"{_sentence(meaning)}.", ""]
         for benchmark in members:
             lines += [f"### {benchmark.name}.py", "",
-                      f"{benchmark.measures[0].upper()}{benchmark.measures[1:]} "
+                      f"{_sentence(benchmark.measures)} "
                       f"([method](README.md#{benchmark.section})). Quoted in: {', '.join(benchmark.backs)}.", "",
                       "| claim | figure | command | date | commit | machine | JSON |",
                       "| --- | --- | --- | --- | --- | --- | --- |", *_figure_rows(benchmark, results), ""]

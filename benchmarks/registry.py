@@ -147,11 +147,12 @@ def throughput_figures(record: dict) -> list[Figure]:
 
 def brax_ppo_figures(record: dict) -> list[Figure]:
     brax, rlfit = record["brax"], record["rlfit"]
-    return [Figure("final eval reward, Brax / rlfit (one seed)",
+    env = (brax.get("spec") or {}).get("env", "")
+    return [Figure(f"{env} PPO: final eval reward, Brax / rlfit (one seed)",
                    f"{_num(brax.get('final_eval_reward'))} / {_num(rlfit.get('final_eval_reward'))}", "reward"),
-            Figure("wall clock, whole process, Brax / rlfit", f"{_num(brax['total_wall_s'])} / "
+            Figure(f"{env} PPO: wall clock, whole process, Brax / rlfit", f"{_num(brax['total_wall_s'])} / "
                    f"{_num(rlfit['total_wall_s'])}", "s"),
-            Figure("honest env steps/s after compile, training only, Brax / rlfit",
+            Figure(f"{env} PPO: honest env steps/s after compile, training only, Brax / rlfit",
                    f"{_num(brax.get('honest_train_only_sps_after_compile'))} / "
                    f"{_num(rlfit.get('honest_train_only_sps_after_compile'))}", "env steps/s")]
 
