@@ -461,15 +461,19 @@ BENCHMARKS = (
 """Every benchmark, in the order `list` shows them within a category."""
 
 QUICK_MEASURED = {
+    "algo_compare": "1066 s, load 9.0-5.9",
     "checkpoint_save": "17 s, load 7.6-7.4",
     "cpu_compile_options": "768 s, load 8.8-9",
     "encoders": "439 s, load 8.8-8.4",
     "eval_compile": "12 s, load 6.8-6.3",
     "jax_versions": "125 s, load 6.8-6.8",
     "kill9_stress": "29 s, load 6.8-6.0",
+    "memory_prediction": "155 s, load 8.9-9.4",
     "plan_fit_check": "102 s, load 6.4-6.8",
     "plan_time": "14 s, load 6.3-6.4",
+    "planner_sweep": "35 s, load 9.4-8.9",
     "pointmass_collapse": "65 s, load 6.8-6.8",
+    "quickstart": "62 s, load 8.9-9.0",
     "render_throughput": "137 s, load 5.4-8.8",
     "resume_compile": "65 s, load 9.7-7.6",
     "scaling": "162 s, load 8.0-8.9",
