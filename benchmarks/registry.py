@@ -462,10 +462,12 @@ BENCHMARKS = (
 
 QUICK_MEASURED = {
     "algo_compare": "1066 s, load 9.0-5.9",
+    "brax_compare": "173 s, load 5.9-7.4",
     "checkpoint_save": "17 s, load 7.6-7.4",
     "cpu_compile_options": "768 s, load 8.8-9",
     "encoders": "439 s, load 8.8-8.4",
     "eval_compile": "12 s, load 6.8-6.3",
+    "first_step": "142 s, load 7.4-7.2",
     "jax_versions": "125 s, load 6.8-6.8",
     "kill9_stress": "29 s, load 6.8-6.0",
     "memory_prediction": "155 s, load 8.9-9.4",
@@ -478,6 +480,7 @@ QUICK_MEASURED = {
     "resume_compile": "65 s, load 9.7-7.6",
     "scaling": "162 s, load 8.0-8.9",
     "seeds_vmap": "114 s, load 6.8-8.0",
+    "suite": "270 s, load 7.2-7.9",
     "throughput": "104 s, load 6.0-6.8",
     "trace_bound": "21 s, load 7.4-6.8",
 }
