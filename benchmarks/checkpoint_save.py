@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, finish_record, print_table, start_record  # noqa: E402
+from common import finish_record, print_table, start_record  # noqa: E402
 
 CASES = (("sac", "quick"), ("sac", "pixels"), ("ppo", "quick"))
 
@@ -76,10 +76,13 @@ def measure(algo: str, preset: str, reps: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=RESULTS / "checkpoint_save.json")
+    parser.add_argument("--quick", action="store_true", help="PPO quick only, one rep: a check of the script "
+                        "(results/tmp/)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON path (default results/checkpoint_save.json)")
     args = parser.parse_args()
-    record = start_record("checkpoint_save")
-    record["cases"] = [measure(algo, preset, args.reps) for algo, preset in CASES]
+    record = start_record("checkpoint_save_quick" if args.quick else "checkpoint_save")
+    cases = CASES[-1:] if args.quick else CASES
+    record["cases"] = [measure(algo, preset, 1 if args.quick else args.reps) for algo, preset in cases]
     print_table([(c["algo"], c["preset"], f"{c['state_bytes'] / 2**20:.1f}", f"{c['stored_bytes'] / 2**20:.1f}",
                   c["first_save_s"], c["save_s"], c["load_s"], c["checksum_s"]) for c in record["cases"]],
                 ["algo", "preset", "state MiB", "on disk MiB", "first save s", "save s", "load s", "checksum s"])

@@ -49,7 +49,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
     parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
-    return parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="CartpoleBalance, smoke preset, once: a check of the "
+                        "script (results/tmp/)")
+    args = parser.parse_args()
+    if args.quick:
+        args.envs, args.preset, args.repeats, args.tag = ["CartpoleBalance"], "smoke", 1, "quick"
+    return args
 
 
 def time_once(env_name: str, preset: str, overrides: list[str], src: str | None) -> dict:

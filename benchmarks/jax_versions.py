@@ -52,7 +52,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
-    return parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="CartpoleBalance, 16 envs, small MLPs, one repeat: a "
+                        "check of the script (results/tmp/)")
+    args = parser.parse_args()
+    if args.quick:
+        args.env, args.num_envs, args.steps, args.hidden = "CartpoleBalance", 16, 5, [32, 32]
+        args.minibatch, args.minibatches, args.repeats = 256, 2, 1
+    return args
 
 
 def timed(compiled: Any, *args: Any, repeats: int) -> dict[str, Any]:
@@ -221,7 +227,7 @@ def main() -> None:
         print("benchmarks/.venv-brax is missing: run `.venv/bin/python benchmarks/brax_compare.py --quick` once to "
               "build it", file=sys.stderr)
         sys.exit(2)
-    record = start_record(f"jax_versions_{args.env}_n{args.num_envs}")
+    record = start_record(f"jax_versions_{args.env}_n{args.num_envs}" + ("_quick" if args.quick else ""))
     spec = {"env": args.env, "num_envs": args.num_envs, "steps": args.steps, "hidden": args.hidden,
             "minibatch": args.minibatch, "minibatches": args.minibatches, "repeats": args.repeats}
     record["settings"] = spec

@@ -152,8 +152,11 @@ def main() -> None:
                         help="share of rounds killed at any instant from the process start instead")
     parser.add_argument("--max-early", type=float, default=8.0, help="seconds after the start, for early kills")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "kill9_stress.json"))
+    parser.add_argument("--quick", action="store_true", help="2 rounds: a check of the script (results/tmp/)")
+    parser.add_argument("--out", default=None, help="JSON path (default results/kill9_stress.json)")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 2
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -173,7 +176,7 @@ def main() -> None:
                   f"{'=' if result['tensorboard_equals_metrics_after_resume'] else '!='} metrics", flush=True)
     rounds_with_run = [r for r in rounds if r["run_dir_created"]]
     lost = [r["lost_iterations"] for r in rounds_with_run]
-    report = start_record("kill9_stress") | {
+    report = start_record("kill9_stress_quick" if args.quick else "kill9_stress") | {
         "save_interval": args.save_interval,
         "repeats": args.repeats,
         "early_fraction": args.early_fraction,
@@ -188,7 +191,7 @@ def main() -> None:
         "summary_never_torn": all(r["summary_after_kill"] != "torn" for r in rounds_with_run),
         "rounds": rounds,
     }
-    finish_record(report, Path(args.out))
+    finish_record(report, Path(args.out) if args.out else None)
     print(f"all resumed: {report['all_resumed']}; max lost iterations: {report['max_lost_iterations']} "
           f"(save interval {args.save_interval}); tensorboard = metrics after every resume: "
           f"{report['tensorboard_equal_to_metrics_after_every_resume']}")

@@ -13,6 +13,7 @@ CPU's probes). Same choice = the new fit changes no decision there.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -51,12 +52,16 @@ def main() -> None:
     from rlfit.planning.memory import MemoryModel
     from rlfit.run.sizing import fit_memory_model
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the first environment only: a check of the script "
+                        "(results/tmp/)")
+    quick = parser.parse_args().quick
     configure_jax("fp32")
     before = json.loads((RESULTS / "memory_prediction_cpu.json").read_text())
-    record = start_record("plan_fit_check")
+    record = start_record("plan_fit_check_quick" if quick else "plan_fit_check")
     record["compared_with"] = {"file": "benchmarks/results/memory_prediction_cpu.json", "git": before["git"]}
     record["results"] = []
-    for result in before["results"]:
+    for result in before["results"][:1] if quick else before["results"]:
         config = resolve(result["env"], "smoke", overrides=result["overrides"])  # as memory_prediction.py
         models = {target: fit_memory_model(config, target_backend=target) for target in ("cpu", "gpu")}
         old = result["model"]
@@ -78,7 +83,7 @@ def main() -> None:
         print([f"{t}: {[p.sizes.num_envs for p in m.points]}" for t, m in models.items()])
         print_table([[c["target"], c["device_gib"], c["before"], c["new"]] for c in picked],
                     ["target", "GiB", "chosen before", "chosen now"])
-    finish_record(record, RESULTS / "plan_fit_check.json")
+    finish_record(record, None if quick else RESULTS / "plan_fit_check.json")
 
 
 if __name__ == "__main__":

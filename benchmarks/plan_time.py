@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import COMPILE_LINE  # noqa: E402
-from common import RESULTS, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
+from common import RESULTS, TMP, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
 
 STEP, EVALUATION = "jit(train_iteration)", "jit(evaluate)"
 
@@ -45,7 +45,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
     parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds after which a case is stopped")
-    return parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="`rlfit plan CartpoleBalance --preset smoke` only: a "
+                        "check of the script (results/tmp/)")
+    args = parser.parse_args()
+    if args.quick:
+        args.env, args.preset, args.cases, args.tag = "CartpoleBalance", "smoke", ["plan"], "quick"
+    return args
 
 
 def case_env(cache: Path, src: str | None) -> dict[str, str]:
@@ -132,7 +137,7 @@ def main() -> None:
             for case, r in record["cases"].items()]
     print_table(rows, ["case", "wall s", "cpu s", "exit", "step compiles", "their seconds", "time to first step s",
                        "to the first iteration's start s"])
-    finish_record(record, RESULTS / f"{name}.json")
+    finish_record(record, (TMP if args.quick else RESULTS) / f"{name}.json")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
     parser.add_argument("--report", action="store_true",
                         help="print the runs in the JSON as Markdown (per run: final, best, curves) and stop")
+    parser.add_argument("--quick", action="store_true", help="CartpoleBalance, 2 iterations, seed 0, a fresh JSON: "
+                        "a check of the script (results/tmp/)")
     args = parser.parse_args()
+    if args.quick:
+        args.env, args.seeds, args.label, args.out = "CartpoleBalance", [0], "quick", TMP / "pointmass_collapse_quick.json"
+        args.set = [*args.set, "run.num_timesteps=245760", "run.eval_every=1"]
+        args.out.unlink(missing_ok=True)
     if not args.report and not args.label:
         parser.exit(2, "pointmass_collapse.py: error: --label is required to train (or pass --report)\n")
     if not (args.source / "rlfit" / "__init__.py").exists():

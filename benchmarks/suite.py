@@ -291,8 +291,12 @@ def save(record: dict[str, Any], out: Path, commit_message: str | None) -> None:
 
 
 def commit(path: Path, message: str) -> None:
-    """`git commit` of `path` alone; a failure (another commit under way) is printed, and the next save retries."""
-    for argv in (["git", "add", "--", str(path)], ["git", "commit", "-q", "-m", message, "--", str(path)]):
+    """`git commit` of `path` and of FIGURES.md made current from it (`python -m benchmarks figures`), nothing else;
+    a failure (another commit under way) is printed, and the next save retries."""
+    figures = REPO / "benchmarks" / "FIGURES.md"
+    subprocess.run([sys.executable, "-m", "benchmarks", "figures"], cwd=REPO, capture_output=True, text=True)
+    paths = [str(path), str(figures)]
+    for argv in (["git", "add", "--", *paths], ["git", "commit", "-q", "-m", message, "--", *paths]):
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"suite.py: git failed ({' '.join(argv[:2])}): {done.stderr.strip() or done.stdout.strip()}",

@@ -34,6 +34,7 @@ from common import TMP, finish_record, print_table, start_record
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
+from rlfit.algos.ppo.agent import make_agent
 from rlfit.algos.ppo.rollout import collect
 from rlfit.run.build import Trainer
 from rlfit.versions import package_versions
@@ -116,9 +117,10 @@ def collect_stepper(trainer: Trainer) -> tuple[Callable, tuple]:
     sizes = trainer.plan.sizes
     num_unrolls = sizes.batch_size * sizes.num_minibatches // sizes.num_envs
     state = trainer.init_state()
+    agent = make_agent(trainer.obs_example, trainer.action_space, trainer.config.network, trainer.plan.precision)
 
     def run(params: Any, stats: Any, env_state: Any, key: jax.Array) -> jax.Array:
-        _, data = collect(trainer.train_env, trainer.agent, params, stats, env_state, key,
+        _, data = collect(trainer.train_env, agent, params, stats, env_state, key,
                           sizes.unroll_length, num_unrolls)
         return jnp.sum(data.reward)
 

@@ -62,7 +62,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cases", nargs="+", default=list(CASES), help="ENV:PRESET:ALGO each")
     parser.add_argument("--tag", default="", help="a suffix for the record's name")
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default results/trace_bound[_TAG].json)")
-    return parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="CartpoleBalance smoke PPO only: a check of the script "
+                        "(results/tmp/)")
+    args = parser.parse_args()
+    if args.quick:
+        args.cases, args.tag = ["CartpoleBalance:smoke:ppo"], "quick"
+    return args
 
 
 def measure(case: str) -> dict:

@@ -58,6 +58,44 @@ def test_the_readme_and_changelog_have_no_broken_links():
 def test_the_readme_links_into_the_docs_and_the_benchmarks():
     text = (REPO_ROOT / "README.md").read_text()
     for target in ("docs/getting-started.md", "docs/configuration.md", "docs/guarantees.md", "docs/planning.md",
-                   "benchmarks/README.md", "CHANGELOG.md"):
+                   "benchmarks/README.md", "benchmarks/FIGURES.md", "CHANGELOG.md"):
         assert f"]({target}" in text, target
     assert "make quickstart" in text and "make test" in text
+
+
+def test_the_benchmark_pages_links_become_the_sites(repo):
+    bench = repo / "benchmarks"
+    (bench / "decisions").mkdir()
+    (bench / "decisions" / "0001-a-choice.md").write_text("# 0001 A choice: 4 epochs\n\ntext\n")
+    (bench / "FIGURES.md").write_text("# Current figures\n")
+    (bench / "results").mkdir()
+    (bench / "results" / "x.json").write_text("{}")
+    source = bench / "decisions" / "0002-another.md"
+    text = ("[m](../README.md#quickstartpy) [f](../FIGURES.md#speed) [d](0001-a-choice.md) [i](README.md) "
+            "[../results/x.json](../results/x.json) [the run](../results/x.json) [g](../../docs/guide.md#exit-codes) "
+            "[w](https://example.org) [h](#here)")
+    assert docs_hooks.site_links(text, source, root=repo) == (
+        "[m](benchmarks.md#quickstartpy) [f](benchmark-figures.md#speed) "
+        "[d](benchmark-decisions.md#0001-a-choice-4-epochs) [i](benchmark-decisions.md) "
+        "`benchmarks/results/x.json` the run (`benchmarks/results/x.json`) [g](guide.md#exit-codes) "
+        "[w](https://example.org) [h](#here)")
+
+
+def test_a_decision_record_is_one_level_down_on_the_decisions_page():
+    assert docs_hooks.demoted("# 0001 Title\n\n## Figures\n\n```bash\n# a comment\n```\n") == \
+        "## 0001 Title\n\n### Figures\n\n```bash\n# a comment\n```\n"
+
+
+def test_a_stale_figures_page_fails_the_build(repo):
+    (repo / "benchmarks" / "FIGURES.md").write_text("# Current figures\n\nold\n")
+    with pytest.raises(PluginError, match="FIGURES.md is stale.*python -m benchmarks figures"):
+        docs_hooks.benchmark_part("benchmark-figures.md", root=repo)
+
+
+def test_the_benchmark_pages_are_the_benchmarks_own_files():
+    figures = docs_hooks.benchmark_part("benchmark-figures.md")
+    assert figures.startswith("# Current figures") and "](benchmarks.md#quickstartpy)" in figures
+    decisions = docs_hooks.benchmark_part("benchmark-decisions.md")
+    records = sorted((REPO_ROOT / "benchmarks" / "decisions").glob("[0-9]*.md"))
+    assert decisions.count("\n## ") + decisions.startswith("## ") == len(records) >= 16
+    assert "## 0015 The quick preset keeps `gae_once`" in decisions

@@ -6,13 +6,18 @@
 - the commands page's generated part (between `rlfit.cli.reference.BEGIN` and `END`) must be what
   `rlfit.cli.reference` makes from the argument parsers: a stale one fails the build, naming
   `python tools/commands_page.py`, which rewrites it;
-- the relative links of the pages mkdocs does not read (README.md, CHANGELOG.md) are checked: a link to a file
-  that does not exist, or to a heading a docs/ page does not have, fails the build as a broken link in docs/ does.
+- the relative links of the pages mkdocs does not read (README.md, CHANGELOG.md, the benchmarks' README,
+  FIGURES.md and decision records) are checked: a link to a file that does not exist, or to a heading a docs/ or
+  benchmarks/ page does not have, fails the build as a broken link in docs/ does;
+- the benchmark pages are the benchmarks' own files, shown in the site with their links made the site's: the
+  Benchmarks page is benchmarks/README.md, Current figures is benchmarks/FIGURES.md (a stale one fails the build,
+  naming `python -m benchmarks figures`), Benchmark decisions is every record in benchmarks/decisions/.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from markdown.extensions.toc import slugify
@@ -23,8 +28,11 @@ KEYS_MARKER = "<!-- rlfit:keys -->"
 KEYS_PAGE = "configuration.md"
 COMMANDS_PAGE = "commands.md"
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED_OUTSIDE_DOCS = ("README.md", "CHANGELOG.md")
-"""Files at the repository's root whose links the build checks (mkdocs checks docs/ itself)."""
+CHECKED_OUTSIDE_DOCS = ("README.md", "CHANGELOG.md", "benchmarks/README.md", "benchmarks/FIGURES.md")
+"""Files whose links the build checks (mkdocs checks docs/ itself), with every benchmarks/decisions/*.md."""
+BENCHMARK_PAGES = {"benchmarks.md": "<!-- benchmarks:readme -->", "benchmark-figures.md": "<!-- benchmarks:figures -->",
+                   "benchmark-decisions.md": "<!-- benchmarks:decisions -->"}
+"""The docs pages made of the benchmarks' files, each with the line its generated part replaces."""
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -67,15 +75,22 @@ def broken_links(path: Path, root: Path = ROOT) -> list[str]:
         resolved = (path.parent / file).resolve()
         if not resolved.exists() or not resolved.is_relative_to(root):
             broken.append(f"{path.name}: {target}")
-        elif anchor and resolved.suffix == ".md" and resolved.parent.is_relative_to(root / "docs") \
+        elif anchor and resolved.suffix == ".md" and any(resolved.is_relative_to(root / part)
+                                                          for part in ("docs", "benchmarks")) \
                 and anchor not in headings(resolved):
             broken.append(f"{path.name}: {target} (no such heading)")
     return broken
 
 
+def checked_outside_docs(root: Path = ROOT) -> list[Path]:
+    """The files outside docs/ whose relative links the build checks."""
+    return [root / name for name in CHECKED_OUTSIDE_DOCS if (root / name).exists()] + \
+        sorted((root / "benchmarks" / "decisions").glob("*.md"))
+
+
 def on_pre_build(config, **kwargs) -> None:
-    """Fails the build on a broken relative link in README.md or CHANGELOG.md."""
-    broken = [link for name in CHECKED_OUTSIDE_DOCS for link in broken_links(ROOT / name)]
+    """Fails the build on a broken relative link in README.md, CHANGELOG.md or the benchmarks' pages."""
+    broken = [link for path in checked_outside_docs(ROOT) for link in broken_links(path)]
     if broken:
         raise PluginError("broken links: " + "; ".join(broken))
 
@@ -94,9 +109,79 @@ def check_commands_page(markdown: str) -> None:
                           "python tools/commands_page.py")
 
 
+def title_anchor(path: Path) -> str:
+    """The anchor of a Markdown file's first heading (a decision record's title on the decisions page)."""
+    for line in path.read_text().splitlines():
+        if match := re.match(r"#{1,6} +(.+)", line):
+            return slugify(re.sub(r"[`*]", "", match.group(1)).strip(), "-")
+    raise PluginError(f"{path.relative_to(ROOT)} has no heading")
+
+
+def site_links(markdown: str, source: Path, root: Path = ROOT) -> str:
+    """`markdown` from the file `source` (under benchmarks/) with its relative links made the site's: the benchmarks'
+    README, FIGURES.md and decision records become their docs pages, docs/ pages stay links, and any other file (a
+    results JSON) becomes its repository path in code, which the site does not serve."""
+    bench = root / "benchmarks"
+
+    def relink(match: re.Match) -> str:
+        text, target = match.group(1), match.group(2)
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            return match.group(0)
+        file, _, anchor = target.partition("#")
+        resolved = (source.parent / file).resolve()
+        hash_anchor = f"#{anchor}" if anchor else ""
+        if resolved == bench / "README.md":
+            return f"[{text}](benchmarks.md{hash_anchor})"
+        if resolved == bench / "FIGURES.md":
+            return f"[{text}](benchmark-figures.md{hash_anchor})"
+        if resolved.parent == bench / "decisions" and resolved.suffix == ".md":
+            page = "benchmark-decisions.md"
+            return f"[{text}]({page})" if resolved.name == "README.md" else f"[{text}]({page}#{title_anchor(resolved)})"
+        if resolved.is_relative_to(root / "docs"):
+            return f"[{text}]({resolved.relative_to(root / 'docs').as_posix()}{hash_anchor})"
+        path = resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else target
+        return f"`{path}`" if text.strip("`") in (path, file, Path(file).name) else f"{text} (`{path}`)"
+
+    return re.sub(r"\[([^\]]*)\]\(([^)\s]+)\)", relink, markdown)
+
+
+def demoted(markdown: str) -> str:
+    """`markdown` with every heading one level lower (a decision record's title under the decisions page's)."""
+    lines, fenced = [], False
+    for line in markdown.splitlines():
+        fenced = not fenced if line.startswith("```") else fenced
+        lines.append("#" + line if not fenced and re.match(r"#{1,5} ", line) else line)
+    return "\n".join(lines) + "\n"
+
+
+def benchmark_part(uri: str, root: Path = ROOT) -> str:
+    """The generated part of a benchmark docs page: the benchmarks' README, FIGURES.md (PluginError if stale) or
+    every decision record, with the site's links."""
+    bench = root / "benchmarks"
+    if uri == "benchmark-figures.md":
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        from benchmarks.figures_page import figures_markdown
+
+        page = bench / "FIGURES.md"
+        if page.read_text() != figures_markdown():
+            raise PluginError("benchmarks/FIGURES.md is stale (a results JSON or benchmarks/registry.py changed): run "
+                              "python -m benchmarks figures")
+        return site_links(page.read_text(), page, root)
+    if uri == "benchmarks.md":
+        return site_links(bench.joinpath("README.md").read_text(), bench / "README.md", root)
+    records = sorted(path for path in (bench / "decisions").glob("[0-9]*.md"))
+    return "\n".join(site_links(demoted(path.read_text()), path, root) for path in records)
+
+
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
     """The configuration page gets the key table generated from the config's docstrings; the commands page must be
-    up to date with the parsers; others pass unchanged."""
+    up to date with the parsers; the benchmark pages get the benchmarks' files; others pass unchanged."""
+    if page.file.src_uri in BENCHMARK_PAGES:
+        marker = BENCHMARK_PAGES[page.file.src_uri]
+        if markdown.count(marker) != 1:
+            raise PluginError(f"docs/{page.file.src_uri} needs exactly one '{marker}' line")
+        return markdown.replace(marker, benchmark_part(page.file.src_uri).rstrip("\n"))
     if page.file.src_uri == KEYS_PAGE:
         return with_key_table(markdown, key_table())
     if page.file.src_uri == COMMANDS_PAGE:
