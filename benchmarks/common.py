@@ -69,7 +69,18 @@ def finish_record(record: dict[str, Any], out: Path | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
     print(f"\nwrote {os.path.relpath(out, REPO)}")
+    if out.resolve().is_relative_to(RESULTS.resolve()) and not out.resolve().is_relative_to(TMP.resolve()):
+        refresh_figures()
     return out
+
+
+def refresh_figures() -> None:
+    """Makes benchmarks/FIGURES.md and the README's table current from the results JSON (`python -m benchmarks
+    figures`), so a committed result never leaves the page stale; a failure is printed, not raised."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "figures"], cwd=REPO, capture_output=True, text=True)
+    said = (done.stdout or done.stderr).strip().splitlines()
+    if said:
+        print(said[-1] if done.returncode == 0 else f"FIGURES.md not refreshed: {said[-1]}", flush=True)
 
 
 def print_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> None:
