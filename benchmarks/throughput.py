@@ -34,7 +34,7 @@ from common import TMP, finish_record, print_table, start_record
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
-from rlfit.algos.ppo.agent import make_agent
+from rlfit.algos.ppo.networks import make_agent
 from rlfit.algos.ppo.rollout import collect
 from rlfit.run.build import Trainer
 from rlfit.versions import package_versions
