@@ -174,3 +174,15 @@ def test_a_head_that_cannot_act_on_the_environment_is_one_line_before_anything_i
                                         "discrete actions"):
         rlfit.train("tests.toy_env:make_discrete", "smoke", overrides=["algo=detpg"], run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_it_is_planned_for_a_device_by_its_own_choose(tmp_path, capfd):
+    """`rlfit plan` asks the algorithm's `choose` (the contract's `Choice`): the config's sizes and their halvings,
+    the largest that fits chosen."""
+    planned = cli_in_process(capfd, "plan", TOY, "--algo", "detpg", "--device-memory", "1GiB", "--json",
+                             "--set", "detpg.num_envs=32", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    plan = json.loads(planned.stdout)
+    sizes = [candidate["num_envs"] for candidate in plan["candidates"]]
+    assert sizes == sorted(sizes) and sizes[-1] == 32 and all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert plan["chosen"]["num_envs"] == 32 and plan["chosen"]["fits"]

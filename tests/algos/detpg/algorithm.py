@@ -134,7 +134,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
 
 def choose(config: Any, judge: Any, most_envs: int | None) -> Any:
     """The config's sizes and their halvings; the largest that fits."""
-    from rlfit.planning.planner import Choice
+    from rlfit.algos.contract import Choice
 
     sizes, candidates = config_sizes(config), []
     while sizes is not None:
