@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import jax
@@ -236,3 +237,14 @@ def test_a_folder_that_is_not_a_run_and_bad_counts_are_one_line(capfd, cartpole_
     assert "--max-steps 101 is longer than the run's episodes (100 policy steps" in one_line_error(
         capfd, "transfer-check", str(cartpole_run), "--max-steps", "101", "--out", str(tmp_path), cwd=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_onnxruntime_it_names_the_extra_in_one_line_and_writes_nothing(capfd, cartpole_run, tmp_path,
+                                                                                  monkeypatch):
+    """A plain `pip install .` has no onnxruntime: the check says which extra it needs."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` raises ImportError
+    run_dir = tmp_path / "run"
+    shutil.copytree(cartpole_run, run_dir, ignore=shutil.ignore_patterns("transfer_check.*"))
+    err = one_line_error(capfd, "transfer-check", str(run_dir), cwd=tmp_path)
+    assert "pip install 'rlfit[export]'" in err
+    assert not list(run_dir.glob("transfer_check*"))
