@@ -14,6 +14,7 @@ space's stochastic head: tanh_gaussian for continuous actions, categorical for d
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from rlfit.deploy.policy_record import PolicyActionSpace, PolicyDescription, PolicyNetwork, PolicyObservation
 from rlfit.rundir.atomic import aside_path, swap_into_place, write_synced
 from rlfit.errors import UserError
 from rlfit.versions import __version__
@@ -94,9 +96,9 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
     staging.chmod(0o755)  # mkdtemp makes it private; a policy folder is as readable as the run directory
     try:
         weights_bytes = _npz_bytes(weights)
-        description["weights_sha256"] = hashlib.sha256(weights_bytes).hexdigest()
+        written = dataclasses.replace(description, weights_sha256=hashlib.sha256(weights_bytes).hexdigest())
         write_synced(staging / WEIGHTS_FILE, weights_bytes)
-        write_synced(staging / DESCRIPTION_FILE, (json.dumps(description, indent=2) + "\n").encode())
+        write_synced(staging / DESCRIPTION_FILE, (json.dumps(written.to_json(), indent=2) + "\n").encode())
         if latent_params is not None:
             write_synced(staging / LATENT_FILE, _npz_bytes(flatten_params(latent_params)))
         swap_into_place(staging, directory)
@@ -106,37 +108,37 @@ def save_policy(directory: Path, policy_params: Any, stats: RunningStats, spec: 
 
 
 def describe(spec: PolicySpec, obs_example: Any, obs_key: str | None, action_space: ActionSpace, env_name: str,
-             precision: str, algorithm: str) -> dict[str, Any]:
-    """The JSON description of a policy (everything but the arrays)."""
+             precision: str, algorithm: str) -> PolicyDescription:
+    """The description of a policy (everything but the arrays; `weights_sha256` is left for `save_policy`)."""
     from rlfit.networks.heads import action_head, default_head_name
 
     shapes = observation_shapes_of(obs_example)
     input_shape = shapes[obs_key if obs_key is not None else ARRAY_OBS_NAME]
     head = action_head(spec.head, action_space)
-    return {
-        "format": FORMAT,
-        "format_version": 1 if head.name == default_head_name(action_space) else FORMAT_VERSION,
-        "rlfit_version": __version__,
-        "env_name": env_name,
-        "algorithm": algorithm,
-        "action_size": int(action_space.size),
-        "action_space": {"kind": action_space.kind, "size": int(action_space.size)},
-        "precision": precision,
-        "network": {
-            "kind": NETWORK_KIND if spec.encoder is None else ENCODER_NETWORK_KIND,
-            **({} if spec.encoder is None else {"encoder": dict(spec.encoder)}),
-            "layer_sizes": [int(s) for s in spec.hidden] + [int(head.output_size(action_space.size))],
-            "activation": spec.activation,
-            "head": head.name,
-            "output": head.description,
-        },
-        "observation": {
-            "policy_key": obs_key,
-            "input_shape": list(input_shape),
-            "shapes": {name: list(shape) for name, shape in shapes.items()},
-            "normalization": "(obs - mean) / clip(sqrt(sum_sq_dev / count), 1e-6, 1e6); none when count == 0",
-        },
-    }
+    return PolicyDescription(
+        format=FORMAT,
+        format_version=1 if head.name == default_head_name(action_space) else FORMAT_VERSION,
+        rlfit_version=__version__,
+        env_name=env_name,
+        algorithm=algorithm,
+        action_size=int(action_space.size),
+        action_space=PolicyActionSpace(kind=action_space.kind, size=int(action_space.size)),
+        precision=precision,
+        network=PolicyNetwork(
+            kind=NETWORK_KIND if spec.encoder is None else ENCODER_NETWORK_KIND,
+            encoder=None if spec.encoder is None else dict(spec.encoder),
+            layer_sizes=[int(s) for s in spec.hidden] + [int(head.output_size(action_space.size))],
+            activation=spec.activation,
+            head=head.name,
+            output=head.description,
+        ),
+        observation=PolicyObservation(
+            policy_key=obs_key,
+            input_shape=list(input_shape),
+            shapes={name: list(shape) for name, shape in shapes.items()},
+            normalization="(obs - mean) / clip(sqrt(sum_sq_dev / count), 1e-6, 1e6); none when count == 0",
+        ),
+    )
 
 
 def policy_obs_key(obs_example: Any, requested: str) -> str | None:

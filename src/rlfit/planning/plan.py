@@ -13,6 +13,24 @@ from typing import Any
 
 from rlfit.algos.contract import Sizes
 from rlfit.config.schema import Config
+from rlfit.rundir.records import WRITTEN_WHEN_SET, JsonRecord
+
+
+@dataclass(frozen=True)
+class PlanExtra(JsonRecord):
+    """plan.json's `extra` (`Plan.extra`): the memory planner's figures where it ran, and a seed group's record; each
+    key only where it has a value (`rlfit.rundir.records.WRITTEN_WHEN_SET`)."""
+
+    budget_bytes: int | None = field(default=None, metadata=WRITTEN_WHEN_SET)
+    """Device bytes an iteration may use (the device's free memory or `--device-memory`, times the planner's
+    fraction)."""
+    margin: float | None = field(default=None, metadata=WRITTEN_WHEN_SET)
+    """The safety factor on fitted bytes: a configuration fits when `estimate * margin <= budget_bytes`."""
+    memory_model: dict[str, Any] | None = field(default=None, metadata=WRITTEN_WHEN_SET)
+    """The fitted memory model (`rlfit.planning.memory.MemoryModel.to_dict()`: coefficients, `source`, the
+    measured `points`)."""
+    seed_group: dict[str, Any] | None = field(default=None, metadata=WRITTEN_WHEN_SET)
+    """For a lane of a seed group: the group's `seeds`, size and reason (how `rlfit experiment resume` finds it)."""
 
 
 @dataclass(frozen=True)
@@ -32,12 +50,17 @@ class Plan:
     reasons: tuple[str, ...] = ()
     predicted_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    """The memory planner's figures (budget, margin, fitted model), as JSON values."""
+    """`PlanExtra.to_json()`: the memory planner's figures (budget, margin, fitted model), as JSON values."""
     devices: int = 1
     """Local devices the run is split over (`rlfit.parallel.mesh`); the sizes are totals over all of them."""
     preset: str | None = None
     """The preset the config was built from (named, or chosen for the device: `rlfit.planning.preset_choice`);
     None where the config did not come from `rlfit train` (the API's `train_config`, an experiment's trial)."""
+
+    @property
+    def figures(self) -> PlanExtra:
+        """`extra` as its record."""
+        return PlanExtra.from_json(self.extra)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from rlfit.hardware.probe import DeviceInfo
 from rlfit.planning.budget import SAME_BACKEND_MARGIN
+from rlfit.planning.plan import PlanExtra
 from rlfit.hardware.units import format_bytes
 
 
@@ -50,7 +51,8 @@ def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: 
                                         "checked on the compiled program's analysis before training")
     per_seed = plan.predicted_bytes * SAME_BACKEND_MARGIN
     size = max(1, min(num_seeds, int(budget // per_seed)))
-    bounded = (plan.extra or {}).get("memory_model", {}).get("source") == "lowered"  # a bound, not XLA's figure
+    model = PlanExtra.from_json(plan.extra or {}).memory_model or {}
+    bounded = model.get("source") == "lowered"  # a bound, not XLA's figure
     return SeedGroupPlan(size, f"{size} seed(s) per program: one seed is predicted at {'most ' if bounded else ''}"
                                f"{format_bytes(per_seed)} with the x{SAME_BACKEND_MARGIN:g} margin, against a budget "
                                f"of {format_bytes(budget)}")

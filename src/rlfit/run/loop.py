@@ -33,6 +33,7 @@ from rlfit.run.signals import SIGNAL_NAMES
 from rlfit.run.stop_grace import GraceWatch
 from rlfit.run.stopping import StopRules
 from rlfit.run.summary import config_total_steps, run_summary
+from rlfit.run.summary_record import SessionSummary, extended
 
 __all__ = ["EXIT_NON_FINITE", "NonFiniteError", "Progress", "RunResult", "Runner", "eval_key", "same_abstract"]
 
@@ -368,10 +369,11 @@ class Runner:
                               train_wall_s=time.perf_counter() - loop.started, session_steps=loop.session_steps,
                               eval_s=loop.eval_s, compile_wait_s=self._compile_wait_s, stopped_by=stopped_by,
                               programs=programs, time_to_first_step_s=self._time_to_first_step_s)
-        summary["stop_grace"] = self._grace.record() if self._grace is not None else None
+        grace = self._grace.record() if self._grace is not None else None
+        written = extended(summary, SessionSummary, stop_grace=grace).to_json()
         if is_writer():
-            write_json(self.run_dir.summary, summary)
-        return summary
+            write_json(self.run_dir.summary, written)
+        return written
 
     def _timed_save(self, save: Any) -> None:
         """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""

@@ -26,6 +26,7 @@ from rlfit.planning.plan import make_plan
 from rlfit.run.loop import Progress, RunResult
 from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
+from rlfit.run.summary_record import SessionSummary
 from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
 from rlfit.sinks.wandb import check_wandb_available
 
@@ -102,8 +103,8 @@ def summary_written(directory: RunDir, iteration: int) -> bool:
     """True when summary.json records a session that ended at `iteration`; a run that saved its last checkpoint
     but could not write its summary (a full disk) is not finished: resuming it writes the summary."""
     try:
-        return json.loads(directory.summary.read_text()).get("iterations") == iteration
-    except (OSError, ValueError, AttributeError):
+        return SessionSummary.from_json(json.loads(directory.summary.read_text())).iterations == iteration
+    except (OSError, ValueError, TypeError):
         return False
 
 

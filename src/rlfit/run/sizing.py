@@ -24,7 +24,7 @@ from rlfit.hardware.probe import DeviceInfo, probe_device
 from rlfit.hardware.units import format_bytes, parse_size
 from rlfit.planning.budget import Budget, local_budget, stated_budget
 from rlfit.planning.memory import MemoryModel, fit_coefficients
-from rlfit.planning.plan import Plan, make_plan
+from rlfit.planning.plan import Plan, PlanExtra, make_plan
 from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
                                     memory_plan_from_model, num_envs_cap, planned_device_count, unlimited_choice)
 from rlfit.run.build import Trainer
@@ -228,8 +228,8 @@ def plan_for(config: Config, device_memory: int | str | None = None,
     planned = memory_plan(config, device_memory, None, device=device, for_training=auto_num_envs or shrink_to_fit,
                           say=say)
     config = planned.config
-    extra = {"budget_bytes": planned.budget.budget_bytes, "margin": planned.margin,
-             "memory_model": planned.model.to_dict()}
+    extra = PlanExtra(budget_bytes=planned.budget.budget_bytes, margin=planned.margin,
+                      memory_model=planned.model.to_dict()).to_json()
     if not auto_num_envs and (not shrink_to_fit or planned.requested.fits):
         return config, dataclasses.replace(make_plan(config, reasons=("sizes from the config",) + planned.reasons),
                                            predicted_bytes=planned.requested.predicted_bytes, extra=extra)

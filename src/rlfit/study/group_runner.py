@@ -39,7 +39,9 @@ from rlfit.run.new_run import create_run_dir
 from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
                                   first_non_finite, stop_before_next)
 from rlfit.run.signals import StopFlag, raise_if_signalled
+from rlfit.planning.plan import Plan, PlanExtra
 from rlfit.run.summary import run_summary
+from rlfit.run.summary_record import LaneSummary, extended
 from rlfit.sinks import Sinks
 from rlfit.run.stopping import StopRules
 from rlfit.study.seed_group import SeedGroup, lane
@@ -103,9 +105,9 @@ def train_seed_group(group: SeedGroup, configs: Sequence[Config], paths: Sequenc
         return [one.outcome for one in lanes]
 
 
-def group_plan(plan: Any, note: dict[str, Any]) -> Any:
+def group_plan(plan: Plan, note: dict[str, Any]) -> Plan:
     """`plan` recording the lane's group in `extra.seed_group` (how `rlfit experiment resume` finds it)."""
-    return dataclasses.replace(plan, extra={**plan.extra, "seed_group": note})
+    return dataclasses.replace(plan, extra=dataclasses.replace(plan.figures, seed_group=note).to_json())
 
 
 def recorded_group(path: Path) -> dict[str, Any] | None:
@@ -114,7 +116,7 @@ def recorded_group(path: Path) -> dict[str, Any] | None:
     import json
 
     try:
-        note = json.loads(RunDir(path).plan.read_text())["extra"]["seed_group"]
+        note = PlanExtra.from_json(json.loads(RunDir(path).plan.read_text())["extra"]).seed_group
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return note if isinstance(note, dict) and isinstance(note.get("seeds"), list) else None
@@ -296,13 +298,12 @@ class GroupLoop:
         """Writes the lane's summary.json: a solo run's fields (its own steps per second over the group's wall
         clock `wall_s`) and `seed_group` (with the env steps per second of all lanes together)."""
         stopped_by = stopped_by or None  # '' (the plan's end) is written as a solo run writes it
-        summary = run_summary(one.trainer, lane_state, one.progress, compile_s=self.compile_s,
-                              compile_reused=self.compile_reused, init_s=self.init_s,
-                              train_wall_s=wall_s, session_steps=one.progress.env_steps - one.session_start_steps,
-                              eval_s=self.eval_s,
-                              stopped_by=stopped_by)
-        summary["seed_group"] = {**self.note, "group_sps_mean": self.session_steps * len(self.lanes) / wall_s
-                                 if wall_s > 0 else None}
+        record = run_summary(one.trainer, lane_state, one.progress, compile_s=self.compile_s,
+                             compile_reused=self.compile_reused, init_s=self.init_s,
+                             train_wall_s=wall_s, session_steps=one.progress.env_steps - one.session_start_steps,
+                             eval_s=self.eval_s, stopped_by=stopped_by)
+        group_sps_mean = self.session_steps * len(self.lanes) / wall_s if wall_s > 0 else None
+        summary = extended(record, LaneSummary, seed_group={**self.note, "group_sps_mean": group_sps_mean}).to_json()
         write_json(one.directory.summary, summary)
         one.sinks.sync()
         one.outcome = LaneOutcome(one.directory.path, summary=summary)
