@@ -4,10 +4,12 @@ checks the links of README.md and CHANGELOG.md, which mkdocs does not read, and 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 
 import pytest
 from mkdocs.exceptions import PluginError
 
+from rlfit.rundir.records import WRITTEN_WHEN_SET, JsonRecord
 from tests.conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
@@ -99,3 +101,44 @@ def test_the_benchmark_pages_are_the_benchmarks_own_files():
     records = sorted((REPO_ROOT / "benchmarks" / "decisions").glob("[0-9]*.md"))
     assert decisions.count("\n## ") + decisions.startswith("## ") == len(records) >= 16
     assert "## 0015 The quick preset keeps `gae_once`" in decisions
+
+
+@dataclass(frozen=True)
+class _Documented(JsonRecord):
+    """A record whose fields all have docstrings."""
+
+    steps: int
+    """Steps taken."""
+    note: str | None = field(default=None, metadata=WRITTEN_WHEN_SET)
+    """A remark."""
+
+
+@dataclass(frozen=True)
+class _Undocumented(_Documented):
+    """A record that adds a field without a docstring."""
+
+    extra_field: float = 0.0
+
+
+def test_a_record_table_lists_each_field_with_its_type_and_docstring():
+    assert docs_hooks.record_table(_Documented).splitlines() == [
+        "| key | type | meaning |", "| --- | --- | --- |", "| `steps` | `int` | Steps taken. |",
+        "| `note` | `str or None` | A remark. Written only when set. |"]
+
+
+def test_a_record_field_without_a_docstring_fails_the_build():
+    with pytest.raises(PluginError, match=r"_Undocumented a docstring .*\['extra_field'\]"):
+        docs_hooks.record_table(_Undocumented)
+
+
+def test_the_records_page_lists_every_field_of_every_record():
+    import dataclasses
+    import importlib
+
+    page = docs_hooks.records_markdown()
+    for _, module, names in docs_hooks.RECORDS:
+        for name in names:
+            for record_field in dataclasses.fields(getattr(importlib.import_module(module), name)):
+                assert f"| `{record_field.name}` |" in page, (name, record_field.name)
+    page_source = (REPO_ROOT / "docs" / docs_hooks.RECORDS_PAGE).read_text()
+    assert docs_hooks.with_records(page_source, page).count("### ") == sum(len(n) for _, _, n in docs_hooks.RECORDS)

@@ -3,6 +3,9 @@
 - the configuration page's key table is generated at build time from the config dataclasses' own field
   docstrings (`rlfit.config.docs`, the source of `rlfit keys`), in place of the page's `<!-- rlfit:keys -->`
   line, so the table is written nowhere by hand and cannot go stale; a field without a docstring fails the build;
+- the records page's tables are generated the same way from the docstrings of the dataclasses that summary.json,
+  policy.json and plan.json's `extra` are written from (`RECORDS`), in place of its `<!-- rlfit:records -->` line;
+  a field without a docstring fails the build;
 - the commands page's generated part (between `rlfit.cli.reference.BEGIN` and `END`) must be what
   `rlfit.cli.reference` makes from the argument parsers: a stale one fails the build, naming
   `python tools/commands_page.py`, which rewrites it;
@@ -26,6 +29,16 @@ from mkdocs.exceptions import PluginError
 KEYS_MARKER = "<!-- rlfit:keys -->"
 """The line of docs/configuration.md that the generated key table replaces."""
 KEYS_PAGE = "configuration.md"
+RECORDS_MARKER = "<!-- rlfit:records -->"
+"""The line of docs/records.md that the generated record tables replace."""
+RECORDS_PAGE = "records.md"
+RECORDS = (
+    ("summary.json", "rlfit.run.summary_record", ("RunSummary", "SessionSummary", "LaneSummary")),
+    ("policy/policy.json", "rlfit.deploy.policy_record",
+     ("PolicyDescription", "PolicyActionSpace", "PolicyNetwork", "PolicyObservation")),
+    ("plan.json's extra", "rlfit.planning.plan", ("PlanExtra",)),
+)
+"""(file, module, record classes) of each record on the records page, in the page's order."""
 COMMANDS_PAGE = "commands.md"
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_OUTSIDE_DOCS = ("README.md", "CHANGELOG.md", "benchmarks/README.md", "benchmarks/FIGURES.md")
@@ -51,6 +64,51 @@ def with_key_table(markdown: str, table: str) -> str:
     if markdown.count(KEYS_MARKER) != 1:
         raise PluginError(f"docs/{KEYS_PAGE} needs exactly one '{KEYS_MARKER}' line where the key table goes")
     return markdown.replace(KEYS_MARKER, table.rstrip("\n"))
+
+
+def record_table(cls: type) -> str:
+    """A Markdown table of a record's own fields (a subclass's: those it adds): key, type and docstring;
+    PluginError naming the fields without a docstring."""
+    import dataclasses
+
+    from rlfit.config.docs import attribute_docs
+
+    docs = attribute_docs(cls)
+    own = [field for field in dataclasses.fields(cls) if field.name in cls.__annotations__]
+    missing = [field.name for field in own if not docs.get(field.name)]
+    if missing:
+        raise PluginError(f"give these fields of {cls.__module__}.{cls.__qualname__} a docstring (the records page is "
+                          f"built from them): {missing}")
+    rows = ["| key | type | meaning |", "| --- | --- | --- |"]
+    for field in own:
+        kind = str(field.type).replace("|", "or")
+        when = " Written only when set." if field.metadata.get("written_when_set") else ""
+        rows.append(f"| `{field.name}` | `{kind}` | {docs[field.name]}{when} |")
+    return "\n".join(rows)
+
+
+def records_markdown(records: tuple[tuple[str, str, tuple[str, ...]], ...] = RECORDS) -> str:
+    """The records page's generated part: per file, each record's docstring and field table."""
+    import importlib
+
+    parts = []
+    for file, module_name, names in records:
+        module = importlib.import_module(module_name)
+        parts.append(f"## {file}")
+        for name in names:
+            cls = getattr(module, name)
+            base = next((b for b in cls.__bases__ if b.__module__ == cls.__module__), None)
+            adds = f" The fields of `{base.__name__}`, then:" if base is not None else ""
+            summary = " ".join((cls.__doc__ or "").split())
+            parts += [f"### {name}", f"`{module_name}.{name}`: {summary}{adds}", record_table(cls)]
+    return "\n\n".join(parts) + "\n"
+
+
+def with_records(markdown: str, tables: str) -> str:
+    """`markdown` with its one RECORDS_MARKER line replaced by `tables`; PluginError unless there is exactly one."""
+    if markdown.count(RECORDS_MARKER) != 1:
+        raise PluginError(f"docs/{RECORDS_PAGE} needs exactly one '{RECORDS_MARKER}' line where the tables go")
+    return markdown.replace(RECORDS_MARKER, tables.rstrip("\n"))
 
 
 def headings(path: Path) -> set[str]:
@@ -175,8 +233,9 @@ def benchmark_part(uri: str, root: Path = ROOT) -> str:
 
 
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
-    """The configuration page gets the key table generated from the config's docstrings; the commands page must be
-    up to date with the parsers; the benchmark pages get the benchmarks' files; others pass unchanged."""
+    """The configuration page gets the key table generated from the config's docstrings, the records page its tables
+    from the records' docstrings; the commands page must be up to date with the parsers; the benchmark pages get the
+    benchmarks' files; others pass unchanged."""
     if page.file.src_uri in BENCHMARK_PAGES:
         marker = BENCHMARK_PAGES[page.file.src_uri]
         if markdown.count(marker) != 1:
@@ -184,6 +243,8 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
         return markdown.replace(marker, benchmark_part(page.file.src_uri).rstrip("\n"))
     if page.file.src_uri == KEYS_PAGE:
         return with_key_table(markdown, key_table())
+    if page.file.src_uri == RECORDS_PAGE:
+        return with_records(markdown, records_markdown())
     if page.file.src_uri == COMMANDS_PAGE:
         check_commands_page(markdown)
     return markdown

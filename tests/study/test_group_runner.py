@@ -137,3 +137,19 @@ def test_a_killed_group_resumes_together_bit_identically(capfd, tmp_path):
         rows = [r["iteration"] for r in read_rows(killed / "trials" / "base" / f"seed-{seed}" / "metrics.jsonl")
                 if r["kind"] == "train"]
         assert rows == list(range(1, 61))
+
+
+def test_a_lane_s_summary_and_plan_are_the_records_they_are_written_from(grouped):
+    """A lane's summary.json has a solo run's fields and `seed_group` (no `stop_grace`); its plan.json's `extra` holds
+    the group's record: each reads into its record and out again unchanged."""
+    import dataclasses
+
+    from rlfit.planning.plan import PlanExtra
+    from rlfit.run.summary_record import LaneSummary
+
+    lane_dir = grouped[0] / "trials" / "base" / "seed-0"
+    written = summary(lane_dir)
+    assert list(written) == [field.name for field in dataclasses.fields(LaneSummary)]
+    assert LaneSummary.from_json(written).to_json() == written
+    extra = json.loads((lane_dir / "plan.json").read_text())["extra"]
+    assert PlanExtra.from_json(extra).to_json() == extra and extra["seed_group"]["seeds"] == [0, 1]
