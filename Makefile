@@ -1,6 +1,6 @@
 # Two entry points (see README): `make quickstart` trains the default environment,
-# `make test` runs the checks: ruff, the documentation build (a broken link or a config field without a
-# docstring fails it) and the test suite. Both create the virtual environment on first use.
+# `make test` runs the checks: ruff, the import contracts, mypy (pyproject.toml's [tool.mypy]), the documentation
+# build (a broken link or a config field without a docstring fails it) and the test suite. Both create the virtual environment on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -28,6 +28,7 @@ quickstart: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 

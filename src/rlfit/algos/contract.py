@@ -171,8 +171,8 @@ class Learner(NamedTuple, Generic[StateT, MetricsT, PolicyParamsT]):
 class Candidate:
     """One configuration the planner considered."""
 
-    sizes: Any
-    """The algorithm's sizes NamedTuple (`Sizes`)."""
+    sizes: Sizes
+    """The algorithm's sizes NamedTuple."""
     estimate_bytes: int
     """Fitted device bytes of one iteration."""
     predicted_bytes: int
@@ -234,6 +234,7 @@ class Algorithm(NamedTuple, Generic[SizesT]):
     """(sizes, where) -> the next smaller configuration for the out-of-memory back-off, or None; `where` is
     'init' (creating the starting state ran out) or 'step' (compiling or running an iteration did)."""
     build: Callable[[Config, RunPlan, VecEnv, Observation], Learner[Any, Any, Any]]
-    """(config, plan, train VecEnv, one unbatched observation example) -> Learner."""
+    """(config, plan, train VecEnv, one unbatched observation example) -> Learner. (Each algorithm's Learner has
+    its own state, metrics and policy params types, so the registry's view of it is `Learner[Any, Any, Any]`.)"""
     memory: MemoryRules[SizesT]
     non_finite_hint: str = "lower the learning rate"

@@ -49,7 +49,7 @@ def stated_budget(device_memory: int, target_backend: str, device: DeviceInfo) -
     else:
         budget, why = cpu_budget(device_memory)
         label = f"a CPU with {format_bytes(device_memory)} of RAM"
-    reasons = (f"budget {format_bytes(budget)} on {label} (--device-memory): {why}",)
+    reasons: tuple[str, ...] = (f"budget {format_bytes(budget)} on {label} (--device-memory): {why}",)
     if target_backend == "gpu" and device.xla.variables == ():
         reasons += ("the target is assumed to run with JAX's default memory settings, as this process does",)
     return Budget(label, target_backend, budget, reasons)

@@ -130,8 +130,8 @@ def planned_device_count(requested: str, stated: bool) -> int:
 
     from rlfit.parallel.mesh import device_count, parse_devices
 
-    if stated and parse_devices(requested) is not None:
-        return parse_devices(requested)
+    if stated and (parsed := parse_devices(requested)) is not None:
+        return parsed
     return device_count(requested, len(jax.devices()), jax.default_backend())
 
 

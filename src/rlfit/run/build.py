@@ -316,7 +316,7 @@ def _announced(say: Callable[[str], None] | None, name: str, number: int, total:
         say(f"compiling {number} of {total}: {name}")
     with timed_compile(name) as timing:
         yield timing
-    if say is not None:
+    if say is not None and timing.record is not None:
         record = timing.record
         source = {True: " (from the compile cache)", False: "", None: " (no compile cache)"}[record.from_cache]
         if record.from_store:

@@ -9,7 +9,7 @@ import sys
 
 from rlfit.exit_codes import INTERRUPTED, TERMINATED
 
-EXIT_CODES = {signal.SIGTERM: TERMINATED, signal.SIGINT: INTERRUPTED}
+EXIT_CODES: dict[int, int] = {signal.SIGTERM: TERMINATED, signal.SIGINT: INTERRUPTED}
 SIGNAL_NAMES = {signal.Signals(signum).name: code for signum, code in EXIT_CODES.items()}
 """A run stopped by a signal records its name ('SIGTERM', 'SIGINT') as `stopped_by`; its exit code."""
 

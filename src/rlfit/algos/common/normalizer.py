@@ -17,7 +17,7 @@ STD_MIN, STD_MAX = 1e-6, 1e6
 class RunningStats(NamedTuple):
     """Statistics of every observation leaf seen so far."""
 
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # shadows tuple.count; the name is in every checkpoint and policy file
     """[] float32 number of observations."""
     mean: Any
     """Pytree like one observation: per-feature mean."""

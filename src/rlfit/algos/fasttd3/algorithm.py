@@ -10,22 +10,27 @@ shared with SAC (`rlfit.algos.offpolicy.learner`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import jax
 
-from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
 from rlfit.algos.fasttd3.networks import make_fasttd3_networks
 from rlfit.algos.fasttd3.planning import MEMORY_RULES
-from rlfit.algos.fasttd3.step import FastTD3Metrics, draw_noise_std, init_fasttd3_state, make_train_step
+from rlfit.algos.fasttd3.step import (FastTD3Metrics, FastTD3State, draw_noise_std, init_fasttd3_state,
+                                     make_train_step)
 from rlfit.algos.fasttd3.update import make_optimizers
 from rlfit.algos.offpolicy.learner import make_filled, replay_learner_parts, sized_config
 from rlfit.algos.offpolicy.sizes import ReplaySizes, section_sizes, smaller_sizes
 from rlfit.errors import UserError
 from rlfit.networks.heads import DETERMINISTIC_TANH
 
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
+    from rlfit.envs.vec_env import VecEnv
 
-def metrics_row(metrics: FastTD3Metrics) -> dict[str, Any]:
+
+def metrics_row(metrics: FastTD3Metrics) -> dict[str, float | int]:
     return {
         "loss/critic": float(metrics.critic_loss),
         "loss/actor": float(metrics.actor_loss),
@@ -37,28 +42,30 @@ def metrics_row(metrics: FastTD3Metrics) -> dict[str, Any]:
     }
 
 
-def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
+          ) -> Learner[FastTD3State, FastTD3Metrics, PyTree]:
     if train_env.action_space.discrete:
         raise UserError(f"algo: fasttd3 acts with continuous actions and '{config.env.name}' has "
                         f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
-    settings = sized_config(config.fasttd3, plan.sizes)
+    sizes = cast(ReplaySizes, plan.sizes)  # the plan holds this algorithm's sizes (`ALGORITHM.sizes_type`)
+    settings = sized_config(config.fasttd3, sizes)
     networks = make_fasttd3_networks(obs_example, int(train_env.action_size), settings, plan.precision)
     optimizers = make_optimizers(settings)
     filled = make_filled(train_env, settings)
 
-    def init(seed: int) -> Any:
+    def init(seed: int) -> FastTD3State:
         return filled(init_fasttd3_state(train_env, networks, optimizers, settings, seed))
 
     parts = replay_learner_parts(train_env, settings, filled)
 
-    def resize(state: Any, key: jax.Array) -> Any:
+    def resize(state: FastTD3State, key: jax.Array) -> FastTD3State:
         """The shared resize (new environments, a new prefilled buffer) with a noise std for each new environment."""
         env_key, noise_key = jax.random.split(key)
         return parts.resize(state._replace(noise_std=draw_noise_std(noise_key, train_env.num_envs, settings)), env_key)
 
     return Learner(
         init=init,
-        step=make_train_step(train_env, networks, optimizers, settings, steps=plan.sizes.policy_steps_per_iteration),
+        step=make_train_step(train_env, networks, optimizers, settings, steps=sizes.policy_steps_per_iteration),
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=networks.policy_logits,

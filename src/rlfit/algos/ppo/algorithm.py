@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
-from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
 from rlfit.algos.ppo.candidates import smaller_sizes as halved
 from rlfit.algos.ppo.planning import MEMORY_RULES
-from rlfit.algos.ppo.step import IterationMetrics, init_train_state, make_optimizer, make_train_iteration
+from rlfit.algos.ppo.step import IterationMetrics, TrainState, init_train_state, make_optimizer, make_train_iteration
 from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.algos.common.loss_scale import loss_scale_row
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks.heads import CATEGORICAL, TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for, encoder_optimizer
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
+    from rlfit.envs.vec_env import VecEnv
 
 
 def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
@@ -22,14 +26,16 @@ def smaller_sizes(sizes: BatchSizes, where: str = "step") -> BatchSizes | None:
     return halved(sizes)
 
 
-def metrics_row(metrics: IterationMetrics) -> dict[str, Any]:
+def metrics_row(metrics: IterationMetrics) -> dict[str, float | int]:
     row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items() if value is not None}
     row["grad_norm"] = float(metrics.grad_norm)
     row["updates"] = int(metrics.updates)
     return {**row, **loss_scale_row(metrics)}
 
 
-def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
+          ) -> Learner[TrainState, IterationMetrics, PyTree]:
+    sizes = cast(BatchSizes, plan.sizes)  # the plan holds this algorithm's sizes (`ALGORITHM.sizes_type`)
     choice = encoder_for(config.network, obs_example, plan.backend)
     encoder = choice.spec if choice is not None else None
     agent = make_agent(obs_example, train_env.action_space, config.network, plan.precision, encoder,
@@ -41,7 +47,7 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     network = config.network
     return Learner(
         init=lambda seed: init_train_state(train_env, agent, optimizer, seed, loss_scaling),
-        step=make_train_iteration(train_env, agent, optimizer, config.ppo, plan.sizes, network.bottleneck_beta),
+        step=make_train_iteration(train_env, agent, optimizer, config.ppo, sizes, network.bottleneck_beta),
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=agent.policy_logits,

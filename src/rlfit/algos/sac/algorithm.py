@@ -8,23 +8,27 @@ checkpoint already holds it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from rlfit.algos.common.loss_scale import loss_scale_row
-from rlfit.algos.contract import Algorithm, Learner, PolicySpec
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
 from rlfit.algos.offpolicy.learner import make_filled, replay_learner_parts, sized_config
 from rlfit.algos.offpolicy.sizes import ReplaySizes, section_sizes, smaller_sizes
 from rlfit.algos.sac.networks import make_sac_networks
 from rlfit.algos.sac.planning import MEMORY_RULES
-from rlfit.algos.sac.step import SACMetrics, init_sac_state, make_train_step
+from rlfit.algos.sac.step import SACMetrics, SACState, init_sac_state, make_train_step
 from rlfit.algos.sac.update import make_optimizers
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.errors import UserError
 from rlfit.networks.heads import TANH_GAUSSIAN
 from rlfit.networks.pixels import encoder_for
 
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
+    from rlfit.envs.vec_env import VecEnv
 
-def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
+
+def metrics_row(metrics: SACMetrics) -> dict[str, float | int]:
     return {
         "loss/critic": float(metrics.critic_loss),
         "loss/actor": float(metrics.actor_loss),
@@ -37,11 +41,13 @@ def metrics_row(metrics: SACMetrics) -> dict[str, Any]:
     }
 
 
-def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
+def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
+          ) -> Learner[SACState, SACMetrics, PyTree]:
     if train_env.action_space.discrete:
         raise UserError(f"algo: sac acts with continuous actions and '{config.env.name}' has "
                         f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
-    sac = sized_config(config.sac, plan.sizes)
+    sizes = cast(ReplaySizes, plan.sizes)  # the plan holds this algorithm's sizes (`ALGORITHM.sizes_type`)
+    sac = sized_config(config.sac, sizes)
     choice = encoder_for(config.network, obs_example, plan.backend)
     encoder = choice.spec if choice is not None else None
     networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder,
@@ -49,13 +55,13 @@ def build(config: Any, plan: Any, train_env: Any, obs_example: Any) -> Learner:
     optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
     filled = make_filled(train_env, sac)
 
-    def init(seed: int) -> Any:
+    def init(seed: int) -> SACState:
         return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
 
     resize, refill, stored_rows, env_axes = replay_learner_parts(train_env, sac, filled)
     return Learner(
         init=init,
-        step=make_train_step(train_env, networks, optimizers, sac, steps=plan.sizes.policy_steps_per_iteration),
+        step=make_train_step(train_env, networks, optimizers, sac, steps=sizes.policy_steps_per_iteration),
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=networks.policy_logits,

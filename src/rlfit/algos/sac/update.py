@@ -57,7 +57,8 @@ def make_optimizers(config: SACConfig, encoder: bool = False, freeze_encoder: bo
     networks = [optax.adam(config.learning_rate), optax.adam(config.learning_rate)]
     if encoder:
         networks = [encoder_optimizer(optimizer, freeze_encoder) for optimizer in networks]
-    return SACOptimizers(*networks, optax.adam(config.alpha_learning_rate))
+    policy, q = networks
+    return SACOptimizers(policy, q, optax.adam(config.alpha_learning_rate))
 
 
 def init_opt_states(optimizers: SACOptimizers, params: SACParams) -> SACOptStates:
