@@ -122,8 +122,8 @@ def ppo_shared_settings(args: argparse.Namespace, overrides: Sequence[str] = ())
         "num_timesteps": steps_per_iteration * args.iterations, "steps_per_iteration": steps_per_iteration,
         "ppo": {key: getattr(p, key) for key in PPO_KEYS},
         "max_grad_norm": p.max_grad_norm or None,
-        "policy_hidden": list(config.network.policy_hidden), "value_hidden": list(config.network.value_hidden),
-        "activation": config.network.activation,
+        "policy_hidden": list(config.ppo.policy_hidden), "value_hidden": list(config.ppo.value_hidden),
+        "activation": config.ppo.activation,
         "episode_length": config.env.episode_length, "action_repeat": config.env.action_repeat,
         "num_eval_envs": config.run.num_eval_envs,
     }

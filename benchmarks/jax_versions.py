@@ -168,13 +168,13 @@ def rlfit_rollout_program(env: Any, num_envs: int, steps: int, hidden: list[int]
     from rlfit.algos.common.normalizer import init_stats
     from rlfit.algos.ppo.networks import make_agent
     from rlfit.algos.ppo.rollout import collect
-    from rlfit.config.schema import NetworkConfig
+    from rlfit.algos.ppo.config import PPOConfig
     from rlfit.envs.vec_env import VecEnv, observation_example
 
     vec_env = VecEnv(env, num_envs, episode_length=1000)
     obs_example = observation_example(env)
-    agent = make_agent(obs_example, vec_env.action_space, NetworkConfig(policy_hidden=tuple(hidden),
-                                                                        value_hidden=tuple(hidden)))
+    agent = make_agent(obs_example, vec_env.action_space, PPOConfig(policy_hidden=tuple(hidden),
+                                                                    value_hidden=tuple(hidden)))
     key = jax.random.PRNGKey(0)
     params, stats = agent.init(key), init_stats(obs_example)
 

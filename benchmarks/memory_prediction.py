@@ -48,8 +48,8 @@ OVERRIDES = (
     # 4 unrolls of 10 steps per env per iteration, one epoch of 4 minibatches; rlfit's default networks
     # (the 5 x 256 value network's activations over the whole batch dominate the memory).
     "ppo.num_envs=256", "ppo.batch_size=256", "ppo.num_minibatches=4", "ppo.unroll_length=10",
-    "ppo.num_updates_per_batch=1", "network.policy_hidden=[32,32,32,32]",
-    "network.value_hidden=[256,256,256,256,256]", "env.episode_length=1000", "run.num_eval_envs=8",
+    "ppo.num_updates_per_batch=1", "ppo.policy_hidden=[32,32,32,32]",
+    "ppo.value_hidden=[256,256,256,256,256]", "env.episode_length=1000", "run.num_eval_envs=8",
 )
 
 

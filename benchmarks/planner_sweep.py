@@ -235,7 +235,7 @@ def main() -> None:
     if args.quick:
         args.env, args.preset, args.budgets, args.iterations = "tests.toy_env:make", "smoke", ["0.05"], 2
         args.sweep_min = args.sweep_max = 64
-        args.set = args.set + ["env.episode_length=50", "network.value_hidden=[32,32]"]
+        args.set = args.set + ["env.episode_length=50", "ppo.value_hidden=[32,32]"]
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                                  os.environ.get("PYTHONPATH")]))
 

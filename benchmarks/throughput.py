@@ -117,7 +117,7 @@ def collect_stepper(trainer: Trainer) -> tuple[Callable, tuple]:
     sizes = trainer.plan.sizes
     num_unrolls = sizes.batch_size * sizes.num_minibatches // sizes.num_envs
     state = trainer.init_state()
-    agent = make_agent(trainer.obs_example, trainer.action_space, trainer.config.network, trainer.plan.precision)
+    agent = make_agent(trainer.obs_example, trainer.action_space, trainer.config.ppo, trainer.plan.precision)
 
     def run(params: Any, stats: Any, env_state: Any, key: jax.Array) -> jax.Array:
         _, data = collect(trainer.train_env, agent, params, stats, env_state, key,

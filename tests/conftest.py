@@ -39,7 +39,7 @@ TOY_TRAIN_OVERRIDES = (
     "env.episode_length=100", "env.action_repeat=2",
     "ppo.num_envs=32", "ppo.batch_size=32", "ppo.num_minibatches=4", "ppo.unroll_length=10",
     "ppo.num_updates_per_batch=4", "ppo.learning_rate=1e-3", "ppo.discounting=0.9", "ppo.reward_scaling=1",
-    "network.policy_hidden=[32,32]", "network.value_hidden=[32,32]",
+    "ppo.policy_hidden=[32,32]", "ppo.value_hidden=[32,32]",
     "run.num_timesteps=80000", "run.eval_every=5", "run.num_eval_envs=64",
 )
 """A toy run of 32 iterations of 32 * 4 * 10 * 2 = 2560 env steps (80000 rounded up to 81920), eval every 5."""

@@ -44,9 +44,9 @@ def test_resume_by_iterations_and_refusals(cli):
     assert not_larger.returncode == 2
     assert "already at iteration 6" in not_larger.stderr and len(not_larger.stderr.strip().splitlines()) == 1
 
-    other_network = cli.run("resume", str(run), "--set", "network.policy_hidden=[64,64]")
+    other_network = cli.run("resume", str(run), "--set", "ppo.policy_hidden=[64,64]")
     assert other_network.returncode == 2
-    assert "network.policy_hidden cannot change" in other_network.stderr
+    assert "ppo.policy_hidden cannot change" in other_network.stderr
     assert "Traceback" not in other_network.stderr
     assert cli.snapshot(run) == before  # a refused resume changes nothing
 

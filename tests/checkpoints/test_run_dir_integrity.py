@@ -70,10 +70,10 @@ def test_edited_config_is_refused_naming_the_key_and_an_emptied_one_is_rebuilt(c
     assert cli.snapshot(run) == before
 
     edited = yaml.safe_load(original)
-    edited["network"]["policy_hidden"] = [64, 64]
+    edited["ppo"]["policy_hidden"] = [64, 64]
     (run / "config.yaml").write_text(yaml.safe_dump(edited))
     refused = cli.run("resume", str(run), "--iterations", "9")
-    assert refused.returncode == 2 and "network.policy_hidden is [64, 64] in config.yaml" in refused.stderr
+    assert refused.returncode == 2 and "ppo.policy_hidden is [64, 64] in config.yaml" in refused.stderr
     assert "corrupt" not in refused.stderr and "arrays" not in refused.stderr  # not blamed on the checkpoints
 
     edited = yaml.safe_load(original)

@@ -253,7 +253,7 @@ def test_keys_lists_every_activation(capsys):
 
     code, out, _ = cli(capsys, "keys")
     assert code == 0
-    line = next(line for line in out.splitlines() if "network.activation" in line)
+    line = next(line for line in out.splitlines() if "ppo.activation" in line)
     for activation in ACTIVATIONS:
         assert activation in line
 

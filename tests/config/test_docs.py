@@ -105,7 +105,7 @@ def test_rlfit_keys_prints_every_key_on_one_line_and_markdown_prints_the_table(c
     assert plain.returncode == 0
     lines = plain.stdout.splitlines()
     assert [line.split()[0] for line in lines] == EVERY_KEY
-    bottleneck = next(line for line in lines if line.startswith("network.bottleneck "))
+    bottleneck = next(line for line in lines if line.startswith("ppo.bottleneck "))
     assert "KL(q(z | obs) || N(0, I))" in bottleneck  # the whole docstring, on the key's own line
     markdown = cli_in_process(capfd, "keys", "--markdown", cwd=tmp_path)
     assert markdown.returncode == 0 and markdown.stdout == markdown_table()

@@ -63,8 +63,8 @@ def test_playground_published_defaults_are_applied():
     go1 = resolve("Go1JoystickFlatTerrain")
     published = locomotion_params.brax_ppo_config("Go1JoystickFlatTerrain", "jax")
     assert go1.ppo.max_grad_norm == published.max_grad_norm
-    assert go1.network.policy_hidden == tuple(published.network_factory.policy_hidden_layer_sizes)
-    assert go1.network.value_hidden == tuple(published.network_factory.value_hidden_layer_sizes)
+    assert go1.ppo.policy_hidden == tuple(published.network_factory.policy_hidden_layer_sizes)
+    assert go1.ppo.value_hidden == tuple(published.network_factory.value_hidden_layer_sizes)
     # CartpoleBalance publishes 60M steps, rlfit's default is 5M; a preset still wins over the published layer
     assert resolve("CartpoleBalance").run.num_timesteps == 60_000_000 != Config().run.num_timesteps
     assert resolve("CartpoleBalance", "quick").run.num_timesteps == PRESETS["quick"]["run"]["num_timesteps"]
@@ -87,8 +87,8 @@ def test_unknown_key_suggests_the_right_key():
 
 def test_unknown_key_in_a_file(tmp_path):
     with pytest.raises(UserError) as excinfo:
-        resolve(TOY, config_file=write(tmp_path / "c.yaml", "network:\n  policy_hiden: [8]\n"))
-    assert "network.policy_hidden" in message(excinfo)
+        resolve(TOY, config_file=write(tmp_path / "c.yaml", "ppo:\n  policy_hiden: [8]\n"))
+    assert "ppo.policy_hidden" in message(excinfo)
 
 
 def test_unknown_section_suggests_the_section():
@@ -124,8 +124,8 @@ def test_set_without_equals():
     ("ppo.num_envs=true", "ppo.num_envs must be an integer"),
     ("ppo.learning_rate=fast", "ppo.learning_rate must be a number"),
     ("ppo.normalize_observations=maybe", "ppo.normalize_observations must be true or false"),
-    ("network.policy_hidden=abc", "network.policy_hidden must be a list of integers"),
-    ("network.value_hidden=[32, x]", "network.value_hidden must be"),
+    ("ppo.policy_hidden=abc", "ppo.policy_hidden must be a list of integers"),
+    ("ppo.value_hidden=[32, x]", "ppo.value_hidden must be"),
     ("env.overrides=3", "env.overrides must be a mapping"),
 ])
 def test_wrong_types_are_named(item, fragment):
@@ -143,11 +143,11 @@ def test_numbers_in_yaml_and_set(tmp_path):
     assert config.run.num_timesteps == 1_000_000 and config.run.eval_every == 2
     assert isinstance(config.run.eval_every, int)
     config = resolve(TOY, overrides=["ppo.learning_rate=3e-4", "ppo.clipping_epsilon=1", "run.num_timesteps=2e6",
-                                     "network.policy_hidden=[8, 4]", "network.value_hidden=16"])
+                                     "ppo.policy_hidden=[8, 4]", "ppo.value_hidden=16"])
     assert config.ppo.learning_rate == pytest.approx(3e-4)
     assert config.ppo.clipping_epsilon == 1.0 and isinstance(config.ppo.clipping_epsilon, float)
     assert config.run.num_timesteps == 2_000_000
-    assert config.network.policy_hidden == (8, 4) and config.network.value_hidden == (16,)
+    assert config.ppo.policy_hidden == (8, 4) and config.ppo.value_hidden == (16,)
 
 
 @pytest.mark.parametrize(("text", "fragment"), [
@@ -190,7 +190,7 @@ def test_config_is_frozen():
     overridden = resolve(TOY, overrides=["env.overrides={speed: 0.5}"])
     with pytest.raises(TypeError):
         overridden.env.overrides["speed"] = 1.0  # type: ignore[index]
-    assert isinstance(config.network.policy_hidden, tuple)  # tuples, not lists
+    assert isinstance(config.ppo.policy_hidden, tuple)  # tuples, not lists
 
 
 def test_replace_returns_a_validated_copy():
@@ -202,7 +202,7 @@ def test_replace_returns_a_validated_copy():
 
 
 def test_to_dict_round_trips():
-    config = resolve(TOY, "quick", None, ["env.overrides={speed: 0.5}", "network.policy_hidden=[8]"])
+    config = resolve(TOY, "quick", None, ["env.overrides={speed: 0.5}", "ppo.policy_hidden=[8]"])
     assert from_layers([config.to_dict()]) == config
 
 
@@ -216,11 +216,11 @@ def test_to_dict_round_trips():
     ("ppo.learning_rate=0", "ppo.learning_rate must be greater than 0"),
     ("ppo.discounting=1.5", "ppo.discounting must be in (0, 1]"),
     ("ppo.entropy_cost=-0.1", "ppo.entropy_cost must be zero or more"),
-    ("network.activation=sigmoidal", "network.activation must be one of"),
+    ("ppo.activation=sigmoidal", "ppo.activation must be one of"),
     ("env.impl=cuda", "env.impl must be one of"),
     ("ppo.advantages=gae", "ppo.advantages must be one of brax, gae_once, got 'gae'"),
-    ("network.policy_hidden=[]", "network.policy_hidden must be a non-empty list"),
-    ("network.value_hidden=[8, 0]", "network.value_hidden must be a non-empty list"),
+    ("ppo.policy_hidden=[]", "ppo.policy_hidden must be a non-empty list"),
+    ("ppo.value_hidden=[8, 0]", "ppo.value_hidden must be a non-empty list"),
 ])
 def test_invalid_values_are_refused_with_the_rule(item, fragment):
     with pytest.raises(UserError) as excinfo:
@@ -264,12 +264,12 @@ def test_batch_divisibility_through_resolve():
 CARTPOLE = "CartpoleBalance"
 PRESET_VALUES = {
     ("ppo", "quick"): {"ppo.num_envs": 512, "ppo.batch_size": 256, "ppo.num_minibatches": 16,
-                       "ppo.num_updates_per_batch": 4, "network.value_hidden": (64, 64),
+                       "ppo.num_updates_per_batch": 4, "ppo.value_hidden": (64, 64),
                        "run.num_timesteps": 10_000_000, "run.num_eval_envs": 32},
     ("ppo", "production"): {"ppo.num_envs": 8192, "ppo.batch_size": 2048, "ppo.num_minibatches": 32,
                             "run.eval_every": 20},
     ("ppo", "g1"): {"ppo.num_envs": 1024, "ppo.learning_rate": 3e-4, "ppo.clipping_epsilon": 0.2,
-                    "ppo.max_grad_norm": 1.0, "network.policy_hidden": (256, 256, 256),
+                    "ppo.max_grad_norm": 1.0, "ppo.policy_hidden": (256, 256, 256),
                     "run.num_timesteps": 163_840_000, "run.fit_to_device": True},
     ("ppo", "smoke"): {"ppo.num_envs": 8, "ppo.unroll_length": 4, "env.episode_length": 100, "run.num_timesteps": 64},
     ("sac", "quick"): {"sac.num_envs": 16, "sac.grad_updates_per_step": 4, "sac.min_replay_size": 1024,
@@ -347,11 +347,11 @@ def test_resume_names_a_changed_algorithm():
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["network.bottleneck_beta=0.1"], "network.bottleneck is 0"),
-    (["network.bottleneck=-1"], "network.bottleneck must be zero or more"),
-    (["network.bottleneck=8", "network.bottleneck_beta=-1"], "network.bottleneck_beta must be zero or more"),
-    (["network.bottleneck=8", "env.observation=pixels"], "network.bottleneck works on vector observations"),
-    (["network.bottleneck=8", "algo=sac"], "network.bottleneck is a PPO option"),
+    (["ppo.bottleneck_beta=0.1"], "ppo.bottleneck is 0"),
+    (["ppo.bottleneck=-1"], "ppo.bottleneck must be zero or more"),
+    (["ppo.bottleneck=8", "ppo.bottleneck_beta=-1"], "ppo.bottleneck_beta must be zero or more"),
+    (["ppo.bottleneck=8", "env.observation=pixels"], "ppo.bottleneck works on vector observations"),
+    (["ppo.bottleneck=8", "algo=sac"], "ppo.bottleneck is a setting of algo ppo, but this run's algo is sac"),
 ])
 def test_information_bottleneck_settings_are_checked(overrides, message):
     with pytest.raises(UserError, match=re.escape(message)):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rlfit
-from rlfit.config.schema import NetworkConfig
+from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.action_space import ActionSpace
 from rlfit.errors import UserError
 from rlfit.algos.ppo.networks import make_agent
@@ -22,7 +22,7 @@ from rlfit.algos.contract import PolicySpec
 
 ACTION_SIZE = 3
 DICT_OBS = {"state": jnp.zeros(7), "privileged_state": jnp.zeros(11)}
-NETWORK = NetworkConfig(policy_hidden=(16, 8), value_hidden=(8,), activation="swish")
+NETWORK = PPOConfig(policy_hidden=(16, 8), value_hidden=(8,), activation="swish")
 
 
 def make_stats(obs_example, seed=0, count=50.0) -> RunningStats:

@@ -28,7 +28,7 @@ def train_capped(cache, run, *extra):
     """`rlfit train` of NUM_ENVS toy environments with the address space capped; the finished process."""
     args = ["train", "tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50",
             "--set", f"ppo.num_envs={NUM_ENVS}", "--set", f"ppo.batch_size={NUM_ENVS}", "--set", "ppo.num_minibatches=1",
-            "--set", "ppo.unroll_length=16", "--set", "network.value_hidden=[64,64]", "--set", "run.num_eval_envs=8",
+            "--set", "ppo.unroll_length=16", "--set", "ppo.value_hidden=[64,64]", "--set", "run.num_eval_envs=8",
             "--timesteps", "1", "--run-dir", str(run), "--quiet", *extra]
     command = f"ulimit -v {LIMIT_KB}; exec {sys.executable} -m rlfit " + " ".join(f"'{a}'" for a in args)
     env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(cache))

@@ -14,8 +14,8 @@ from rlfit.study.manifest import Suite
 from rlfit.study.suites import summarize_episodes
 
 OVERRIDES = ["env.episode_length=24", "ppo.num_envs=16", "ppo.batch_size=16", "ppo.num_minibatches=2",
-             "ppo.unroll_length=8", "network.policy_hidden=[16]", "network.value_hidden=[16]",
-             "run.num_timesteps=1024", "run.num_eval_envs=8", "network.bottleneck=4", "network.bottleneck_beta=0.01",
+             "ppo.unroll_length=8", "ppo.policy_hidden=[16]", "ppo.value_hidden=[16]",
+             "run.num_timesteps=1024", "run.num_eval_envs=8", "ppo.bottleneck=4", "ppo.bottleneck_beta=0.01",
              "env.overrides={distractors: 2, distractor_density: 0.2}"]
 
 

@@ -36,11 +36,9 @@ WANDB_MODES = ("off", "online", "offline", "auto")
 _POSITIVE_INTS = ("env.episode_length", "env.action_repeat", "run.num_timesteps", "run.num_eval_envs",
                   "run.save_interval", "run.keep_checkpoints", "env.image_size", "env.frames",
                   "network.encoder_features")
-_NON_NEGATIVE = ("run.eval_every", "run.early_stop_patience", "run.early_stop_min_delta", "run.wandb_timeout_s",
-                 "network.bottleneck", "network.bottleneck_beta")
-_CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "network.activation": ACTIVATIONS,
-            "env.observation": OBSERVATIONS, "env.channels": CHANNELS, "env.renderer": RENDERERS,
-            "network.encoder": ENCODERS, "run.wandb": WANDB_MODES}
+_NON_NEGATIVE = ("run.eval_every", "run.early_stop_patience", "run.early_stop_min_delta", "run.wandb_timeout_s")
+_CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "env.observation": OBSERVATIONS, "env.channels": CHANNELS,
+            "env.renderer": RENDERERS, "network.encoder": ENCODERS, "run.wandb": WANDB_MODES}
 
 
 def check_config(config: ConfigView) -> None:
@@ -48,20 +46,10 @@ def check_config(config: ConfigView) -> None:
     check_seed(config.run.seed, "run.seed")
     check_finite(config)
     check_ranges(config, positive_ints=_POSITIVE_INTS, non_negative=_NON_NEGATIVE, choices=_CHOICES)
-    for name in ("network.policy_hidden", "network.value_hidden"):
-        sizes = _get(config, name)
-        if not sizes or any(size <= 0 for size in sizes):
-            raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_pixels(config)
     check_randomization(config.env.randomization)
-    if config.network.bottleneck and config.env.observation == "pixels":
-        raise UserError("network.bottleneck works on vector observations; set network.bottleneck: 0 with "
-                        "env.observation: pixels")
-    if config.network.bottleneck_beta and not config.network.bottleneck:
-        raise UserError(f"network.bottleneck_beta is {config.network.bottleneck_beta} but network.bottleneck is 0 "
-                        "(no latent layer to penalize); set network.bottleneck to its width, e.g. 16")
     parse_devices(config.run.devices)
     parse_duration(config.run.time_budget, "run.time_budget")
     if not config.run.stop_grace_s >= 0:
@@ -100,6 +88,14 @@ def check_ranges(config: ConfigView, positive_ints=(), non_negative=(), positive
     for name, allowed in (choices or {}).items():
         if _get(config, name) not in allowed:
             raise UserError(f"{name} must be one of {', '.join(allowed)}, got '{_get(config, name)}'")
+
+
+def check_layer_sizes(config: ConfigView, *names: str) -> None:
+    """Rule: each named key ('section.key') is a non-empty list of positive layer sizes."""
+    for name in names:
+        sizes = _get(config, name)
+        if not sizes or any(size <= 0 for size in sizes):
+            raise UserError(f"{name} must be a non-empty list of positive layer sizes, got {list(sizes)}")
 
 
 def check_pixels(config: ConfigView) -> None:

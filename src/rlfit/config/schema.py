@@ -1,6 +1,7 @@
 """Frozen, typed run configuration: `algo` (a registered algorithm: ppo, sac, fasttd3, ...), sections `env`, the
 algorithm's (named like it: `ppo`, `sac`, `fasttd3`),
-`network` (the encoders of camera frames, for every algorithm, and PPO's policy and value networks) and `run`.
+`network` (the camera-frame encoder, for every algorithm) and `run`. PPO's network settings, once in `network`,
+are in `ppo`; the old names are still read (`rlfit.config.moved_keys`).
 
 A config is built once from layers, lowest first, and validated before anything compiles:
 
@@ -24,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from rlfit.config.moved_keys import announce, rewrite_layers
 from rlfit.config.rules import check_config
 from rlfit.config.values import FrozenDict, plain, to_type
 from rlfit.errors import UserError, did_you_mean
@@ -75,18 +77,8 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    """Policy and value MLPs."""
+    """The camera-frame encoder, shared by every algorithm (PPO's policy and value networks are in `ppo`)."""
 
-    policy_hidden: tuple[int, ...] = (32, 32, 32, 32)
-    """Hidden layer sizes of the policy."""
-    value_hidden: tuple[int, ...] = (256, 256, 256, 256, 256)
-    """Hidden layer sizes of the value function."""
-    activation: str = "swish"
-    """Hidden activation: swish, relu, tanh, elu, gelu (tanh approximation)."""
-    policy_obs_key: str = "state"
-    """For dict observations: the entry the policy sees."""
-    value_obs_key: str = "privileged_state"
-    """For dict observations: the entry the value function sees (falls back to `policy_obs_key`)."""
     encoder: str = "auto"
     """With pixel observations: `simple2dcnn`, `simple3dcnn`, `r3d18`, `timesformer` or `auto` (by device)."""
     encoder_features: int = 50
@@ -95,13 +87,6 @@ class NetworkConfig:
     """A safetensors file of encoder weights (`rlfit convert-weights` makes one), or empty to train from scratch."""
     freeze_encoder: bool = False
     """Keep the encoder's weights fixed (sensible with `pretrained`)."""
-    bottleneck: int = 0
-    """PPO: width Z of a stochastic latent layer between the policy's hidden layers and its output, a variational
-    information bottleneck (`rlfit.networks.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
-    as the policy's description length. 0: none (the plain policy)."""
-    bottleneck_beta: float = 0.0
-    """Weight of the rate (in nats, averaged over the minibatch) in PPO's loss; 0 trains the same stochastic
-    latent without a penalty."""
 
 
 @dataclass(frozen=True)
@@ -298,11 +283,17 @@ def check_algo(algo: Any) -> None:
 def from_layers(layers: Sequence[Mapping[str, Any]]) -> Config:
     """Merges nested dicts (later wins), checks every key and type, validates, freezes.
 
-    A layer may hold `algo` (a name) besides sections; keys of another algorithm's section are refused.
+    A layer may hold `algo` (a name) besides sections; keys of another algorithm's section are refused. Keys under
+    their old names (`rlfit.config.moved_keys`) are moved to their new section first, with one note per process.
     """
     types = section_types()
     merged: dict[str, dict[str, Any]] = {name: {} for name in types}
     algo = DEFAULT_ALGORITHM
+    for layer in layers:
+        if "algo" in layer:
+            check_algo(layer["algo"])
+            algo = layer["algo"]
+    layers, moved = rewrite_layers(layers, algo)
     for layer in layers:
         for section, keys in layer.items():
             if section == "algo":
@@ -326,6 +317,7 @@ def from_layers(layers: Sequence[Mapping[str, Any]]) -> Config:
     algos = FrozenDict({name: types[name](**merged[name]) for name in ALGORITHMS})
     config = Config(algo, *(types[name](**merged[name]) for name in FIXED_SECTIONS), algos=algos)
     validate(config)
+    announce(moved)
     return config
 
 

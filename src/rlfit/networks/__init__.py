@@ -59,7 +59,7 @@ def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
     from rlfit.errors import UserError
 
     raise UserError(f"the observation has no entry '{key}' (it has {', '.join(sorted(map(str, obs)))}); set the "
-                    "network's observation key (network.policy_obs_key, sac.policy_obs_key) to one of them")
+                    "network's observation key (ppo.policy_obs_key, sac.policy_obs_key, fasttd3.policy_obs_key) to one of them")
 
 
 class TanhGaussian(NamedTuple):

@@ -84,16 +84,16 @@ def check_matmul(device: DeviceInfo) -> CheckResult:
 
 
 def check_network(device: DeviceInfo) -> CheckResult:
-    """A forward and backward pass of a policy and a value MLP of the default sizes (`NetworkConfig`: 64
+    """A forward and backward pass of a policy and a value MLP of PPO's default sizes (the `ppo` section: 64
     observations, 8 continuous actions, so 16 policy outputs) on a batch of observations."""
     import jax
     import jax.numpy as jnp
 
-    from rlfit.config.schema import NetworkConfig
+    from rlfit.config.schema import Config
     from rlfit.networks import MLP
 
     batch = 4096 if device.jax_uses_it and device.is_accelerator else 1024
-    sizes = NetworkConfig()
+    sizes = Config().ppo
     policy = MLP(tuple(sizes.policy_hidden) + (16,), sizes.activation)
     value = MLP(tuple(sizes.value_hidden) + (1,), sizes.activation)
     obs = jax.random.normal(jax.random.PRNGKey(1), (batch, 64))

@@ -87,6 +87,7 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
     ratios, so a problem is one line naming the manifest entry before anything runs. The seed enters a config only
     through `run.seed`'s own rule, which `parse_manifest` checked for every seed, so one seed's config stands for
     all (no environment is built and nothing compiles)."""
+    from rlfit.config.moved_keys import MOVED_KEYS
     from rlfit.config.schema import all_keys
 
     for variant in manifest.variants:
@@ -98,7 +99,7 @@ def check_manifest(manifest: Manifest, where: str = "the manifest") -> None:
         if measure not in SUMMARY_MEASURES:
             raise UserError(f"{where}: measures: unknown measure '{measure}'; choose from {', '.join(SUMMARY_MEASURES)} "
                             "(suites are compared as suite/<name> without being listed)")
-    keys = set(all_keys())
+    keys = set(all_keys()) | set(MOVED_KEYS)  # a key's old name still names it (`rlfit.config.moved_keys`)
     for x, y in manifest.correlations:
         for name in (x, y):
             if name not in measures and name not in keys:

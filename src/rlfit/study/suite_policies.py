@@ -64,8 +64,8 @@ def _bottleneck_actor(files: Any, config: Any, policy: str, latent: dict[str, An
     from rlfit.networks import distribution_for
 
     space = action_space_of(files.description)
-    network = BottleneckPolicy(tuple(config.network.policy_hidden), config.network.bottleneck, space.logits_size,
-                               config.network.activation)
+    network = BottleneckPolicy(tuple(config.ppo.policy_hidden), config.ppo.bottleneck, space.logits_size,
+                               config.ppo.activation)
     params = jax.tree.map(jnp.asarray, latent)
     mode, distribution = head_of(files.description).mode, distribution_for(space)
 
@@ -75,7 +75,7 @@ def _bottleneck_actor(files: Any, config: Any, policy: str, latent: dict[str, An
         if policy == MOST_LIKELY_POLICY:
             return mode(network.apply(params, x)[0])
         noise_key, action_key = jax.random.split(key)
-        noise = jax.random.normal(noise_key, x.shape[:-1] + (config.network.bottleneck,))
+        noise = jax.random.normal(noise_key, x.shape[:-1] + (config.ppo.bottleneck,))
         dist = distribution.from_logits(network.apply(params, x, noise)[0])
         return dist.env_action(dist.sample_raw(action_key))
 

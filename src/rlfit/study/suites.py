@@ -26,6 +26,11 @@ def suite_config(config: Any, overrides: Mapping[str, Any]) -> Any:
     return config.replace(**sections)
 
 
+ACTING_NETWORK_KEYS = ("policy_hidden", "activation", "policy_obs_key", "bottleneck")
+"""Keys of an algorithm's section that shape its acting policy (where it has them: PPO's `bottleneck` sets the
+latent noise an evaluator draws), so a compiled evaluator is kept per value."""
+
+
 def evaluate_suite(run_dir: Path, config: Any, suite: Suite, index: int) -> dict[str, Any]:
     """The run's final policy (`suite.policy`: most likely action or sampled) on `suite` (`config`: the run's own):
     {'episode_reward' (mean return), 'episode_reward_std', 'episode_length', 'episodes', 'policy'} and, where the
@@ -44,9 +49,10 @@ def evaluate_suite(run_dir: Path, config: Any, suite: Suite, index: int) -> dict
     actor = suite_actor(files, config, suite.policy, read_latent(run_dir))
     shifted = suite_config(config, suite.overrides)
     settings = shifted.to_dict_without_seed()
-    settings["network"].pop("bottleneck_beta", None)  # a loss weight: the acting network is the same
+    algo_settings = settings.get(config.algo, {})  # the acting network's (not the loss weights, e.g. bottleneck_beta)
+    network = {**settings["network"], **{key: algo_settings[key] for key in ACTING_NETWORK_KEYS if key in algo_settings}}
     key = json.dumps({"suite": suite.name, "episodes": suite.episodes, "policy": suite.policy,
-                      "env": settings["env"], "network": settings["network"], "policy_file": files.description["network"],
+                      "env": settings["env"], "network": network, "policy_file": files.description["network"],
                       "precision": files.description["precision"], "rate": actor.rate is not None},
                      sort_keys=True, default=str)  # what the compiled evaluator depends on: one per suite for a grid
                                                    # over training settings (the policy's arrays are its argument)

@@ -40,6 +40,7 @@ class TrialResult:
 
 def collect(experiment: Experiment) -> list[TrialResult]:
     """The finished trials' numbers (unfinished ones are left out of the report and counted in it)."""
+    from rlfit.config.moved_keys import MOVED_KEYS
     from rlfit.run.restore import flat_keys
     from rlfit.sinks.jsonl import read_rows
 
@@ -52,6 +53,10 @@ def collect(experiment: Experiment) -> list[TrialResult]:
         suites = read_json(run_dir / SUITES_FILE) or {}
         config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
         values: dict[str, Any] = {k: v for k, v in flat_keys(config).items() if isinstance(v, (int, float))}
+        for old, new in MOVED_KEYS.items():  # a trial saved before a key moved, or a manifest naming its old name
+            if old in values or new in values:
+                values.setdefault(new, values.get(old))
+                values.setdefault(old, values[new])
         values.update({k: summary.get(k) for k in experiment.manifest.measures})
         values.update({f"suite/{name}": r.get("episode_reward") for name, r in suites.items()})
         values.update({f"suite/{name}/{key}": r[key] for name, r in suites.items() for key in SUITE_FIELDS if key in r})

@@ -12,14 +12,14 @@ import pytest
 from scipy import integrate, stats
 
 from rlfit.algos.ppo.losses import LossBatch, ppo_loss
-from rlfit.config.schema import NetworkConfig
+from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.action_space import DISCRETE, ActionSpace
 from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks import MLP
 from rlfit.networks.bottleneck import BITS_PER_NAT, fold, gaussian_kl
 
 SPACE = ActionSpace(DISCRETE, 4)
-NETWORK = NetworkConfig(policy_hidden=(16, 16), value_hidden=(8,), bottleneck=6, bottleneck_beta=0.1)
+NETWORK = PPOConfig(policy_hidden=(16, 16), value_hidden=(8,), bottleneck=6, bottleneck_beta=0.1)
 
 
 @pytest.mark.parametrize(("mu", "sigma"), [([0.0, 0.0], [1.0, 1.0]), ([0.5, -1.2], [0.3, 2.0]), ([2.0], [0.05])])
@@ -77,8 +77,8 @@ def test_a_larger_beta_learns_a_shorter_description(tmp_path):
 
     rates = {}
     for beta in (0.0, 1.0):
-        overrides = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=40000", "network.bottleneck=8",
-                     f"network.bottleneck_beta={beta}"]
+        overrides = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=40000", "ppo.bottleneck=8",
+                     f"ppo.bottleneck_beta={beta}"]
         result = rlfit.train("tests.toy_env:make_discrete", "smoke", overrides=overrides, quiet=True,
                              run_dir=tmp_path / f"beta{beta}")
         rates[beta] = result.summary["final_description_length_bits"]

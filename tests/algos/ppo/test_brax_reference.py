@@ -27,7 +27,6 @@ from rlfit.algos.ppo.step import TrainState, loss_batch, make_epochs, make_optim
 from rlfit.algos.ppo.losses import ppo_loss
 from rlfit.algos.ppo.rollout import Transition
 from rlfit.algos.ppo.sizes import BatchSizes
-from rlfit.config.schema import NetworkConfig
 
 FIXTURE = Path(__file__).parent / "fixtures" / "brax_ppo.npz"
 SETTINGS = json.loads(FIXTURE.with_suffix(".json").read_text())["settings"]
@@ -66,8 +65,8 @@ def config_for(case: str) -> PPOConfig:
 def setup(reference: dict, case: str):
     """(agent, params, config, rlfit's epochs batch) for one case, built as a training iteration builds them."""
     agent = make_agent(jnp.zeros(SETTINGS["obs_size"]), SETTINGS["action_size"],
-                       NetworkConfig(policy_hidden=tuple(SETTINGS["policy_hidden"]),
-                                     value_hidden=tuple(SETTINGS["value_hidden"]), activation=SETTINGS["activation"]))
+                       PPOConfig(policy_hidden=tuple(SETTINGS["policy_hidden"]),
+                                 value_hidden=tuple(SETTINGS["value_hidden"]), activation=SETTINGS["activation"]))
     params = AgentParams(tree(reference, "params/policy"), tree(reference, "params/value"))
     ppo = config_for(case)
 

@@ -111,7 +111,7 @@ def test_sac_refuses_a_discrete_environment_in_one_line(tmp_path, capfd):
 
 
 GRIDWORLD_OVERRIDES = ("env.episode_length=32", "ppo.num_envs=16", "ppo.batch_size=16", "ppo.num_minibatches=2",
-                       "ppo.unroll_length=8", "network.policy_hidden=[16]", "network.value_hidden=[16]",
+                       "ppo.unroll_length=8", "ppo.policy_hidden=[16]", "ppo.value_hidden=[16]",
                        "run.num_timesteps=1024", "run.num_eval_envs=8")
 
 
@@ -187,8 +187,8 @@ def test_ppo_learns_a_small_gridworld(tmp_path):
 
     overrides = ["env.episode_length=20", "ppo.num_envs=64", "ppo.batch_size=64", "ppo.num_minibatches=4",
                  "ppo.unroll_length=8", "ppo.num_updates_per_batch=4", "ppo.learning_rate=3e-3",
-                 "ppo.discounting=0.9", "ppo.reward_scaling=1", "network.policy_hidden=[32]",
-                 "network.value_hidden=[32]", "run.num_timesteps=40000", "run.eval_every=0", "run.num_eval_envs=128"]
+                 "ppo.discounting=0.9", "ppo.reward_scaling=1", "ppo.policy_hidden=[32]",
+                 "ppo.value_hidden=[32]", "run.num_timesteps=40000", "run.eval_every=0", "run.num_eval_envs=128"]
     result = rlfit.train("gridworld:Empty-5x5", "smoke", overrides=overrides, run_dir=tmp_path / "run", quiet=True)
     final, random = result.summary["final_eval_reward"], random_policy_return("gridworld:Empty-5x5", 20)
     assert final >= 0.8, f"final eval reward {final:.2f}; the goal is a few steps away (0.99 - 0.01 per step)"

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from rlfit.config.schema import NetworkConfig
+from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.algos.ppo.networks import make_agent
 from rlfit.networks.encoders import EncoderSpec
@@ -19,7 +19,7 @@ T, SIZE, C, A = 2, 16, 3, 2
 def agent():
     obs = {PIXELS_KEY: jnp.zeros((T, SIZE, SIZE, C), jnp.uint8), "state": jnp.zeros(4)}
     spec = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C)
-    return make_agent(obs, A, NetworkConfig(policy_hidden=(16,), value_hidden=(16,)), encoder=spec)
+    return make_agent(obs, A, PPOConfig(policy_hidden=(16,), value_hidden=(16,)), encoder=spec)
 
 
 def frames(key, leading):

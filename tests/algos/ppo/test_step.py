@@ -11,8 +11,8 @@ from rlfit.planning.plan import make_plan
 from rlfit.run.build import Trainer
 
 SIZES = ["ppo.num_envs=8", "ppo.batch_size=4", "ppo.num_minibatches=4", "ppo.unroll_length=5",
-         "ppo.num_updates_per_batch=2", "env.episode_length=20", "network.policy_hidden=[16]",
-         "network.value_hidden=[16]", "run.num_eval_envs=4"]
+         "ppo.num_updates_per_batch=2", "env.episode_length=20", "ppo.policy_hidden=[16]",
+         "ppo.value_hidden=[16]", "run.num_eval_envs=4"]
 
 
 @pytest.fixture(scope="module")

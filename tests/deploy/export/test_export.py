@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rlfit
-from rlfit.config.schema import NetworkConfig
+from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.action_space import ActionSpace
 from rlfit.errors import UserError
 from rlfit.algos.ppo.networks import make_agent
@@ -48,7 +48,7 @@ def numpy_policy(params, stats_mean, stats_m2, count, activation, obs, action_si
 def save_dict_obs_policy(run_dir: Path, activation: str, action_size: int = 4):
     """A run dir with a policy on dict observations {'state': [9], 'privileged_state': [13]}."""
     obs_example = {"state": jnp.zeros(9), "privileged_state": jnp.zeros(13)}
-    network = NetworkConfig(policy_hidden=(32, 16), value_hidden=(8,), activation=activation)
+    network = PPOConfig(policy_hidden=(32, 16), value_hidden=(8,), activation=activation)
     params = make_agent(obs_example, action_size, network).init(jax.random.PRNGKey(5)).policy
     stats = random_stats(obs_example, seed=7)
     save_policy(run_dir / "policy", params, stats, spec_of(network), obs_example, ActionSpace("continuous", action_size),

@@ -188,9 +188,6 @@ TITLE = "FastTD3"
 def check(config: Any) -> None:
     """FastTD3's rules (one-line UserErrors): valid hyperparameters, vector observations, fp32 or bf16."""
     check_fasttd3_config(config.fasttd3)
-    if config.network.bottleneck:
-        raise UserError("network.bottleneck is a PPO option (FastTD3's actor has no latent layer); "
-                        "set network.bottleneck: 0 or use algo: ppo")
     if config.env.observation != "state":
         raise UserError(f"algo: fasttd3 learns from state observations, not "
                         f"env.observation={config.env.observation}; use algo: sac for camera frames")

@@ -38,23 +38,23 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     sizes = cast(BatchSizes, plan.sizes)  # the plan holds this algorithm's sizes (`ALGORITHM.sizes_type`)
     choice = encoder_for(config.network, obs_example, plan.backend)
     encoder = choice.spec if choice is not None else None
-    agent = make_agent(obs_example, train_env.action_space, config.network, plan.precision, encoder,
+    agent = make_agent(obs_example, train_env.action_space, config.ppo, plan.precision, encoder,
                        choice.weights if choice is not None else None)
     optimizer = make_optimizer(config.ppo)
     if encoder is not None:
         optimizer = encoder_optimizer(optimizer, config.network.freeze_encoder)
     loss_scaling = plan.precision == "fp16"  # fp16 network compute trains with dynamic loss scaling
-    network = config.network
+    ppo = config.ppo
     return Learner(
         init=lambda seed: init_train_state(train_env, agent, optimizer, seed, loss_scaling),
-        step=make_train_iteration(train_env, agent, optimizer, config.ppo, sizes, network.bottleneck_beta),
+        step=make_train_iteration(train_env, agent, optimizer, ppo, sizes, ppo.bottleneck_beta),
         metrics_row=metrics_row,
         acting=lambda state: (state.params.policy, state.normalizer),
         policy_logits=agent.policy_logits,
         policy_rate=agent.policy_rate,
         deployable=agent.deployable,
-        policy=PolicySpec(tuple(network.policy_hidden), network.activation,
-                          PIXELS_KEY if encoder is not None else network.policy_obs_key,
+        policy=PolicySpec(tuple(ppo.policy_hidden), ppo.activation,
+                          PIXELS_KEY if encoder is not None else ppo.policy_obs_key,
                           encoder.to_dict() if encoder is not None else None,
                           CATEGORICAL if train_env.action_space.discrete else TANH_GAUSSIAN),
         resize=lambda state, key: state._replace(env_state=train_env.reset(key)),

@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from rlfit.errors import UserError
+
 
 @dataclass(frozen=True)
 class PPOConfig:
@@ -47,6 +49,26 @@ class PPOConfig:
     with that update's value parameters, the advantage the one-step error on the lambda-returns, time-limit
     steps masked (`bootstrap_on_timeout=False`). `gae_once`: GAE sums, once per iteration before the epochs,
     time-limit steps bootstrapped from the pre-reset observation (rlfit's estimator before this option)."""
+    policy_hidden: tuple[int, ...] = (32, 32, 32, 32)
+    """Hidden layer sizes of the policy (was `network.policy_hidden`)."""
+    value_hidden: tuple[int, ...] = (256, 256, 256, 256, 256)
+    """Hidden layer sizes of the value function (was `network.value_hidden`)."""
+    activation: str = "swish"
+    """Hidden activation of both networks: swish, relu, tanh, elu, gelu (tanh approximation) (was
+    `network.activation`)."""
+    policy_obs_key: str = "state"
+    """For dict observations: the entry the policy sees (was `network.policy_obs_key`)."""
+    value_obs_key: str = "privileged_state"
+    """For dict observations: the entry the value function sees (falls back to `policy_obs_key`; was
+    `network.value_obs_key`)."""
+    bottleneck: int = 0
+    """Width Z of a stochastic latent layer between the policy's hidden layers and its output, a variational
+    information bottleneck (`rlfit.networks.bottleneck`); its rate, KL(q(z | obs) || N(0, I)) in bits, is logged
+    as the policy's description length. 0: none (the plain policy). Vector observations only (was
+    `network.bottleneck`)."""
+    bottleneck_beta: float = 0.0
+    """Weight of the rate (in nats, averaged over the minibatch) in the loss; 0 trains the same stochastic latent
+    without a penalty (was `network.bottleneck_beta`)."""
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
@@ -59,8 +81,8 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # (benchmarks/suite.py), not one environment.
     "quick": {
         "ppo": {"num_envs": 512, "batch_size": 256, "num_minibatches": 16, "unroll_length": 30,
-                "num_updates_per_batch": 4, "advantages": "gae_once"},
-        "network": {"policy_hidden": (32, 32, 32, 32), "value_hidden": (64, 64)},
+                "num_updates_per_batch": 4, "advantages": "gae_once", "policy_hidden": (32, 32, 32, 32),
+                "value_hidden": (64, 64)},
         "run": {"num_timesteps": 10_000_000, "eval_every": 5, "num_eval_envs": 32},
     },
     # Playground's published settings for the environment, as Brax users run them.
@@ -74,16 +96,15 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "g1": {
         "ppo": {"num_envs": 1024, "batch_size": 256, "num_minibatches": 32, "unroll_length": 20,
                 "num_updates_per_batch": 4, "learning_rate": 3e-4, "entropy_cost": 5e-3,
-                "discounting": 0.97, "clipping_epsilon": 0.2, "reward_scaling": 1.0, "max_grad_norm": 1.0},
-        "network": {"policy_hidden": (256, 256, 256), "value_hidden": (256, 256, 256)},
+                "discounting": 0.97, "clipping_epsilon": 0.2, "reward_scaling": 1.0, "max_grad_norm": 1.0,
+                "policy_hidden": (256, 256, 256), "value_hidden": (256, 256, 256)},
         "run": {"num_timesteps": 1000 * 256 * 32 * 20, "save_interval": 50, "eval_every": 50,
                 "num_eval_envs": 128, "fit_to_device": True},
     },
     # One iteration of anything on a 2-core CPU (checks that the pipeline works, learns nothing).
     "smoke": {
         "ppo": {"num_envs": 8, "batch_size": 8, "num_minibatches": 2, "unroll_length": 4,
-                "num_updates_per_batch": 1},
-        "network": {"policy_hidden": (32, 32), "value_hidden": (32, 32)},
+                "num_updates_per_batch": 1, "policy_hidden": (32, 32), "value_hidden": (32, 32)},
         "env": {"episode_length": 100},
         "run": {"num_timesteps": 64, "eval_every": 0, "num_eval_envs": 4},
     },
@@ -98,7 +119,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
     if not found:
         return {}
     keys = {f.name for f in dataclasses.fields(PPOConfig)}
-    layer: dict[str, dict[str, Any]] = {"ppo": {}, "network": {}, "run": {}, "env": {}}
+    layer: dict[str, dict[str, Any]] = {"ppo": {}, "run": {}, "env": {}}
     for key, value in found.items():
         if key in keys:
             layer["ppo"][key] = value
@@ -110,7 +131,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
     for theirs, ours in (("policy_hidden_layer_sizes", "policy_hidden"), ("value_hidden_layer_sizes", "value_hidden"),
                          ("policy_obs_key", "policy_obs_key"), ("value_obs_key", "value_obs_key")):
         if theirs in network:
-            layer["network"][ours] = network[theirs]
+            layer["ppo"][ours] = network[theirs]
     if layer["ppo"].get("max_grad_norm") is None:
         layer["ppo"].pop("max_grad_norm", None)
     return layer
@@ -122,15 +143,24 @@ ADVANTAGE_ESTIMATORS = ("brax", "gae_once")
 
 
 def check(config: Any) -> None:
-    """PPO's rules: positive sizes, ranges, and the batch rule (with the nearest valid values)."""
+    """PPO's rules: positive sizes, ranges, the networks, the bottleneck, and the batch rule (with the nearest valid
+    values)."""
     from rlfit.algos.ppo.sizes import check_batch_divisibility
-    from rlfit.config.rules import check_ranges
+    from rlfit.config.rules import ACTIVATIONS, check_layer_sizes, check_ranges
 
+    check_layer_sizes(config, "ppo.policy_hidden", "ppo.value_hidden")
     check_ranges(config,
                  positive_ints=("ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches", "ppo.unroll_length",
                                 "ppo.num_updates_per_batch"),
-                 non_negative=("ppo.entropy_cost", "ppo.max_grad_norm"),
+                 non_negative=("ppo.entropy_cost", "ppo.max_grad_norm", "ppo.bottleneck", "ppo.bottleneck_beta"),
                  positive_floats=("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling"),
                  unit_interval=("ppo.discounting", "ppo.gae_lambda"),
-                 choices={"ppo.advantages": ADVANTAGE_ESTIMATORS})
+                 choices={"ppo.advantages": ADVANTAGE_ESTIMATORS, "ppo.activation": ACTIVATIONS})
+    ppo = config.ppo
+    if ppo.bottleneck and config.env.observation == "pixels":
+        raise UserError("ppo.bottleneck works on vector observations; set ppo.bottleneck: 0 with "
+                        "env.observation: pixels")
+    if ppo.bottleneck_beta and not ppo.bottleneck:
+        raise UserError(f"ppo.bottleneck_beta is {ppo.bottleneck_beta} but ppo.bottleneck is 0 (no latent layer to "
+                        "penalize); set ppo.bottleneck to its width, e.g. 16")
     check_batch_divisibility(config.ppo.num_envs, config.ppo.batch_size, config.ppo.num_minibatches)

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 
 from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
-from rlfit.config.schema import NetworkConfig
+from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.action_space import CONTINUOUS, ActionSpace
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import COMPUTE_DTYPES, MLP, distribution_for, select_obs
@@ -55,10 +55,10 @@ class Agent(NamedTuple):
         return distribution_for(self.action_space)
 
 
-def make_agent(obs_example: Any, action_space: ActionSpace | int, config: NetworkConfig, precision: str = "fp32",
+def make_agent(obs_example: Any, action_space: ActionSpace | int, config: PPOConfig, precision: str = "fp32",
                encoder: Any = None, encoder_weights: Any = None) -> Agent:
     """Builds the agent for observations shaped like `obs_example` (one unbatched observation) and `action_space`
-    (an int A: A continuous dimensions).
+    (an int A: A continuous dimensions), with the networks `config` (the `ppo` section) describes.
 
     With `encoder` (an `EncoderSpec`) the policy and the value function each see the observation's camera frames
     through their own encoder, trained by their own loss, both starting from `encoder_weights` when given.
@@ -101,7 +101,7 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: Networ
     )
 
 
-def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: NetworkConfig, dtype: Any,
+def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: PPOConfig, dtype: Any,
                       value_net: MLP) -> Agent:
     """The agent whose policy acts through a variational information bottleneck (vector observations)."""
     policy_net = BottleneckPolicy(tuple(config.policy_hidden), config.bottleneck, action_space.logits_size,

@@ -81,7 +81,7 @@ def choose(config: Any, judge: Callable[[Any], Any], cap: int | None) -> Any:
                   f"{format_bytes(chosen.predicted_bytes)} fits the budget")
     else:
         reason = "no number of environments fits the budget"
-    fix = "free device memory, pass a larger --device-memory, or use smaller networks (network.value_hidden)"
+    fix = "free device memory, pass a larger --device-memory, or use smaller networks (ppo.value_hidden)"
     smallest = min(candidates, key=lambda c: c.sizes.num_envs) if candidates else judge(config_sizes(config))
     return Choice(shown_candidates(candidates), chosen, (reason,), smallest, fix)
 

@@ -151,8 +151,6 @@ TITLE = "SAC"
 
 
 def check(config: Any) -> None:
-    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps, no bottleneck."""
+    """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps. (A bottleneck is PPO's:
+    `ppo.bottleneck` is refused as another algorithm's key, `network.bottleneck` by `rlfit.config.moved_keys`.)"""
     check_sac_config(config.sac)
-    if config.network.bottleneck:
-        raise UserError("network.bottleneck is a PPO option (SAC's policy has no latent layer); "
-                        "set network.bottleneck: 0 or use algo: ppo")

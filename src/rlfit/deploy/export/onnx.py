@@ -10,7 +10,7 @@ The model (opset 17, built with `onnx.helper`, float32):
             (discrete heads: action [batch] int64, the most likely index, and logits or q_values [batch, K])
 
     x = (input - mean) / std                  running statistics saved with the policy
-    x = act(x @ W_i + b_i)   for hidden i     act: the run's network.activation
+    x = act(x @ W_i + b_i)   for hidden i     act: the algorithm's activation (ppo.activation, sac.activation)
     y = x @ W_out + b_out
     action = tanh(y[:, :action_size])         tanh_gaussian (the mean half)
              tanh(y)                          deterministic_tanh
