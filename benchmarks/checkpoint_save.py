@@ -36,12 +36,13 @@ def measure(algo: str, preset: str, reps: int) -> dict:
     from rlfit.checkpoints.format import load_checkpoint, save_checkpoint
     from rlfit.config.schema import resolve
     from rlfit.checkpoints.fingerprint import fingerprints
-    from rlfit.run.sizing import plan_for
+    from rlfit.planning.sizing import plan_for
+    from rlfit.run.probes import StepProbes
     from rlfit.run.build import Trainer
 
     config = resolve("CartpoleBalance", preset, overrides=[f"algo={algo}"])
-    config, plan = plan_for(config)
-    trainer = Trainer.build(config, plan)
+    config, plan, env = plan_for(config, StepProbes())
+    trainer = Trainer.build(config, plan, env=env)
     state = jax.block_until_ready(trainer.init_state())
     leaves = jax.tree.leaves(state)
     rows = [int(leaf.shape[0]) if leaf.ndim else 1 for leaf in leaves]

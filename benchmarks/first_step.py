@@ -277,20 +277,21 @@ def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) 
     from rlfit.config.schema import resolve
     from rlfit.envs import load_env
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.run.sizing import plan_for
+    from rlfit.planning.sizing import plan_for
+    from rlfit.run.probes import StepProbes
     from rlfit.rundir.layout import write_json
     from rlfit.run.new_run import check_new_run_dir, create_run_dir
     from rlfit.sinks.wandb import check_wandb_available
     from rlfit.run.build import Trainer
     done("import", "config")
     config = resolve(spec["env"], spec["preset"], overrides=spec["overrides"])
-    done("config", "plan")
-    config, plan = plan_for(config, auto_num_envs=spec["auto"] or config.run.fit_to_device)
-    done("plan", "jax_setup")
+    done("config", "jax_setup")
+    configure_jax(config.run.precision)  # once, before planning, as `rlfit train` does
+    done("jax_setup", "plan")
+    config, plan, env = plan_for(config, StepProbes(), auto_num_envs=spec["auto"] or config.run.fit_to_device)
     check_wandb_available(config)
-    configure_jax(plan.precision)
-    done("jax_setup", "env_load")
-    env = load_env(config.env, plan.backend)
+    done("plan", "env_load")
+    env = env if env is not None else load_env(config.env, plan.backend)  # planning's, when it loaded one
     done("env_load", "trainer_build")
     trainer = Trainer.build(config, plan, env)
     done("trainer_build", "run_dir")

@@ -50,7 +50,8 @@ def main() -> None:
     from rlfit.config.schema import resolve
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.memory import MemoryModel
-    from rlfit.run.sizing import fit_memory_model
+    from rlfit.planning.deciding import fit_memory_model
+    from rlfit.run.probes import StepProbes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first environment only: a check of the script "
@@ -63,7 +64,7 @@ def main() -> None:
     record["results"] = []
     for result in before["results"][:1] if quick else before["results"]:
         config = resolve(result["env"], "smoke", overrides=result["overrides"])  # as memory_prediction.py
-        models = {target: fit_memory_model(config, target_backend=target) for target in ("cpu", "gpu")}
+        models = {target: fit_memory_model(config, StepProbes(), target_backend=target) for target in ("cpu", "gpu")}
         old = result["model"]
         old_model = MemoryModel(old["intercept_bytes"], old["bytes_per_env"], 0.0, (), jax.default_backend())
         rows = [{"num_envs": r["num_envs"], "xla_exact_bytes": r["xla_exact_bytes"], "line_before": r["line_bytes"],

@@ -31,14 +31,15 @@ def child(args: argparse.Namespace) -> None:
 
     from rlfit.config.schema import resolve
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.run.sizing import plan_for
+    from rlfit.planning.sizing import plan_for
+    from rlfit.run.probes import StepProbes
     from rlfit.run.loop import eval_key
     from rlfit.run.build import Trainer
 
     configure_jax("fp32")
     config = resolve(args.env, args.preset, overrides=[*args.set, f"run.devices={args.devices}"])
-    config, plan = plan_for(config)
-    trainer = Trainer.build(config, plan)
+    config, plan, env = plan_for(config, StepProbes())
+    trainer = Trainer.build(config, plan, env=env)
     started = time.perf_counter()
     state = trainer.init_state()
     jax.block_until_ready(state)

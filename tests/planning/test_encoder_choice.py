@@ -9,10 +9,12 @@ from rlfit.config.schema import resolve
 from rlfit.hardware import probe
 from rlfit.planning.memory import MemoryModel
 from rlfit.planning.planner import encoder_candidates
-from rlfit.run.sizing import memory_plan
+from rlfit.planning.sizing import PlanRequest, memory_plan
 
 GIB = 2**30
 PIXELS = ["env.observation=pixels", "env.image_size=16", "env.frames=3"]
+NO_MEASURER = None
+"""The models are given: the planner measures nothing (a measure would fail on None)."""
 
 
 def config(*overrides):
@@ -39,11 +41,11 @@ def test_the_candidates():
 
 def test_r3d18_where_it_fits_else_the_small_encoder_with_the_reason(cpu):
     models = {"r3d18": model(1e4, 20 * GIB), "simple2dcnn": model(1e4, 1 * GIB)}
-    big = memory_plan(config("network.encoder=auto"), "80GiB", "gpu", device=cpu, models=dict(models))
+    big = memory_plan(config("network.encoder=auto"), NO_MEASURER, PlanRequest("80GiB", "gpu"), cpu, dict(models))
     assert big.chosen is not None and big.config.network.encoder == "r3d18"
     assert big.reasons[0].startswith("network.encoder=auto on gpu: r3d18 fits")
     assert big.to_dict()["encoder"] == "r3d18"
-    small = memory_plan(config("network.encoder=auto"), "16GiB", "gpu", device=cpu, models=dict(models))
+    small = memory_plan(config("network.encoder=auto"), NO_MEASURER, PlanRequest("16GiB", "gpu"), cpu, dict(models))
     assert small.chosen is not None and small.config.network.encoder == "simple2dcnn"
     assert "r3d18 does not fit the budget" in small.reasons[0] and "planned simple2dcnn instead" in small.reasons[0]
     assert small.chosen.predicted_bytes <= small.budget.budget_bytes

@@ -15,11 +15,31 @@ from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.run.build import Trainer
-from rlfit.run.probes import PROBE_COMPILER_OPTIONS, analyze_compiled
-from rlfit.run.sizing import fit_memory_model, memory_plan, plan_for
+from rlfit.planning import deciding, sizing
+from rlfit.planning.planner import num_envs_cap, unlimited_choice
+from rlfit.run.probes import PROBE_COMPILER_OPTIONS, StepProbes, analyze_compiled
 
 TOY = "tests.toy_env:make"
 pytestmark = pytest.mark.slow
+
+
+def memory_plan(config, device_memory=None, target_backend=None, fit_lines=False):
+    """The planner's MemoryPlan, the step measured by rlfit's own measurer (a fresh one: the environment loaded)."""
+    return sizing.memory_plan(config, StepProbes(), sizing.PlanRequest(device_memory, target_backend,
+                                                                       fit_lines=fit_lines))
+
+
+def fit_memory_model(config, target_backend=None):
+    return deciding.fit_memory_model(config, StepProbes(), target_backend)
+
+
+def plan_for(config, **request):
+    return sizing.plan_for(config, StepProbes(), **request)
+
+
+def bound_at(config, target_backend):
+    """The bound from the lowered step at the sizes the planner bounds for `target_backend` (no compile)."""
+    return StepProbes().bound(config, unlimited_choice(config, num_envs_cap(target_backend)))
 
 
 @pytest.fixture(scope="module")
@@ -134,15 +154,13 @@ def test_the_bound_lies_between_xla_and_the_factor_the_planner_hopes_within(algo
     """For each algorithm's step at the size the planner bounds (toy env, this CPU's cap): XLA's analysis of it
     compiled as training compiles it <= the bound <= BOUND_OVER_XLA_AT_MOST times XLA's (the factor by which
     the planner decides whether compiling that size alone may pay)."""
-    from rlfit.planning.planner import num_envs_cap, unlimited_choice
-    from rlfit.run.probes import bound_model
-    from rlfit.run.sizing import BOUND_OVER_XLA_AT_MOST
+    from rlfit.planning.deciding import BOUND_OVER_XLA_AT_MOST
 
     algo_config = resolve(TOY, "smoke", overrides=[f"algo={algo}"])
     sizes = unlimited_choice(algo_config, num_envs_cap("cpu"))
     trainer = Trainer.build(algo_config, make_plan(algo_config, sizes, devices=1))
     xla = analyze_compiled(algo_config, sizes, trainer.compile_iteration()).total_bytes
-    bound = bound_model(algo_config, None, "cpu")[0].points[0]
+    bound = bound_at(algo_config, "cpu")
     assert bound.sizes == sizes
     assert xla <= bound.total_bytes <= BOUND_OVER_XLA_AT_MOST * xla
 
@@ -151,11 +169,10 @@ def between_bound_and_xla(config) -> int:
     """Bytes of a CPU whose budget fits the cap's size by XLA's analysis (with the planner's margin) but not by the
     bound from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it)."""
     from rlfit.planning.budget import SAME_BACKEND_MARGIN
-    from rlfit.run.probes import bound_model
 
     cap = cap_and_partner()[0]
     xla = training_analysis(config, cap).total_bytes
-    bound = bound_model(config, None, "cpu")[0].points[0].total_bytes
+    bound = bound_at(config, "cpu").total_bytes
     assert bound > 1.2 * xla  # room between them
     return int((xla + bound) / 2 * SAME_BACKEND_MARGIN / 0.75)
 
@@ -219,10 +236,9 @@ def test_on_an_accelerator_target_the_largest_size_compiles_alone_where_xla_may_
     from rlfit.algos.ppo.candidates import MAX_NUM_ENVS
     from rlfit.hardware.xla_memory import read_xla_memory_settings
     from rlfit.planning.budget import CROSS_BACKEND_MARGIN
-    from rlfit.run.probes import bound_model
 
     xla = training_analysis(config, MAX_NUM_ENVS).total_bytes
-    bound = bound_model(config, None, "gpu")[0].points[0].total_bytes
+    bound = bound_at(config, "gpu").total_bytes
     fraction = read_xla_memory_settings(os.environ).mem_fraction
     log = CompileLog(monkeypatch)
     planned = memory_plan(config, int((xla + bound) / 2 * CROSS_BACKEND_MARGIN / fraction), "gpu")
@@ -303,7 +319,7 @@ def test_auto_where_only_xla_fits_reads_the_training_step_the_planner_compiled(c
 
 
 def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, model):
-    planned_config, plan = plan_for(config, device_memory="4MiB", auto_num_envs=True)
+    planned_config, plan, _ = plan_for(config, device_memory="4MiB", auto_num_envs=True)
     assert planned_config == config  # small enough to bind on the toy env
     sizes = plan.sizes
     check_batch_divisibility(sizes.num_envs, sizes.batch_size, sizes.num_minibatches)
@@ -317,8 +333,9 @@ def test_plan_for_auto_chooses_a_valid_configuration_within_the_budget(config, m
 
 
 def test_plan_for_without_auto_keeps_the_config(config):
-    _, plan = plan_for(config)
+    _, plan, env = plan_for(config)
     assert plan.sizes == config_sizes(config) and plan.predicted_bytes is None
+    assert env is None  # nothing measured, nothing loaded: training loads the environment
 
 
 def test_plan_for_refuses_bf16_on_a_t4(config, monkeypatch):

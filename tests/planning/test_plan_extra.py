@@ -9,14 +9,15 @@ import json
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import PlanExtra, make_plan
-from rlfit.run.sizing import plan_for
+from rlfit.planning.sizing import plan_for
+from rlfit.run.probes import StepProbes
 from rlfit.study.group_runner import group_plan
 from tests.conftest import TOY_ENV
 
 
 def test_the_planner_s_extra_has_the_record_s_fields_and_round_trips():
     configure_jax("fp32")
-    _, plan = plan_for(resolve(TOY_ENV, "smoke"), device_memory="4MiB", auto_num_envs=True)
+    _, plan, _ = plan_for(resolve(TOY_ENV, "smoke"), StepProbes(), device_memory="4MiB", auto_num_envs=True)
     written = json.loads(json.dumps(plan.to_dict()))["extra"]
     assert list(written) == ["budget_bytes", "margin", "memory_model"]
     assert plan.figures.budget_bytes == written["budget_bytes"] == int(4 * 2**20 * 0.75)

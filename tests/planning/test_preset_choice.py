@@ -13,7 +13,8 @@ from rlfit.algos.ppo.config import PRESETS as PPO_PRESETS
 from rlfit.config.schema import resolve
 from rlfit.planning.preset_choice import choose_preset
 from rlfit.run.session import preset_for_device
-from rlfit.run.sizing import plan_for
+from rlfit.planning.sizing import plan_for
+from rlfit.run.probes import StepProbes
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
 
 
@@ -87,7 +88,7 @@ def test_plan_shows_the_same_choice(run_cli):
 @pytest.mark.parametrize("memory, shrunk", [("64GiB", False), ("4MiB", True)])
 def test_shrink_to_fit_keeps_the_configs_sizes_where_they_fit(memory, shrunk):
     config = resolve(TOY_ENV, "smoke", overrides=[*TOY_TRAIN_OVERRIDES, "ppo.num_envs=4096", "ppo.batch_size=1024"])
-    _, plan = plan_for(config, device_memory=memory, shrink_to_fit=True)
+    _, plan, _ = plan_for(config, StepProbes(), device_memory=memory, shrink_to_fit=True)
     assert (plan.sizes.num_envs < 4096) is shrunk, plan.reasons
     if shrunk:
         assert "do not fit this device" in plan.reasons[0]

@@ -50,12 +50,9 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.planner import check_precision
-    from rlfit.run.sizing import memory_plan, planning_message
-
+    from rlfit.planning.sizing import PlanRequest, memory_plan
+    from rlfit.run.probes import StepProbes, planning_message
     from rlfit.run.session import preset_for_device
-    import jax
-
-    from rlfit.envs import load_env
     from rlfit.envs.randomization import resolve_randomization
 
     target = args.target or ("gpu" if sizes != [None] else None)
@@ -67,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
         check_precision(config.run.precision, device)
     models: dict = {}  # one fitted model per encoder serves every size: no more compiles
     say = planning_message if sys.stderr.isatty() and not args.quiet else None  # scripts see the output alone
-    env = load_env(config.env, jax.default_backend())  # once, for every size and the randomization's line
-    plans = [memory_plan(config, size, target, env=env, device=device, models=models, fit_lines=args.fit_line,
-                         say=say) for size in sizes]
+    measurer = StepProbes(say)  # loads the environment once, for every size and the randomization's line
+    plans = [memory_plan(config, measurer, PlanRequest(size, target, fit_lines=args.fit_line), device, models)
+             for size in sizes]
     if len(plans) > 1:  # a later size may have needed the line: every size planned from the same model
-        plans = [memory_plan(config, size, target, env=env, device=device, models=models) for size in sizes]
+        plans = [memory_plan(config, measurer, PlanRequest(size, target), device, models) for size in sizes]
+    env = measurer.environment(config)
     randomization = resolve_randomization(config.env.randomization, config.env.name, env, 1)
     plans = [with_randomization_reason(planned, randomization) for planned in plans]
     if len(plans) > 1:

@@ -1,8 +1,10 @@
-"""Fit the run to the hardware: predict memory, choose sizes that fit, recognise out-of-memory. Pure decisions
-on numbers; measuring the step (bounded from its lowered program or compiled) and calling the planner is
-`rlfit.run.sizing`:
+"""Fit the run to the hardware: predict memory, choose sizes that fit, recognise out-of-memory. Planning owns the
+whole decision (the budget, the bound, the single compile, the probes, the line, the choice); `rlfit.run` hands it
+the one thing it cannot do itself, a measurer of the training step (`rlfit.run.probes.StepProbes`, the
+`rlfit.planning.measure.StepMeasurer` protocol), which loads the environment once and passes it on:
 
-    rlfit.run.sizing.plan_for(config, device_memory=None, auto_num_envs=False) -> (Config, Plan)
+    rlfit.planning.sizing.plan_for(config, measurer, device_memory=None, auto_num_envs=False)
+        -> Planned(config, plan, env)
     is_out_of_memory(error) -> bool   (the back-off's next sizes are the algorithm's: Algorithm.smaller_sizes)
 """
 

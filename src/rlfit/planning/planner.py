@@ -1,6 +1,6 @@
 """Choose the largest valid configuration that fits the device: config + device -> sizes, precision, reasons.
 
-    probe (or --device-memory) -> budget;  measure the step (`rlfit.run.sizing`: a bound read from the lowered
+    probe (or --device-memory) -> budget;  measure the step (`rlfit.planning.deciding`: a bound read from the lowered
     step at one size, XLA's analysis of one size, or a line through the algorithm's probe sizes) -> memory model
     (bytes = intercept + per env * num_envs + per transition * stored transitions, or a bound from one size);
     the algorithm's rules (`Algorithm.memory`) judge candidates with it (predicted bytes with margin <= budget?)
@@ -116,7 +116,7 @@ def num_envs_cap(target_backend: str, cpu_cores: int | None = None) -> int | Non
 
 def unlimited_choice(config: Config, cap: int | None) -> Any:
     """The sizes the algorithm's rules choose when memory does not limit (every candidate fits), within `cap`; None
-    when they choose nothing. The probe at these sizes is the one training may reuse (`rlfit.run.sizing`)."""
+    when they choose nothing. The probe at these sizes is the one training may reuse (`rlfit.planning.deciding`)."""
     from rlfit.algos.registry import algorithm
 
     choice = algorithm(config.algo).memory.choose(config, lambda sizes: Candidate(sizes, 0, 0, True), cap)

@@ -1,6 +1,7 @@
 """The training step measured at given sizes without running it: lowered at those sizes (as training lowers it),
 then bounded from its lowered StableHLO (`rlfit.hardware.program_memory`, no compile) or compiled for XLA's
-memory analysis. `rlfit.run.sizing` decides which the plan needs; the planner itself only reasons about numbers."""
+memory analysis (`StepProbes`, the measurer `rlfit.run` hands the planner). Which measure the plan needs, and what
+it means, is the planner's (`rlfit.planning.deciding`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from rlfit.config.schema import Config
 from rlfit.hardware.jax_setup import lower_ahead
 from rlfit.hardware.program_memory import UnboundedProgram, lowered_bound
 from rlfit.hardware.units import format_bytes
-from rlfit.planning.memory import MemoryModel, MemoryPoint, point_from_analysis
+from rlfit.planning.measure import described
+from rlfit.planning.memory import MemoryPoint, point_from_analysis
 from rlfit.planning.plan import make_plan
-from rlfit.planning.planner import num_envs_cap, unlimited_choice
 from rlfit.run.build import PROGRAM_NAMES, Trainer
 
 
@@ -67,80 +68,96 @@ def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
     return point_from_analysis(sizes, analysis, algorithm(config.algo).memory.stored_transitions(sizes))
 
 
-def analyze_probes(config: Config, probes: Sequence[Any], env: Any, as_training: Any = None,
-                   say: Callable[[str], None] | None = None,
-                   lowered: dict[Any, tuple[Any, Trainer]] | None = None) -> tuple[MemoryPoint, ...]:
-    """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
-    lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's compile
-    runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or None)
-    compiles with training's own options (the persistent cache then holds training's step at those sizes), and
-    training's starting state at those sizes compiles beside it (`training_programs_beside`); the others with
-    `probe_options`. The first probe is traced and compiled first. `say` (the console's, or None) hears each
-    probe's start and its compile's seconds and bytes. `lowered` holds programs already lowered (`lower_iteration`)
-    by their sizes: those are compiled as they are, not traced again."""
-    from concurrent.futures import ThreadPoolExecutor
+class StepProbes:
+    """The training step measured for the planner (`rlfit.planning.measure.StepMeasurer`): lowered at given sizes
+    as training lowers it, then bounded from its lowered program or compiled for XLA's memory analysis. It loads
+    the environment on its first measure and keeps it (`env`), for every later measure and for training
+    (`rlfit.planning.sizing.Planned.env`); a program lowered for a bound is kept for the compile that may follow.
+    `say` (the console's, or None) hears what is bounded and compiled, and the planner's reasons."""
 
-    from rlfit.hardware.jax_setup import compiler_options
+    def __init__(self, say: Callable[[str], None] | None = None, env: Any = None) -> None:
+        self.say = say
+        """Hears each measure and the planner's decisions (`rlfit.planning.deciding`), or None."""
+        self._env = env
+        """The environment measured on (given, or loaded by the first measure)."""
+        self._lowered: dict[Any, tuple[Config, Any, Trainer]] = {}
+        """Programs lowered for a bound and not yet compiled, by their sizes, with the config they are for."""
 
-    with ThreadPoolExecutor(max_workers=len(probes) + 1) as pool:
-        compiling, beside = [], []
-        for sizes in probes:
-            if say is not None:
-                say(f"planning: compiling the training step at {described(config, sizes)} for XLA's memory analysis"
-                    + (" (as training compiles it, for training to reuse)" if sizes == as_training else ""))
-            program, trainer = (lowered or {}).get(sizes) or lower_iteration(config, sizes, env)
-            options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
-                       else probe_options(trainer.step_ynn_fusions))
-            compiling.append(pool.submit(timed, program.compile, compiler_options=options))
-            if sizes == as_training:
-                beside = training_programs_beside(trainer, pool)
-        compiled = [future.result() for future in compiling]
-        for future in beside:
-            future.exception()  # waited for; a failure is training's to meet and report when it compiles again
-    points = tuple(analyze_compiled(config, sizes, c) for sizes, (c, _) in zip(probes, compiled, strict=True))
-    for point, (_, seconds) in zip(points, compiled, strict=True):
-        if say is not None:
-            say(f"planning: {described(config, point.sizes)} compiled in {seconds:.1f}s: "
-                f"{format_bytes(point.total_bytes)} by XLA's analysis")
-    return points
+    @property
+    def env(self) -> Any | None:
+        """The environment loaded for measuring (None where nothing was measured and none given)."""
+        return self._env
 
+    def environment(self, config: Config) -> Any:
+        """The environment of `config` on this process's backend: loaded once, on the first call."""
+        if self._env is None:
+            from rlfit.envs import load_env
 
-def measured_alone(config: Config, sizes: Any, env: Any, for_training: bool,
-                   say: Callable[[str], None] | None = None,
-                   lowered: dict[Any, tuple[Any, Trainer]] | None = None) -> MemoryModel:
-    """The model measured once: XLA's analysis of the step at `sizes`, the rules' choice when memory does not limit
-    (with training's options, and training's starting state beside it, under `for_training`)."""
-    point = analyze_probes(config, [sizes], env, as_training=sizes if for_training else None, say=say,
-                           lowered=lowered)[0]
-    return MemoryModel.from_one_point(point, jax.default_backend(), first_is_unlimited_choice=True)
+            self._env = load_env(config.env, jax.default_backend())
+        return self._env
 
+    def bound(self, config: Config, sizes: Any) -> MemoryPoint | None:
+        """An upper bound of the step's memory at `sizes` from its StableHLO (`rlfit.hardware.program_memory`), the
+        step traced and lowered as training lowers it (the program store then holds it for training); no compile.
+        None where the program holds a value of no static size (`UnboundedProgram`). The lowered program is kept
+        for a compile of the same sizes (`analyze`)."""
+        self._tell(f"planning: bounding the training step's memory at {described(config, sizes)} from its lowered "
+                   "program (no compile)")
+        program, trainer = lower_iteration(config, sizes, self.environment(config))
+        self._lowered[sizes] = (config, program, trainer)
+        try:
+            bound = lowered_bound(program)
+        except UnboundedProgram as reason:
+            self._tell(f"planning: no bound without compiling ({reason})")
+            return None
+        return MemoryPoint(sizes, bound.argument_bytes, bound.output_bytes, 0, bound.temp_bytes, 0,
+                           algorithm(config.algo).memory.stored_transitions(sizes))
 
-def bound_model(config: Config, env: Any, target_backend: str,
-                say: Callable[[str], None] | None = None) -> tuple[MemoryModel | None, dict[Any, tuple[Any, Trainer]]]:
-    """(the model bounded at one size from the lowered step, or None; the lowered program by its sizes).
+    def analyze(self, config: Config, probes: Sequence[Any], as_training: Any = None) -> tuple[MemoryPoint, ...]:
+        """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
+        lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's
+        compile runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or
+        None) compiles with training's own options (the persistent cache then holds training's step at those
+        sizes), and training's starting state at those sizes compiles beside it (`training_programs_beside`); the
+        others with `probe_options`. The first probe is traced and compiled first. Each probe's start and its
+        compile's seconds and bytes are told to `say`. A program kept from `bound` is compiled as it is, not traced
+        again."""
+        from concurrent.futures import ThreadPoolExecutor
 
-    The step at the sizes the rules choose when memory does not limit (`unlimited_choice` within the target's cap)
-    is traced and lowered, as training lowers it (the program store then holds it for training), and its StableHLO
-    walked for an upper bound of its memory (`rlfit.hardware.program_memory`): no compile. None where the rules
-    choose nothing even without a memory limit, or where the program holds a value of no static size
-    (`UnboundedProgram`). The lowered program is returned for a compile that may follow."""
-    likely = unlimited_choice(config, num_envs_cap(target_backend))
-    if likely is None:
-        return None, {}
-    if say is not None:
-        say(f"planning: bounding the training step's memory at {described(config, likely)} from its lowered program "
-            "(no compile)")
-    program, trainer = lower_iteration(config, likely, env)
-    try:
-        bound = lowered_bound(program)
-    except UnboundedProgram as reason:
-        if say is not None:
-            say(f"planning: no bound without compiling ({reason})")
-        return None, {likely: (program, trainer)}
-    point = MemoryPoint(likely, bound.argument_bytes, bound.output_bytes, 0, bound.temp_bytes, 0,
-                        algorithm(config.algo).memory.stored_transitions(likely))
-    model = MemoryModel.from_one_point(point, jax.default_backend(), first_is_unlimited_choice=True, source="lowered")
-    return model, {likely: (program, trainer)}
+        from rlfit.hardware.jax_setup import compiler_options
+
+        with ThreadPoolExecutor(max_workers=len(probes) + 1) as pool:
+            compiling, beside = [], []
+            for sizes in probes:
+                self._tell(f"planning: compiling the training step at {described(config, sizes)} for XLA's memory "
+                           "analysis" + (" (as training compiles it, for training to reuse)" if sizes == as_training
+                                         else ""))
+                program, trainer = self._lowered_at(config, sizes)
+                options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
+                           else probe_options(trainer.step_ynn_fusions))
+                compiling.append(pool.submit(timed, program.compile, compiler_options=options))
+                if sizes == as_training:
+                    beside = training_programs_beside(trainer, pool)
+            compiled = [future.result() for future in compiling]
+            for future in beside:
+                future.exception()  # waited for; a failure is training's to meet and report when it compiles again
+        points = tuple(analyze_compiled(config, sizes, c) for sizes, (c, _) in zip(probes, compiled, strict=True))
+        for point, (_, seconds) in zip(points, compiled, strict=True):
+            self._tell(f"planning: {described(config, point.sizes)} compiled in {seconds:.1f}s: "
+                       f"{format_bytes(point.total_bytes)} by XLA's analysis")
+        return points
+
+    def _lowered_at(self, config: Config, sizes: Any) -> tuple[Any, Trainer]:
+        """The step at `sizes` lowered: the one `bound` kept for this config (taken: it compiles once), else
+        lowered now."""
+        kept = self._lowered.pop(sizes, None)
+        if kept is not None and kept[0] == config:
+            return kept[1], kept[2]
+        return lower_iteration(config, sizes, self.environment(config))
+
+    def _tell(self, line: str) -> None:
+        if self.say is not None:
+            self.say(line)
 
 
 def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
@@ -151,13 +168,6 @@ def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, flo
     return work(*args, **kwargs), time.perf_counter() - started
 
 
-def described(config: Config, sizes: Any) -> str:
-    """`num_envs=512`, and the transitions stored at `sizes` where the algorithm stores any
-    (`MemoryRules.stored_transitions`)."""
-    stored = algorithm(config.algo).memory.stored_transitions(sizes)
-    return f"num_envs={sizes.num_envs}" + (f" storing {stored:,} transitions" if stored else "")
-
-
 def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
     """Starts compiling in `pool` what training compiles before its first step besides the step itself: the
     starting state (a plain `train` compiles it beside its step too). It lands in the persistent compile cache
@@ -166,3 +176,10 @@ def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
     the first step: training compiles it in the background, as a plain `train` does.) Returns the futures
     (compiled for nothing if the planner then chooses other sizes)."""
     return [pool.submit(trainer.starting_state_program, trainer.config.run.seed)]
+
+
+def planning_message(text: str) -> None:
+    """A line of the planner's (what it compiles) on standard error, where the console writes once training starts."""
+    import sys
+
+    print(text, file=sys.stderr, flush=True)

@@ -111,7 +111,7 @@ def last_good_state(trainer: Trainer, run_dir: RunDir, start: tuple[Any, Progres
         from rlfit.checkpoints.format import dropped_leaves
         from rlfit.run.restore import restore_newest
 
-        restored, state, meta = restore_newest(run_dir, trainer.config)
+        restored, state, meta = restore_newest(run_dir, trainer.config, env=trainer.env)  # not loaded again
         if dropped_leaves(meta):
             state = restored.learner.refill(state)
         return state, Progress.from_record(meta.progress)

@@ -124,9 +124,11 @@ def read_newest_meta(directory: RunDir) -> CheckpointMeta | None:
     return None
 
 
-def restore_newest(directory: RunDir, config: Config, at_most: int | None = None) -> tuple[Any, Any, CheckpointMeta]:
+def restore_newest(directory: RunDir, config: Config, at_most: int | None = None,
+                   env: Any = None) -> tuple[Any, Any, CheckpointMeta]:
     """(trainer, state, meta) from the newest checkpoint that verifies (of iteration `at_most` or before, when
-    given), each with the sizes it was saved with.
+    given), each with the sizes it was saved with, built on `env` (the environment already loaded; None: loaded
+    here, once).
 
     Each unusable newer checkpoint is reported in one line, saying whether it is corrupt or does not match.
     """
@@ -145,7 +147,7 @@ def restore_newest(directory: RunDir, config: Config, at_most: int | None = None
             if sizes not in trainers:
                 plan = make_plan(config, sizes, tuple(meta.plan.get("reasons", ())) + ("resumed with the run's sizes",))
                 plan = dataclasses.replace(plan, preset=meta.plan.get("preset"))
-                env = next(iter(trainers.values())).env if trainers else None
+                env = next(iter(trainers.values())).env if trainers else env
                 trainers[sizes] = Trainer.build(config, plan, env=env)
             state, meta = load_checkpoint(directory.checkpoints, iteration, trainers[sizes].abstract_state())
             return trainers[sizes], state, meta

@@ -112,7 +112,8 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
     """A run without any checkpoint: refused if it logged iterations, else started again from its config."""
     from rlfit.run.session import execute
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.run.sizing import plan_for
+    from rlfit.planning.sizing import plan_for
+    from rlfit.run.probes import StepProbes
     from rlfit.sinks.jsonl import read_rows, truncate_after
     from rlfit.run.build import Trainer
 
@@ -126,9 +127,9 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
                         "resume; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
     config = apply_request(config, request, restarting=True)
     check_wandb_available(config)
-    config, plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
-    configure_jax(plan.precision)
-    trainer = Trainer.build(config, plan)
+    configure_jax(config.run.precision)  # once: the planner's probes compile as, and for, training
+    config, plan, env = plan_for(config, StepProbes(), auto_num_envs=config.run.fit_to_device)
+    trainer = Trainer.build(config, plan, env=env)
     warn(f"rlfit: {directory.path} stopped before its first checkpoint (no iteration was lost); "
          "starting it from the beginning with its saved config")
     truncate_after(directory.metrics, 0, [])

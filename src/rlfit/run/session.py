@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rlfit.checkpoints.schedule import Checkpointer, SaveFailed
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
@@ -51,17 +52,18 @@ def train(
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
     """
-    from rlfit.run.sizing import plan_for, planning_message
+    from rlfit.planning.sizing import plan_for
+    from rlfit.run.probes import StepProbes, planning_message
 
     choice = preset_for_device(env, preset, config_file, overrides)
     config = resolve(env, choice.name, config_file, overrides)
-    config, plan = plan_for(config, device_memory=device_memory,
-                            auto_num_envs=num_envs_auto or config.run.fit_to_device,
-                            say=None if quiet else planning_message,
-                            shrink_to_fit=choice.by_device and plan_backend() != "cpu")
-    plan = dataclasses.replace(plan, preset=choice.name, reasons=plan.reasons + (choice.reason,))
-    return train_config(config, plan, run_dir, quiet=quiet, live=live,
-                        note=f"rlfit: {choice.reason}" if choice.by_device else None)
+    configure_jax(config.run.precision)  # once: the planner's probes compile as, and for, training
+    planned = plan_for(config, StepProbes(None if quiet else planning_message), device_memory=device_memory,
+                       auto_num_envs=num_envs_auto or config.run.fit_to_device,
+                       shrink_to_fit=choice.by_device and plan_backend() != "cpu")
+    plan = dataclasses.replace(planned.plan, preset=choice.name, reasons=planned.plan.reasons + (choice.reason,))
+    return train_planned(planned.config, plan, run_dir, env=planned.env, quiet=quiet, live=live,
+                         note=f"rlfit: {choice.reason}" if choice.by_device else None)
 
 
 def preset_for_device(env: str, preset: str | None, config_file: str | Path | None = None,
@@ -88,15 +90,22 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
                  live: bool | None = None, note: str | None = None) -> RunResult:
     """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock). `note`
     (e.g. the preset chosen for the device) is printed, unless `quiet`, once the environment has loaded."""
+    configure_jax(plan.precision)
+    return train_planned(config, plan, run_dir, quiet=quiet, live=live, note=note)
+
+
+def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None, *, env: Any = None,
+                  quiet: bool = True, live: bool | None = None, note: str | None = None) -> RunResult:
+    """`train_config` once JAX is configured (`configure_jax`): `env` is the environment planning loaded (None:
+    loaded here), so that a process loads it once."""
     from rlfit.parallel.distributed import is_writer
 
     check_wandb_available(config)
-    configure_jax(plan.precision)
     path = Path(run_dir) if run_dir else default_run_path(config.env.name)
     if not is_writer():  # another process of a distributed run: process 0 writes the run directory
-        return execute(Trainer.build(config, plan), RunDir(path), quiet=True)
+        return execute(Trainer.build(config, plan, env=env), RunDir(path), quiet=True)
     check_new_run_dir(path)
-    trainer = Trainer.build(config, plan)
+    trainer = Trainer.build(config, plan, env=env)
     if note and not quiet:
         print(note, flush=True)
     directory, lock = create_run_dir(path, config)

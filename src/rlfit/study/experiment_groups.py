@@ -23,7 +23,8 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.parallel.distributed import process_count
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.run.sizing import plan_for
+    from rlfit.planning.sizing import plan_for
+    from rlfit.run.probes import StepProbes
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
     from rlfit.study.seed_group import SeedGroup
@@ -33,13 +34,13 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     config = resolve(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trials[0]))
     if config.run.wandb != "off" or process_count() > 1:
         return  # one W&B run, and one jax.distributed program, per process at a time: alone
-    config, plan = plan_for(config, auto_num_envs=config.run.fit_to_device)
+    configure_jax(config.run.precision)  # once: the planner's probes compile as, and for, training
+    config, plan, env = plan_for(config, StepProbes(), auto_num_envs=config.run.fit_to_device)
     device = probe_device()
     size, reason = seeds_per_program(plan, len(trials), manifest.seeds_per_program, device)
     if size < 2:
         return
-    configure_jax(plan.precision)
-    group = SeedGroup.build(Trainer.build(config, plan), [t.seed for t in trials[:size]])
+    group = SeedGroup.build(Trainer.build(config, plan, env=env), [t.seed for t in trials[:size]])
     while True:
         compile_s = group.compile()
         fits, why = group_fits(group.compiled_step, device)
