@@ -27,9 +27,8 @@ for _algo in ALGORITHM_NAMES:
     _other = next(name for name in ALGORITHM_NAMES if name != _algo)
     REFUSED.append((["--algo", _algo, "--set", f"{_other}.num_envs=8"],
                     f"{_other}.num_envs is a setting of algo {_other}, but this run's algo is {_algo}"))
-    if _algo != "ppo":
-        REFUSED.append((["--algo", _algo, "--preset", "g1"], f"unknown preset 'g1' for algo {_algo} (it is a preset "
-                                                             "of algo ppo"))
+    REFUSED.append((["--algo", _algo, "--preset", "nosuch"], f"unknown preset 'nosuch' for algo {_algo}"))
+REFUSED.append((["--algo", "sac", "--preset", "g1"], "unknown preset 'g1' for algo sac (it is a preset of algo ppo"))
 
 
 @pytest.mark.parametrize(("args", "fragment"), REFUSED, ids=[" ".join(args) for args, _ in REFUSED])
