@@ -174,7 +174,7 @@ class Recorded:
 def test_a_non_finite_lane_is_recorded_and_its_sibling_goes_on(tmp_path):
     """The documented decision: a seed group's lane that becomes non-finite ends as a failure (nothing written,
     nothing saved) while the other lane logs and saves its iteration; a single run raises NonFiniteError instead
-    (tests/checkpoints/test_stops.py, tests/algos/*/test_stops.py)."""
+    (tests/conformance/test_stops.py, for every algorithm)."""
     from rlfit.run.signals import StopFlag
     from rlfit.study.group_runner import GroupLoop, Lane
 

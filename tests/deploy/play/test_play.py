@@ -146,31 +146,6 @@ def test_frame_stride_keeps_videos_at_most_30_fps():
     assert [frame_stride(dt) for dt in (0.04, 0.02, 0.01, 0.004, 1 / 30)] == [1, 2, 4, 9, 1]
 
 
-@pytest.mark.slow
-def test_play_and_export_a_sac_run(tmp_path, capfd):
-    """A SAC run (trained a few iterations on CartpoleBalance) plays in native MuJoCo and exports to ONNX.
-    Train and export run in this process (the CLI's main, see cli_in_process); play as a user runs it. The run
-    starts learning from an empty replay buffer (sac.min_replay_size=0): no prefill program to compile, which
-    neither play nor export depends on."""
-    run = tmp_path / "sac-run"
-    trained = cli_in_process(capfd, "train", "CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--timesteps",
-                             "128", "--set", "sac.min_replay_size=0", "--run-dir", str(run), "--quiet", cwd=tmp_path)
-    assert trained.returncode == 0, trained.stderr
-    exported = cli_in_process(capfd, "export", str(run), cwd=tmp_path)
-    assert exported.returncode == 0, exported.stderr
-    error = float(exported.stdout.split("within ")[1].split(" ")[0])
-    assert error <= 1e-5  # ONNX against rlfit.load_policy on random observations
-    reason = headless_gl_reason()
-    if reason:
-        pytest.skip(reason)
-    import imageio.v3 as iio
-
-    out = tmp_path / "sac.gif"
-    played = run_cli("play", str(run), "--seconds", "0.6", "--out", str(out), cwd=tmp_path)
-    assert played.returncode == 0, played.stderr
-    assert frames_change(iio.imread(out, index=None))
-
-
 def test_an_out_folder_that_takes_no_files_is_one_line_before_anything_renders(capsys, cartpole_run, monkeypatch):
     def renders(*args):
         raise AssertionError("play rendered before checking --out")
