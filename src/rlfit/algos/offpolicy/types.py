@@ -3,7 +3,7 @@ training state's collecting fields. SAC's and FastTD3's config sections and stat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
     import jax
@@ -16,7 +16,10 @@ StateT = TypeVar("StateT", bound="OffPolicyState")
 
 
 class ReplaySettings(Protocol):
-    """The fields of an off-policy algorithm's config section that sizing, collecting and the prefill read."""
+    """The fields of an off-policy algorithm's config section that sizing, collecting and the prefill read; the
+    section is a dataclass (`dataclasses.replace` gives it the plan's sizes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
     def num_envs(self) -> int:
