@@ -52,8 +52,9 @@ concatenation (a state has hundreds of small leaves, and a program with one redu
 compile; this one takes a fraction of that)."""
 
 
-def element_hashes(words: jax.Array, position: jax.Array, counted: jax.Array) -> jax.Array:
-    """[*words.shape, 2] uint32: per lane, mix32(mix32(position + seed) ^ bits) where `counted`, else 0."""
+def element_hashes(words: jax.Array, position: jax.Array, counted: jax.Array | bool) -> jax.Array:
+    """[*words.shape, 2] uint32: per lane, mix32(mix32(position + seed) ^ bits) where `counted` (bool, broadcast
+    against `words`; True: every element), else 0."""
     lanes = [jnp.where(counted, mix32(mix32(position + jnp.uint32(seed)) ^ words), jnp.uint32(0))
              for seed in LANE_SEEDS]
     return jnp.stack(lanes, axis=-1)

@@ -70,9 +70,10 @@ class Checkpointer:
         try:
             learner = trainer.learner
             rows = learner.stored_rows(state) if learner.stored_rows is not None else None
-            drop = rows is not None and not run_config.checkpoint_replay
-            if drop:  # the stored experience (a replay buffer) is left out: resume collects it again
-                rows = [None if r is None else 0 for r in rows]
+            drop = False
+            if rows is not None and not run_config.checkpoint_replay:
+                # the stored experience (a replay buffer) is left out: resume collects it again
+                rows, drop = [None if r is None else 0 for r in rows], True
             # Host copies, made on every process: nothing below computes on arrays but the checkpoint's own
             # collectives (a computation on arrays over several processes would wait for the processes that do not
             # write).

@@ -45,6 +45,17 @@ class MLP(nn.Module):
         return x.astype(jnp.float32)
 
 
+def forward(module: nn.Module, params: Any, *inputs: Any) -> Any:
+    """`module.apply(params, *inputs)`: what the module's `__call__` returns for `inputs` (an array [..., out], or
+    a bottleneck policy's (logits, rate)); the callers' NamedTuple fields carry the precise types.
+
+    Flax annotates `Module.apply` as returning `Any | tuple[Any, variables]`, the tuple being its `mutable=`
+    overload's, which rlfit never uses; so every `apply` reads as a tuple to the type checker. This helper is the
+    one place that drops that branch instead of each network module disabling the checks.
+    """
+    return module.apply(params, *inputs)
+
+
 def select_obs(obs: Any, key: str, fallback: str | None = None) -> jax.Array:
     """The array a network sees: `obs` itself, or `obs[key]` (else `obs[fallback]`) for dict observations.
 
@@ -133,7 +144,7 @@ class Categorical(NamedTuple):
         return action
 
 
-def distribution_for(space: ActionSpace) -> type:
+def distribution_for(space: ActionSpace) -> type[TanhGaussian] | type[Categorical]:
     """TanhGaussian for continuous actions, Categorical for discrete ones (both built with `from_logits`)."""
     return Categorical if space.discrete else TanhGaussian
 

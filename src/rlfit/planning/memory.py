@@ -112,6 +112,8 @@ class MemoryModel:
             ratios = [1.0, num_envs / point.sizes.num_envs] + ([transitions / point.transitions] if point.transitions
                                                                else [])
             return math.ceil(point.total_bytes * max(ratios))
+        assert self.intercept_bytes is not None and self.bytes_per_env is not None \
+            and self.bytes_per_transition is not None, "a fitted model has an intercept and both slopes"
         return int(round(self.intercept_bytes + self.bytes_per_env * num_envs + self.bytes_per_transition * transitions))
 
     def to_dict(self) -> dict[str, Any]:

@@ -121,6 +121,7 @@ def after_eval(report: StepReport, evaluation: Any, rules: StopRules, last: bool
     """`report` (a finite iteration's) after its evaluation (host `EvalMetrics`): the eval row, the counters it
     updates, and 'target_reward' or 'early_stop' when a rule says so (never at the plan's `last` iteration)."""
     progress, eval_row = evaluated(report.progress, evaluation, rules.min_delta)
+    assert progress.last_eval_reward is not None, "an evaluated progress has its last eval reward"
     stop = rules.after_eval(progress.last_eval_reward, progress.evals_without_improvement)
     return StepReport(progress, report.train_row, eval_row, None if last else stop)
 

@@ -75,12 +75,13 @@ def check_matmul(device: DeviceInfo) -> CheckResult:
     reference = np.asarray(a[:8], np.float64) @ np.asarray(b, np.float64)[:, :8]
     error = float(np.max(np.abs(np.asarray(product[:8, :8]) - reference)) / np.max(np.abs(reference)))
     figure = f"{tflops:.3g} TFLOP/s fp32 ({n}x{n}), max relative error {error:.1e}"
-    peak = device.profile.peak_fp32_tflops if device.profile and device.jax_uses_it else None
-    if peak is None:
+    profile = device.profile if device.jax_uses_it else None
+    if profile is None:
         return CheckResult("matmul", error < 1e-3, figure + "; no GPU profile to compare with")
+    peak = profile.peak_fp32_tflops
     fraction = tflops / peak
     return CheckResult("matmul", error < 1e-3 and fraction >= MIN_PEAK_FRACTION,
-                       figure + f"; {fraction:.0%} of the {device.profile.name}'s {peak:g} TFLOP/s peak")
+                       figure + f"; {fraction:.0%} of the {profile.name}'s {peak:g} TFLOP/s peak")
 
 
 def check_network(device: DeviceInfo) -> CheckResult:
@@ -90,7 +91,7 @@ def check_network(device: DeviceInfo) -> CheckResult:
     import jax.numpy as jnp
 
     from rlfit.config.schema import Config
-    from rlfit.networks import MLP
+    from rlfit.networks import MLP, forward
 
     batch = 4096 if device.jax_uses_it and device.is_accelerator else 1024
     sizes = Config().ppo
@@ -101,7 +102,7 @@ def check_network(device: DeviceInfo) -> CheckResult:
     params = (policy.init(policy_key, obs[:1]), value.init(value_key, obs[:1]))
 
     def loss(p):
-        return jnp.mean(policy.apply(p[0], obs) ** 2) + jnp.mean(value.apply(p[1], obs) ** 2)
+        return jnp.mean(forward(policy, p[0], obs) ** 2) + jnp.mean(forward(value, p[1], obs) ** 2)
 
     step = jax.jit(jax.value_and_grad(loss))
     value, grads = step(params)

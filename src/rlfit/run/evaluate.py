@@ -73,11 +73,14 @@ def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],
         policy_params, stats = policy
         return mode(policy_logits(policy_params, normalize(stats, obs)))
 
-    def rate(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
-        policy_params, stats = policy
-        return policy_rate(policy_params, normalize(stats, obs))
+    measure = None
+    if policy_rate is not None:
+        def rate(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
+            policy_params, stats = policy
+            return policy_rate(policy_params, normalize(stats, obs))
 
-    evaluate_actions = make_action_evaluator(env, act, rate if policy_rate is not None else None)
+        measure = rate
+    evaluate_actions = make_action_evaluator(env, act, measure)
     return lambda policy_params, stats, key: evaluate_actions((policy_params, stats), key)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 
@@ -34,6 +34,12 @@ from rlfit.run.stop_grace import GraceWatch
 from rlfit.run.stopping import StopRules
 from rlfit.run.summary import config_total_steps, run_summary
 from rlfit.run.summary_record import SessionSummary, extended
+
+if TYPE_CHECKING:
+    from rlfit.checkpoints.schedule import Checkpointer
+    from rlfit.hardware.utilization import UtilizationSampler
+    from rlfit.run.signals import StopFlag
+    from rlfit.sinks.console import ConsoleSink
 
 __all__ = ["EXIT_NON_FINITE", "NonFiniteError", "Progress", "RunResult", "Runner", "eval_key", "same_abstract"]
 
@@ -81,7 +87,7 @@ def eval_key(seed: int, iteration: int) -> jax.Array:
 
 def same_abstract(one: Any, other: Any) -> bool:
     """Whether two abstract states (`Trainer.abstract_of`) have the same structure, shapes, dtypes and shardings."""
-    if jax.tree.structure(one) != jax.tree.structure(other):
+    if jax.tree.structure(one) != jax.tree.structure(other):  # type: ignore[operator]  # jaxlib has no stubs for PyTreeDef
         return False
     return all((a.shape, a.dtype, a.sharding) == (b.shape, b.dtype, b.sharding)
                for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(other), strict=True))
@@ -90,8 +96,9 @@ def same_abstract(one: Any, other: Any) -> bool:
 class Runner:
     """Runs a Trainer's plan to the end, writing into a run directory. One Runner runs one session (`run` once)."""
 
-    def __init__(self, trainer: Trainer, run_dir: RunDir, sinks: Sinks, checkpointer: Any | None = None,
-                 stop_flag: Any | None = None, console: Any | None = None, sampler: Any | None = None):
+    def __init__(self, trainer: Trainer, run_dir: RunDir, sinks: Sinks, checkpointer: Checkpointer | None = None,
+                 stop_flag: StopFlag | None = None, console: ConsoleSink | None = None,
+                 sampler: UtilizationSampler | None = None):
         self.trainer = trainer
         """Rebuilt at smaller sizes by an out-of-memory back-off."""
         self.run_dir = run_dir
@@ -113,15 +120,16 @@ class Runner:
         """Seconds the session waited for programs compiling in the background."""
         self._starting_program: ProgramCompile | None = None
         """The starting state's program, when this session compiled it."""
-        self._pending: tuple[Trainer | None, Compiled | Exception | None] = (None, None)
-        """The programs `run` started compiling in the background (or the error starting them raised) and the
-        trainer they are for; taken by `_compiled_for`."""
+        self._pending: tuple[Trainer, Compiled | Exception] | None = None
+        """The trainer and the programs `run` started compiling for it in the background (or the error starting them
+        raised); taken (None again) by `_compiled_for`."""
         self._time_to_first_step_s: float | None = None
         """Seconds to the end of the session's first training step, set once by that step."""
         self._grace: GraceWatch | None = None
         """The watcher keeping `run.stop_grace_s` while the loop runs (`rlfit.run.stop_grace`), or None."""
         self._loop: LoopRecord | None = None
-        """The loop's counters at the last finished iteration, for the summary the watcher writes."""
+        """The loop's counters at the last finished iteration, for the summary the watcher writes; None until `_train`
+        starts the loop."""
 
     def run(self, state: Any | None = None, progress: Progress | None = None) -> RunResult:
         """Trains from `state`/`progress` (fresh when None) to the plan's last iteration or a stop.
@@ -140,9 +148,10 @@ class Runner:
         self._pending = self._start_compiling(total=3 if fresh else 2)
         state = self._fresh_state(progress) if fresh else state
         self._init_s = time.perf_counter() - started  # includes compiling the starting state's program
-        if self.checkpointer is not None and self.checkpointer.latest_step() is None:
-            self._timed_save(lambda: self.checkpointer.save(self.trainer, state, progress))  # before compiling: a
-            # kill at any instant leaves a resumable run
+        checkpointer = self.checkpointer
+        if checkpointer is not None and checkpointer.latest_step() is None:
+            self._timed_save(lambda: checkpointer.save(self.trainer, state, progress))  # before compiling: a kill
+            # at any instant leaves a resumable run
         # What an out-of-memory back-off continues from: the newest checkpoint, which holds this session's start
         # or later; a host copy of the starting state only when nothing could be saved (a replay buffer can be
         # most of the host's memory). Over several processes always the checkpoint, which every process reads.
@@ -168,25 +177,27 @@ class Runner:
         plan = self.trainer.plan
         state = self.trainer.place(state)  # restored or resized states arrive on one device
         compiled = self._compiled_for(state)
-        if save_first:  # the environments changed size (after a back-off): save the state they start from
-            self.checkpointer.save(self.trainer, state, progress, force=True)
+        if save_first and self.checkpointer is not None:  # the environments changed size (after a back-off): save
+            self.checkpointer.save(self.trainer, state, progress, force=True)  # the state they start from
         waited = self._wait_for(compiled.step)  # raises the compile's error, if any
         done = "reused this process's compiled programs" if compiled.reused else \
             f"training step ready (waited {waited:.1f}s for its compile)"
         self._say(f"{done} on {plan.device}; "
                   f"{plan.num_iterations - progress.iteration} iterations of {plan.env_steps_per_iteration:,} steps")
         rules = StopRules.from_config(self.trainer.config.run)
-        self._loop = LoopRecord(compiled, time.perf_counter())
+        self._loop = loop = LoopRecord(compiled, time.perf_counter())
         watch = self._grace_watch(rules, progress)
         try:
-            return self._iterate(state, progress, rules, watch)
+            return self._iterate(state, progress, rules, watch, loop)
         finally:
             if watch is not None:
                 watch.stop()
 
-    def _iterate(self, state: Any, progress: Progress, rules: StopRules, watch: GraceWatch | None) -> RunResult:
-        """Act, step and update (one compiled call), then log, evaluate, save and decide, once per iteration."""
-        plan, loop = self.trainer.plan, self._loop
+    def _iterate(self, state: Any, progress: Progress, rules: StopRules, watch: GraceWatch | None, loop: LoopRecord
+                 ) -> RunResult:
+        """Act, step and update (one compiled call), then log, evaluate, save and decide, once per iteration, from
+        the loop's counters `loop`."""
+        plan = self.trainer.plan
         while progress.iteration < plan.num_iterations:
             step_started = self._iteration_started(watch)
             state, metrics, seconds = self._step(loop.compiled, state)
@@ -197,6 +208,7 @@ class Runner:
                                 plan.env_steps_per_iteration, last)
             if report.stop == NON_FINITE_STOP:
                 raise NonFiniteError(self._non_finite_message(report, metrics))
+            assert report.train_row is not None, "a finite iteration has its train row"
             self.sinks.write("train", {**report.train_row, **sampled})
             report, eval_s = self._evaluate_if_due(loop.compiled, state, report, rules, last)
             progress = report.progress
@@ -208,8 +220,8 @@ class Runner:
                 rules, time.perf_counter() - self._session_started, loop.slowest_step_s + self._slowest_save_s,
                 self.stop_flag.signal_name if self.stop_flag is not None else None))
             if stop is not None:
-                return self._stop(state, progress, stop, watch)
-        return self._end(state, progress, None)
+                return self._stop(state, progress, stop, watch, loop)
+        return self._end(state, progress, None, loop)
 
     # The loop's steps, in the order it takes them.
 
@@ -244,19 +256,22 @@ class Runner:
         policy_params, stats = self.trainer.learner.acting(state)
         result = jax.device_get(compiled.evaluate(policy_params, stats, eval_key(config.run.seed, iteration)))
         report = after_eval(report, result, rules, last)
+        assert report.eval_row is not None, "an evaluated iteration has its eval row"
         self.sinks.write("eval", report.eval_row)
         return report, time.perf_counter() - started
 
     def _save_due(self, state: Any, progress: Progress, loop: LoopRecord, last: bool, watch: GraceWatch | None
                   ) -> None:
         """The checkpoint `run.save_interval` asks for (or the last), then the watcher's note of the iteration."""
-        if self.checkpointer is not None:
+        checkpointer = self.checkpointer
+        if checkpointer is not None:
             with self._lock(watch):
-                self._timed_save(lambda: self.checkpointer.after_iteration(self.trainer, state, progress, final=last))
+                self._timed_save(lambda: checkpointer.after_iteration(self.trainer, state, progress, final=last))
         self._loop = loop
-        if watch is not None and not last:
+        if watch is not None and not last:  # a watcher runs only with a checkpointer (`_grace_watch`)
+            assert checkpointer is not None, "the stop grace's watcher runs with a checkpointer"
             watch.slowest_save_s = self._slowest_save_s
-            watch.iteration_ended(state, progress, saved=self.checkpointer.last_saved == progress.iteration)
+            watch.iteration_ended(state, progress, saved=checkpointer.last_saved == progress.iteration)
 
     def _agreed(self, stop: str | None) -> str | None:
         """Over several processes every process stops after the same iteration: OTHER_PROCESS where another had a
@@ -265,7 +280,8 @@ class Runner:
             return OTHER_PROCESS
         return stop
 
-    def _stop(self, state: Any, progress: Progress, stop: str, watch: GraceWatch | None) -> RunResult:
+    def _stop(self, state: Any, progress: Progress, stop: str, watch: GraceWatch | None, loop: LoopRecord
+              ) -> RunResult:
         """Ends the run before the plan's end: a checkpoint of this iteration (unless saved), then the summary."""
         with self._lock(watch):
             if watch is not None:
@@ -274,10 +290,10 @@ class Runner:
                 self.checkpointer.save(self.trainer, state, progress)
         if stop not in SIGNAL_NAMES:  # a signal's stop is said by the caller, with its exit code
             self._say(f"rlfit: stopped by {stop} at iteration {progress.iteration}")
-        return self._end(state, progress, stop)
+        return self._end(state, progress, stop, loop)
 
-    def _end(self, state: Any, progress: Progress, stopped_by: str | None) -> RunResult:
-        summary = self._write_summary(state, progress, self._loop, stopped_by)
+    def _end(self, state: Any, progress: Progress, stopped_by: str | None, loop: LoopRecord) -> RunResult:
+        summary = self._write_summary(state, progress, loop, stopped_by)
         return RunResult(state, progress, summary, self.run_dir, stopped_by)
 
     # Around the loop: compiling, the starting state, back-off, the stop grace, the summary.
@@ -293,12 +309,13 @@ class Runner:
     def _compiled_for(self, state: Any) -> Compiled:
         """The programs started by `run` when they are for this trainer and `state`'s shapes, else new ones (after a
         back-off, the trainer's sizes changed)."""
-        trainer, pending = self._pending
-        self._pending = (None, None)
-        if trainer is self.trainer and isinstance(pending, Exception):
-            raise pending
-        if trainer is self.trainer and same_abstract(pending.abstract, self.trainer.abstract_of(state)):
-            return pending
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] is self.trainer:
+            programs = pending[1]
+            if isinstance(programs, Exception):
+                raise programs
+            if same_abstract(programs.abstract, self.trainer.abstract_of(state)):
+                return programs
         return self.trainer.compile(state, say=self._say)
 
     def _fresh_state(self, progress: Progress) -> Any:
@@ -354,6 +371,7 @@ class Runner:
     def _save_within_grace(self, host_state: Any | None, progress: Progress, reason: str) -> None:
         """The watcher's save (its thread, JAX's CPU device): the last finished iteration's checkpoint, when it has a
         host copy newer than the newest checkpoint (`host_state`; None: nothing newer), and the summary."""
+        assert self.checkpointer is not None and self._loop is not None, "the watcher runs in a started loop that saves"
         if host_state is not None:
             self.checkpointer.save(self.trainer, host_state, progress, force=True)
         self._write_summary(host_state, progress, self._loop, reason)

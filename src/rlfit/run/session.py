@@ -20,7 +20,7 @@ from rlfit.run.new_run import check_new_run_dir, create_run_dir, default_run_pat
 from rlfit.run.signals import StopFlag, raise_if_signalled
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.rundir.write_failures import stop_on_refusal
-from rlfit.sinks import Sinks
+from rlfit.sinks import Sink, Sinks
 from rlfit.sinks.console import ConsoleSink
 from rlfit.sinks.jsonl import JsonlSink
 from rlfit.sinks.tensorboard import TensorBoardSink
@@ -161,7 +161,8 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
 def open_sinks(config: Config, directory: RunDir, console: ConsoleSink | None = None, writer: bool = True) -> Sinks:
     """Where a run's metrics go: metrics.jsonl, TensorBoard and W&B (when configured) in `directory`, and the
     console; only the console on a process that does not write (`writer` False)."""
-    files = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)] if writer else []
+    files: list[Sink] = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)
+                         ] if writer else []
     wandb_sink = open_wandb_sink(config, directory, warn=console.message if console else None) if writer else None
     files += [wandb_sink] if wandb_sink else []
     return Sinks(files + ([console] if console else []))

@@ -6,12 +6,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 from rlfit.exit_codes import INTERRUPTED, TERMINATED
 
 EXIT_CODES: dict[int, int] = {signal.SIGTERM: TERMINATED, signal.SIGINT: INTERRUPTED}
 SIGNAL_NAMES = {signal.Signals(signum).name: code for signum, code in EXIT_CODES.items()}
 """A run stopped by a signal records its name ('SIGTERM', 'SIGINT') as `stopped_by`; its exit code."""
+
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+"""What `signal.signal` installs and returns: a function, SIG_DFL or SIG_IGN, or None (one not installed from Python)."""
 
 
 class StopRequested(Exception):
@@ -27,7 +33,7 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Handler] = {}
 
     @property
     def requested(self) -> bool:
@@ -42,7 +48,7 @@ class StopFlag:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
-    def _handle(self, signum: int, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:  # second signal: leave now
             print(f"rlfit: second {signal.Signals(signum).name}, exiting without saving", file=sys.stderr, flush=True)
             os._exit(EXIT_CODES[signum])

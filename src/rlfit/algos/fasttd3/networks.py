@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.distributional import atoms
 from rlfit.algos.offpolicy.critics import TwinQ
-from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
+from rlfit.networks import COMPUTE_DTYPES, MLP, forward, select_obs
 
 
 
@@ -82,8 +82,8 @@ def make_fasttd3_networks(obs_example: Any, action_size: int, config: FastTD3Con
         return FastTD3Params(policy, q, jax.tree.map(jnp.copy, q))
 
     return FastTD3Networks(
-        actor=lambda params, obs: actor_net.apply(params, policy_obs(obs)),
-        critic=lambda params, obs, action: critic_net.apply(params, q_obs(obs), action),
+        actor=lambda params, obs: forward(actor_net, params, policy_obs(obs)),
+        critic=lambda params, obs, action: forward(critic_net, params, q_obs(obs), action),
         init=init,
         support=atoms(config.v_min, config.v_max, config.num_atoms),
         action_size=action_size,

@@ -23,9 +23,9 @@ from rlfit.algos.fasttd3.networks import FastTD3Networks, FastTD3Params
 from rlfit.algos.fasttd3.nstep import NStepBatch, num_valid, sample_nstep
 from rlfit.algos.fasttd3.update import (FastTD3Optimizers, FastTD3OptStates, UpdateMetrics, init_opt_states,
                                         make_gradient_update)
-from rlfit.algos.offpolicy.collect import act_and_store
+from rlfit.algos.offpolicy.collect import act_and_store, empty_replay
 from rlfit.algos.offpolicy.replay import ReplayState
-from rlfit.algos.offpolicy.state import check_env_batch, reset_envs, with_empty_replay
+from rlfit.algos.offpolicy.state import check_env_batch, reset_envs, with_own_buffers
 from rlfit.envs.vec_env import EnvState, StepOutput, VecEnv
 from rlfit.parallel.mesh import split_envs
 
@@ -80,9 +80,10 @@ def init_fasttd3_state(env: VecEnv, networks: FastTD3Networks, optimizers: FastT
     params = networks.init(params_key)
     env_state, one_obs = reset_envs(env, env_key)
     counter = jnp.zeros((), jnp.int32)
-    state = FastTD3State(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, None, key,
-                         counter, counter, draw_noise_std(noise_key, env.num_envs, config))
-    return with_empty_replay(env, config, state, one_obs)
+    state = FastTD3State(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state,
+                         empty_replay(env, config, one_obs), key, counter, counter,
+                         draw_noise_std(noise_key, env.num_envs, config))
+    return with_own_buffers(state)
 
 
 def explore(networks: FastTD3Networks, state: FastTD3State, key: jax.Array) -> jax.Array:

@@ -22,7 +22,7 @@ SettingsT = TypeVar("SettingsT", bound=ReplaySettings)
 
 def sized_config(settings: SettingsT, sizes: ReplaySizes) -> SettingsT:
     """The config section (a frozen dataclass) with the plan's sizes; min_replay_size at most the buffer."""
-    return dataclasses.replace(settings, num_envs=sizes.num_envs,  # type: ignore[type-var]
+    return dataclasses.replace(settings, num_envs=sizes.num_envs,
                                batch_size=sizes.batch_size, max_replay_size=sizes.max_replay_size,
                                min_replay_size=min(settings.min_replay_size, sizes.max_replay_size))
 

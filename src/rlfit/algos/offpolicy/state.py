@@ -1,6 +1,6 @@
 """The parts of a fresh off-policy training state that SAC and FastTD3 build alike: the environment batch
-checked against the config, the environments reset, and the state's leaves given their own buffers before an
-empty replay buffer joins them."""
+checked against the config, the environments reset, and the state's leaves (but its replay buffer) given their own
+buffers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rlfit.algos.offpolicy.collect import empty_replay
 from rlfit.algos.offpolicy.types import ReplaySettings, StateT
 from rlfit.envs.vec_env import EnvState, VecEnv
 
@@ -26,11 +25,12 @@ def reset_envs(env: VecEnv, key: jax.Array) -> tuple[EnvState, Any]:
     return env_state, jax.tree.map(lambda x: x[0], env_state.inner.obs)
 
 
-def with_empty_replay(env: VecEnv, settings: ReplaySettings, state: StateT, one_obs: Any) -> StateT:
-    """`state` (its `replay` None) with every leaf in its own buffer and an empty replay buffer.
+def with_own_buffers(state: StateT) -> StateT:
+    """`state` (with its empty replay buffer, `rlfit.algos.offpolicy.collect.empty_replay`) with every other leaf
+    in its own buffer.
 
     Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays). The replay
     buffer's leaves are each allocated once, and not copied: it may be most of the device's memory.
     """
-    state = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
-    return state._replace(replay=empty_replay(env, settings, one_obs))
+    replay = state.replay  # kept whole: `is_leaf` stops the map at it
+    return jax.tree.map(lambda x: x if x is replay else jnp.array(x, copy=True), state, is_leaf=lambda x: x is replay)

@@ -3,7 +3,7 @@ training state's collecting fields. SAC's and FastTD3's config sections and stat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
     import jax
@@ -16,7 +16,10 @@ StateT = TypeVar("StateT", bound="OffPolicyState")
 
 
 class ReplaySettings(Protocol):
-    """The fields of an off-policy algorithm's config section that sizing, collecting and the prefill read."""
+    """The fields of an off-policy algorithm's config section that sizing, collecting and the prefill read; the
+    section is a dataclass (`dataclasses.replace` gives it the plan's sizes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
     def num_envs(self) -> int:
@@ -66,5 +69,7 @@ class OffPolicyState(Protocol):
     def policy_steps(self) -> jax.Array:
         """[] int32 policy steps taken by each environment."""
 
-    def _replace(self: StateT, **changes: Any) -> StateT:
-        """The state with `changes` (NamedTuple's)."""
+    def _replace(self, *, normalizer: RunningStats = ..., env_state: EnvState = ..., replay: ReplayState = ...,
+                 key: jax.Array = ..., policy_steps: jax.Array = ...) -> Self:
+        """The state with these fields replaced (NamedTuple's `_replace`, whose other keywords the shared code never
+        passes)."""

@@ -87,6 +87,7 @@ def ppo_loss(
     """
     values = agent.value(params.value, batch.obs)
     if batch.steps is None:
+        assert batch.advantages is not None and batch.returns is not None, "a LossBatch has advantages or steps"
         advantages, returns = batch.advantages, batch.returns
     else:
         bootstrap = agent.value(params.value, batch.steps.bootstrap_obs)[0]
@@ -96,6 +97,8 @@ def ppo_loss(
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     rate = None
     if agent.latent_size:
+        assert agent.policy_sample is not None and batch.latent_noise is not None, \
+            "an agent with a bottleneck samples its policy with the noise each action was chosen with"
         logits, rate = agent.policy_sample(params.policy, batch.obs, batch.latent_noise)
     else:
         logits = agent.policy_logits(params.policy, batch.obs)

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import flax.linen as nn
 import jax
 
 from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.action_space import CONTINUOUS, ActionSpace
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.networks import COMPUTE_DTYPES, MLP, distribution_for, select_obs
+from rlfit.networks import COMPUTE_DTYPES, MLP, Categorical, TanhGaussian, distribution_for, forward, select_obs
 from rlfit.networks.encoders import make_encoder
 from rlfit.networks.pixels import PixelPolicy, with_pretrained
 
@@ -50,7 +51,7 @@ class Agent(NamedTuple):
     the policy file stores; None: the params themselves."""
 
     @property
-    def distribution(self) -> type:
+    def distribution(self) -> type[TanhGaussian] | type[Categorical]:
         """The action distribution the policy's logits parameterize (`distribution_for`)."""
         return distribution_for(self.action_space)
 
@@ -66,8 +67,8 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: PPOCon
     if isinstance(action_space, int):  # A continuous action dimensions
         action_space = ActionSpace(CONTINUOUS, action_space)
     dtype = COMPUTE_DTYPES[precision]
-    policy_net = MLP(tuple(config.policy_hidden) + (action_space.logits_size,), config.activation, dtype)
-    value_net = MLP(tuple(config.value_hidden) + (1,), config.activation, dtype)
+    policy_net: nn.Module = MLP(tuple(config.policy_hidden) + (action_space.logits_size,), config.activation, dtype)
+    value_net: nn.Module = MLP(tuple(config.value_hidden) + (1,), config.activation, dtype)
     if config.bottleneck:
         return _bottleneck_agent(obs_example, action_space, config, dtype, value_net)
 
@@ -94,15 +95,15 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: PPOCon
         return AgentParams(policy, value)
 
     return Agent(
-        policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
-        value=lambda params, obs: value_net.apply(params, value_obs(obs))[..., 0],
+        policy_logits=lambda params, obs: forward(policy_net, params, policy_obs(obs)),
+        value=lambda params, obs: forward(value_net, params, value_obs(obs))[..., 0],
         init=init,
         action_space=action_space,
     )
 
 
 def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: PPOConfig, dtype: Any,
-                      value_net: MLP) -> Agent:
+                      value_net: nn.Module) -> Agent:
     """The agent whose policy acts through a variational information bottleneck (vector observations)."""
     policy_net = BottleneckPolicy(tuple(config.policy_hidden), config.bottleneck, action_space.logits_size,
                                   config.activation, dtype)
@@ -119,12 +120,12 @@ def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: PPOCo
                            value_net.init(value_key, value_obs(obs_example)))
 
     return Agent(
-        policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs))[0],
-        value=lambda params, obs: value_net.apply(params, value_obs(obs))[..., 0],
+        policy_logits=lambda params, obs: forward(policy_net, params, policy_obs(obs))[0],
+        value=lambda params, obs: forward(value_net, params, value_obs(obs))[..., 0],
         init=init,
         action_space=action_space,
         latent_size=config.bottleneck,
-        policy_sample=lambda params, obs, noise: policy_net.apply(params, policy_obs(obs), noise),
-        policy_rate=lambda params, obs: policy_net.apply(params, policy_obs(obs))[1] * BITS_PER_NAT,
+        policy_sample=lambda params, obs, noise: forward(policy_net, params, policy_obs(obs), noise),
+        policy_rate=lambda params, obs: forward(policy_net, params, policy_obs(obs))[1] * BITS_PER_NAT,
         deployable=lambda params: fold(params, len(config.policy_hidden)),
     )

@@ -39,6 +39,7 @@ def policy_logits(agent: Agent, policy_params: Any, obs: Any, noise: jax.Array) 
     """The acting logits [..., logits_size]; through the bottleneck with `noise` [..., Z] when the agent has one."""
     if not agent.latent_size:
         return agent.policy_logits(policy_params, obs)
+    assert agent.policy_sample is not None, "an agent with a latent size has a bottleneck's policy_sample"
     return agent.policy_sample(policy_params, obs, noise)[0]
 
 

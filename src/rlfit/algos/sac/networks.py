@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from rlfit.algos.offpolicy.critics import TwinQ
 from rlfit.algos.sac.config import SACConfig
 from rlfit.envs.pixels import PIXELS_KEY
-from rlfit.networks import COMPUTE_DTYPES, MLP, select_obs
+from rlfit.networks import COMPUTE_DTYPES, MLP, forward, select_obs
 from rlfit.networks.encoders import EncoderSpec, make_encoder
 from rlfit.networks.pixels import ENCODER, PixelPolicy, with_pretrained
 
@@ -105,12 +105,13 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
     starts from `encoder_weights` (flat pretrained variables) when given.
     """
     dtype = COMPUTE_DTYPES[precision]
-    policy_net = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
-    q_net = TwinQ(tuple(config.q_hidden), config.activation, config.q_layer_norm, dtype)
+    policy_net: nn.Module = MLP(tuple(config.policy_hidden) + (2 * action_size,), config.activation, dtype)
+    q_net: nn.Module = TwinQ(tuple(config.q_hidden), config.activation, config.q_layer_norm, dtype)
     if encoder is not None:
-        policy_net = PixelPolicy(make_encoder(encoder, dtype), policy_net)
-        q_net = PixelTwinQ(make_encoder(encoder, dtype), q_net)
-        functions = _pixel_functions(policy_net, q_net)
+        pixel_policy = PixelPolicy(make_encoder(encoder, dtype), policy_net)
+        pixel_q = PixelTwinQ(make_encoder(encoder, dtype), q_net)
+        policy_net, q_net = pixel_policy, pixel_q
+        functions = _pixel_functions(pixel_policy, pixel_q)
     else:
         functions = _vector_functions(policy_net, q_net, config)
     policy_obs, q_obs, encode, policy_head, q_head = functions
@@ -126,7 +127,7 @@ def make_sac_networks(obs_example: Any, action_size: int, config: SACConfig, pre
                          jnp.asarray(math.log(config.initial_alpha), jnp.float32))
 
     return SACNetworks(
-        policy_logits=lambda params, obs: policy_net.apply(params, policy_obs(obs)),
+        policy_logits=lambda params, obs: forward(policy_net, params, policy_obs(obs)),
         init=init,
         action_size=action_size,
         encode=encode,
@@ -150,10 +151,10 @@ def _vector_functions(policy_net: nn.Module, q_net: nn.Module, config: SACConfig
         return Encoded(policy_obs(obs), q_obs(obs))
 
     def policy_head(params, inputs):
-        return policy_net.apply(params, inputs)
+        return forward(policy_net, params, inputs)
 
     def q_head(params, inputs, action):
-        return q_net.apply(params, inputs, action)
+        return forward(q_net, params, inputs, action)
 
     return policy_obs, q_obs, encode, policy_head, q_head
 

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.algos.common.normalizer import RunningStats, init_stats, normalize
-from rlfit.algos.offpolicy.collect import act_and_store
+from rlfit.algos.offpolicy.collect import act_and_store, empty_replay
 from rlfit.algos.offpolicy.replay import Batch, ReplayState, num_valid, sample
-from rlfit.algos.offpolicy.state import check_env_batch, reset_envs, with_empty_replay
+from rlfit.algos.offpolicy.state import check_env_batch, reset_envs, with_own_buffers
 from rlfit.algos.sac.augment import augment_batch
 from rlfit.algos.sac.config import SACConfig, check_sac_config
 from rlfit.algos.sac.losses import sample_action
@@ -84,9 +84,9 @@ def init_sac_state(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers
     params = networks.init(params_key)
     env_state, one_obs = reset_envs(env, env_key)
     counter = jnp.zeros((), jnp.int32)
-    state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state, None, key,
-                     counter, counter, init_loss_scale() if loss_scaling else None)
-    return with_empty_replay(env, config, state, one_obs)
+    state = SACState(params, init_opt_states(optimizers, params), init_stats(one_obs), env_state,
+                     empty_replay(env, config, one_obs), key, counter, counter, init_loss_scale() if loss_scaling else None)
+    return with_own_buffers(state)
 
 
 def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizers, config: SACConfig,
