@@ -27,6 +27,7 @@ statistics (`rlfit.study.stats`; see suite_report.py).
     .venv/bin/python benchmarks/suite.py --envs PointMass --seeds --brax-seeds 0 1 2   # Brax only, one env
     .venv/bin/python benchmarks/suite.py --report                              # README table from the JSON
     .venv/bin/python benchmarks/suite.py --set ppo.num_updates_per_batch=8 --out results/suite_8_epochs.json
+    .venv/bin/python benchmarks/suite.py --compare results/suite_8_epochs.json   # README: rlfit's settings side by side
     .venv/bin/python benchmarks/suite.py --quick --envs CartpoleBalance        # 2 iterations: checks the script
 """
 
@@ -47,7 +48,7 @@ from typing import Any
 from brax_compare import BRAX_PYTHON, CHILD, brax_spec, ensure_brax_venv, ppo_shared_settings
 from common import REPO, RESULTS, RLFIT, TMP, git_state, load_1min, machine, run_timed
 from suite_report import (COLLAPSE_RATIO, env_summary, print_costs, print_summary, suite_summary,
-                          user_error, write_readme_table)
+                          user_error, write_readme_table, write_variants_table)
 
 from rlfit.cli import OneLineParser
 
@@ -74,6 +75,9 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--time-envs", action="store_true", help="time one short run per environment")
     modes.add_argument("--report", action="store_true", help="write the README table from the JSON and stop")
+    modes.add_argument("--compare", type=Path, nargs="+", metavar="JSON", default=None,
+                       help="write the README's variants table: rlfit at the JSON's (--out's) settings against "
+                            "each of these suite JSONs (e.g. results/suite_8_epochs.json), and stop")
     parser.add_argument("--envs", nargs="+", default=None,
                         help="environments (default: every DM Control one; the suite: those that fit, cheapest first)")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2], help="rlfit's seeds (default 0 1 2)")
@@ -104,8 +108,10 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
         if value is not None and not (math.isfinite(value) and value > 0):
             parser.error(f"--{name.replace('_', '-')} must be a positive number of minutes, got {value:g}")
     args.out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
-    if args.report and not args.out.exists():
-        parser.error(f"--report: {args.out} does not exist; run the suite first (or pass --out)")
+    if (args.report or args.compare) and not args.out.exists():
+        parser.error(f"--report/--compare: {args.out} does not exist; run the suite first (or pass --out)")
+    if missing := [str(path) for path in args.compare or [] if not path.exists()]:
+        parser.error(f"--compare: {', '.join(missing)} does not exist; name suite JSONs under benchmarks/results/")
     args.known_envs = known
     return args
 
@@ -345,6 +351,11 @@ def run_suite(args: argparse.Namespace, record: dict[str, Any], work_root: Path,
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.compare:
+        records = [json.loads(path.read_text()) for path in (args.out, *args.compare)]
+        write_variants_table(records, README)
+        print(f"wrote the variants table of {README} from {', '.join(map(str, (args.out, *args.compare)))}")
+        return
     if args.report:
         record = json.loads(args.out.read_text())
         write_readme_table(record, README, args.known_envs)

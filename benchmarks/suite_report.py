@@ -16,6 +16,8 @@ COLLAPSE_RATIO = 0.8
 """A run collapsed when its final eval reward is below this fraction of its own best."""
 TABLE_START, TABLE_END = "<!-- suite-table:start -->", "<!-- suite-table:end -->"
 """The README lines between which `write_readme_table` writes (both lines kept)."""
+VARIANTS_START, VARIANTS_END = "<!-- suite-variants:start -->", "<!-- suite-variants:end -->"
+"""The README lines between which `write_variants_table` writes (`suite.py --compare`)."""
 
 
 def user_error(message: str) -> NoReturn:
@@ -149,6 +151,67 @@ def write_readme_table(record: dict[str, Any], readme: Path, known_envs: list[st
     head, rest = text.split(TABLE_START, 1)
     _, tail = rest.split(TABLE_END, 1)
     readme.write_text(f"{head}{TABLE_START}\n{readme_table(record, known_envs)}\n{TABLE_END}{tail}")
+
+
+def variant_label(record: dict[str, Any]) -> str:
+    """A suite record's name in tables: its preset and `--set` overrides (`quick`, `quick + ppo.advantages=brax`)."""
+    return " + ".join([record.get("preset", "?"), *record.get("overrides", [])])
+
+
+def variants_table(records: list[dict[str, Any]]) -> str:
+    """rlfit's settings against each other on the environments of the first record (the base): per environment
+    each record's rlfit finals (seeds in order) with their mean, and the collapse checks passed; Brax's mean final
+    at each record's settings where it ran. Then, per later record, its per-environment mean minus the base's over
+    the environments both finished (IQM and mean with 95% intervals, `interval_estimates`), and its runs that
+    failed the collapse check."""
+    import numpy as np
+
+    from rlfit.study.stats import interval_estimates
+
+    base = records[0]
+    labels = [variant_label(record) for record in records]
+    header = ["environment", *(f"rlfit, {label}: finals (mean) [final >= {COLLAPSE_RATIO} best]" for label in labels),
+              "Brax mean final (settings)"]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    for env in base.get("per_env", {}):
+        cells, brax = [], {}
+        for label, record in zip(labels, records, strict=True):
+            s = record.get("per_env", {}).get(env)
+            if s is None or s["rlfit"]["final_mean"] is None:
+                cells.append("-")
+            else:
+                r = s["rlfit"]
+                cells.append(f"{_cells(r['final'])} ({r['final_mean']:.1f}) [{sum(r['no_collapse'])}/"
+                             f"{len(r['no_collapse'])}]")
+            if s is not None and s["brax"]["final_mean"] is not None:  # the same runs (copied) are named once
+                brax.setdefault(tuple(s["brax"]["final"]), (label, s["brax"]["final_mean"]))
+        cells.append("; ".join(f"{mean:.1f} ({label})" for label, mean in brax.values()) or "-")
+        lines.append(f"| {env} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for label, record in zip(labels, records, strict=True):
+        both = [env for env, s in base.get("per_env", {}).items() if s["rlfit"]["final_mean"] is not None
+                and record.get("per_env", {}).get(env, {}).get("rlfit", {}).get("final_mean") is not None]
+        if record is not base and both:
+            diff = np.array([record["per_env"][env]["rlfit"]["final_mean"] - base["per_env"][env]["rlfit"]["final_mean"]
+                             for env in both])
+            est = _finite(interval_estimates({"d": diff})["d"]._asdict())
+            lines.append(f"- {label} minus {labels[0]} (rlfit, per-environment means): {_estimate(est)}")
+        collapsed = [f"{env} seed {seed}" for env, s in record.get("per_env", {}).items()
+                     for seed, ok in zip(s["rlfit"]["seeds"], s["rlfit"]["no_collapse"], strict=True) if not ok]
+        runs = sum(len(s["rlfit"]["seeds"]) for s in record.get("per_env", {}).values())
+        lines.append(f"- {label}: {len(collapsed)} of {runs} rlfit runs end below {COLLAPSE_RATIO} x their best"
+                     + (f" ({', '.join(collapsed)})" if collapsed else ""))
+    return "\n".join(lines)
+
+
+def write_variants_table(records: list[dict[str, Any]], readme: Path) -> None:
+    """Replaces what stands between the variants markers of `readme` with `variants_table(records)`."""
+    text = readme.read_text()
+    if VARIANTS_START not in text or VARIANTS_END not in text:
+        user_error(f"{readme} has no {VARIANTS_START} ... {VARIANTS_END} lines; add them where the table goes")
+    head, rest = text.split(VARIANTS_START, 1)
+    _, tail = rest.split(VARIANTS_END, 1)
+    readme.write_text(f"{head}{VARIANTS_START}\n{variants_table(records)}\n{VARIANTS_END}{tail}")
 
 
 def _estimate(est: dict[str, Any]) -> str:

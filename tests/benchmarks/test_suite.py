@@ -212,3 +212,58 @@ def test_a_json_of_other_settings_is_refused(suite, tmp_path, capsys):
         suite.main(["--out", str(out), "--set", "ppo.num_updates_per_batch=8"])
     assert stopped.value.code == 2 and "pass another --out" in capsys.readouterr().err
     assert out.read_text() == before and suite.calls == []
+
+
+def _variant(preset_overrides: list[str], finals: dict[str, list[float]], brax: dict[str, list[float]]) -> dict:
+    """A suite record with these rlfit finals per environment (best = final, except a 0.0 final whose best is 10:
+    a collapse) and these Brax finals."""
+    def runs(values):
+        return {str(seed): {"seed": seed, "final_eval_reward": v, "best_eval_reward": v or 10.0}
+                for seed, v in enumerate(values)}
+
+    record = {"preset": "quick", "overrides": preset_overrides, "runs": {}}
+    for env in finals:
+        record["runs"][env] = {"rlfit": runs(finals[env]), "brax": runs(brax.get(env, []))}
+    return record
+
+
+def test_compare_writes_rlfit_s_settings_side_by_side_with_the_difference_against_scipy(suite, tmp_path, monkeypatch):
+    report = importlib.import_module("suite_report")
+    base = _variant([], {"A": [100.0, 300.0], "B": [10.0, 0.0], "C": [50.0, 70.0]}, {"A": [90.0], "B": [5.0]})
+    other = _variant(["ppo.num_updates_per_batch=8"], {"A": [200.0, 400.0], "B": [40.0, 20.0]},
+                     {"A": [120.0]})
+    paths = []
+    for name, record in (("suite.json", base), ("eight.json", other)):
+        record["per_env"] = {env: report.env_summary(runs) for env, runs in record["runs"].items()}
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(record))
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- suite-variants:start -->\nold\n<!-- suite-variants:end -->\nb\n")
+    monkeypatch.setattr(suite, "README", readme)
+    suite.main(["--out", str(paths[0]), "--compare", str(paths[1])])
+    text = readme.read_text()
+    assert text.startswith("a\n<!-- suite-variants:start -->\n| environment") and "old" not in text
+    assert ("| A | 100.0 / 300.0 (200.0) [2/2] | 200.0 / 400.0 (300.0) [2/2] | 90.0 (quick); "
+            "120.0 (quick + ppo.num_updates_per_batch=8) |") in text
+    assert "| B | 10.0 / 0.0 (5.0) [1/2] | 40.0 / 20.0 (30.0) [2/2] | 5.0 (quick) |" in text
+    assert "| C | 50.0 / 70.0 (60.0) [2/2] | - | - |" in text
+    differences = np.array([300.0 - 200.0, 30.0 - 5.0])  # the environments both finished: A and B
+    low, high = scipy.stats.t.interval(0.95, 1, loc=differences.mean(), scale=scipy.stats.sem(differences))
+    assert (f"- quick + ppo.num_updates_per_batch=8 minus quick (rlfit, per-environment means): IQM "
+            f"{scipy.stats.trim_mean(differences, 0.25):.1f} [") in text
+    assert f"mean {differences.mean():.1f} [{low:.1f}, {high:.1f}] over 2 environments" in text
+    assert "- quick: 1 of 6 rlfit runs end below 0.8 x their best (B seed 1)" in text
+    assert "- quick + ppo.num_updates_per_batch=8: 0 of 4 rlfit runs end below 0.8 x their best" in text
+
+
+def test_compare_with_a_missing_json_is_one_line_exit_2(suite, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "suite.json"
+    out.write_text(json.dumps(costs({})))
+    monkeypatch.setattr(suite, "README", tmp_path / "README.md")
+    suite.README.write_text("<!-- suite-variants:start -->\n<!-- suite-variants:end -->\n")
+    with pytest.raises(SystemExit) as stopped:
+        suite.main(["--out", str(out), "--compare", str(tmp_path / "nope.json")])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "nope.json does not exist" in err and err.count("\n") == 1
+    assert suite.README.read_text() == "<!-- suite-variants:start -->\n<!-- suite-variants:end -->\n"
