@@ -82,13 +82,18 @@ def run() -> None:
     """The `rlfit` command: `main()` on the process's arguments, then the process ends with its exit code. Where a
     program is still compiling in a background thread (a run that stopped before it needed its evaluation), the
     process leaves with `os._exit` after flushing its output: the run's files are written and closed by then, and
-    the interpreter's teardown of a thread inside XLA's compile would abort it (exit -6) instead of the code."""
+    the interpreter's teardown of a thread inside XLA's compile would abort it (exit -6) instead of the code. A
+    process of a multi-process run leaves that run first (`os._exit` skips JAX's own exit handler), or the others
+    would wait at their shutdown for its heartbeat and abort."""
     import os
 
     from rlfit.hardware.compile_log import compiling_in_background
+    from rlfit.parallel.distributed import leave
 
     code = main()
     if compiling_in_background():
+        with contextlib.suppress(Exception):
+            leave()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

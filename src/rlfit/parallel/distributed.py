@@ -42,6 +42,17 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
                         "HOST:PORT --num-processes N --process-id I, or launch under SLURM or Open MPI") from None
 
 
+def leave() -> None:
+    """Leaves the multi-process run this process joined (`jax.distributed.shutdown`: the other processes' shutdown
+    barrier counts it in), where it joined one; nothing otherwise. For a process about to end with `os._exit`,
+    which skips the interpreter's exit handlers where JAX would do this: without it the other processes wait for
+    this one's heartbeat until it times out, then abort."""
+    import jax
+
+    if jax.distributed.is_initialized():
+        jax.distributed.shutdown()
+
+
 def process_count() -> int:
     import jax
 
