@@ -306,6 +306,17 @@ def resume_compile_figures(record: dict) -> list[Figure]:
             Figure("resumed over first", _num(record["ratio"], 2), "ratio")]
 
 
+def make_test_time_figures(record: dict) -> list[Figure]:
+    timed = record["make_test"]
+    figures = [Figure(f"`make test` in a fresh clone (goal {record['goal_minutes']:g} min), install included",
+                      _num(timed["minutes"]), "min"),
+               Figure("CPU's share of the two cores while it ran", _num(timed["cpu_share"], 2), "share")]
+    if record.get("slowest_files"):
+        slowest = record["slowest_files"][0]
+        figures.append(Figure(f"slowest test file: {slowest['file']}", _num(slowest["seconds"]), "s"))
+    return figures
+
+
 def checkpoint_figures(record: dict) -> list[Figure]:
     return [Figure(f"{case['algo']} {case['preset']}: save / load ({case['state_bytes'] / 2**20:,.1f} MiB state)",
                    f"{case['save_s']:.3g} / {case['load_s']:.3g}", "s") for case in record["cases"]]
@@ -439,6 +450,9 @@ BENCHMARKS = (
     Benchmark("checkpoint_save", "robustness", "seconds to save and load a whole training state, checksums' share",
               ("docs/devices.md",), "cpu", "not measured", "checkpoint_savepy-issue-13",
               (Source("checkpoint_save.json", checkpoint_figures),)),
+    Benchmark("make_test_time", "speed", "`make test` in a fresh clone: wall and CPU time, seconds per test file",
+              ("README.md (two commands)", "docs/getting-started.md"), "cpu", "about 30 (one `make test`)",
+              "make_test_timepy-issue-48-item-6"),
     Benchmark("render_throughput", "speed", "frames/s of rlfit's JAX camera against `mujoco.Renderer`",
               ("docs/pixels.md",), "cpu", "not measured", "render_throughputpy",
               (Source("render_throughput.json", render_figures),)),
@@ -470,6 +484,7 @@ QUICK_MEASURED = {
     "first_step": "142 s, load 7.4-7.2",
     "jax_versions": "125 s, load 6.8-6.8",
     "kill9_stress": "29 s, load 6.8-6.0",
+    "make_test_time": "1 s, load 10.1-10.1",
     "memory_prediction": "155 s, load 8.9-9.4",
     "plan_fit_check": "102 s, load 6.4-6.8",
     "plan_time": "14 s, load 6.3-6.4",

@@ -1,0 +1,147 @@
+"""How long `make test` takes in a fresh clone, and where its time goes (issue 48, item 6: under 15 minutes on the
+2-core machine).
+
+    .venv/bin/python benchmarks/make_test_time.py                   # git clone . into a temporary folder, make test there
+    .venv/bin/python benchmarks/make_test_time.py --clone /tmp/fresh   # the clone stays there (make quickstart after)
+    .venv/bin/python benchmarks/make_test_time.py --quick           # checks the script: one small test file, this checkout
+
+The clone is of the committed HEAD, without `../shared` beside it unless the folder given has one (so the G1 tests
+skip, as in CI). `make test` runs as CI runs it, its virtual environment's install included, with pytest's JUnit
+XML asked for through `PYTEST_ADDOPTS`, and without this shell's PYTHONPATH, VIRTUAL_ENV and RLFIT_* variables.
+Records the wall and CPU seconds of the whole command (user + system of every process it started: the CPU's share
+is `cpu_s / (wall_s x nproc)`), pytest's own line, and per test file the seconds of its tests (setup, call and
+teardown summed: a module's shared fixture counts in the file that builds it), the slowest files and tests. With
+two pytest workers, the files' seconds add up to about twice pytest's wall time. Writes
+results/make_test_time.json (`--quick`: results/tmp/make_test_time_quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from collections import defaultdict
+from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, TMP, finish_record, print_table, run_timed, start_record  # noqa: E402
+
+GOAL_MINUTES = 15.0
+"""Issue 48's goal for `make test` in a fresh clone on 2 cores."""
+QUICK_TESTS = ("tests/rundir/test_records.py",)
+"""What `--quick` runs: a small file of pure-Python tests, enough to write and read a JUnit report."""
+SLOWEST = 25
+"""How many files and tests the record lists, slowest first."""
+
+
+class Case(NamedTuple):
+    """One test's row of the JUnit report."""
+
+    file: str
+    name: str
+    seconds: float
+    outcome: str
+    """passed, failed, error or skipped."""
+
+
+def read_junit(report: Path, root: Path) -> list[Case]:
+    """The test cases of pytest's JUnit XML, each with the test file it came from (relative to `root`)."""
+    cases = []
+    for element in ElementTree.parse(report).iter("testcase"):
+        outcome = next((child.tag for child in element if child.tag in ("failure", "error", "skipped")), "passed")
+        cases.append(Case(file_of(element.get("classname", ""), root), element.get("name", ""),
+                          float(element.get("time") or 0.0), {"failure": "failed"}.get(outcome, outcome)))
+    return cases
+
+
+def file_of(classname: str, root: Path) -> str:
+    """`tests.parallel.test_mesh` or `tests.run.test_x.TestClass` -> the file path under `root` that holds it."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = Path(*parts[:end]).with_suffix(".py")
+        if (root / candidate).is_file():
+            return candidate.as_posix()
+    return classname
+
+
+def summarize(cases: list[Case]) -> dict:
+    """Counts by outcome, seconds per file (slowest first), the slowest files and tests."""
+    per_file: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for case in cases:
+        per_file[case.file] += case.seconds
+        counts[case.outcome] += 1
+    files = sorted(per_file.items(), key=lambda item: -item[1])
+    tests = sorted(cases, key=lambda case: -case.seconds)
+    return {"counts": dict(counts), "tests": len(cases), "test_seconds": round(sum(per_file.values()), 1),
+            "files": len(files), "slowest_files": [{"file": f, "seconds": round(s, 1)} for f, s in files[:SLOWEST]],
+            "slowest_tests": [{"test": f"{c.file}::{c.name}", "seconds": round(c.seconds, 1)}
+                              for c in tests[:SLOWEST]]}
+
+
+def clone(target: Path) -> None:
+    """`git clone` of this repository's HEAD into `target` (which must not exist yet, or be empty)."""
+    done = subprocess.run(["git", "clone", "-q", str(REPO), str(target)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"make_test_time.py: error: git clone into {target} failed: {done.stderr.strip()}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clone", type=Path, help="clone into this folder and keep it (it must not exist yet)")
+    parser.add_argument("--quick", action="store_true", help=f"pytest on {', '.join(QUICK_TESTS)} in this checkout")
+    parser.add_argument("--out", type=Path, help="the JSON (default results/make_test_time.json)")
+    args = parser.parse_args()
+    if args.clone is not None and args.clone.exists() and any(args.clone.iterdir()):
+        print(f"make_test_time.py: error: --clone {args.clone} exists and is not empty; name a new folder",
+              file=sys.stderr)
+        return 2
+
+    record = start_record("make_test_time_quick" if args.quick else "make_test_time")
+    scratch = Path(tempfile.mkdtemp(prefix="make-test-time-"))
+    report = scratch / "junit.xml"
+    env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={report}".strip()}
+    for name in [n for n in env if n in ("VIRTUAL_ENV", "PYTHONPATH") or n.startswith("RLFIT_")]:
+        env.pop(name)  # as on a clean machine: no other checkout's sources, no user cache or assets
+    if args.quick:
+        root = REPO
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *QUICK_TESTS]
+        log = TMP / "make_test_time_quick.log"
+    else:
+        root = args.clone or scratch / "clone"
+        clone(root)
+        argv = ["make", "-C", str(root), "test"]
+        log = TMP / "make_test_time.log"
+        record["clone"] = str(root)
+        record["shared_beside_clone"] = (root.parent / "shared").is_dir()
+    print(f"running {' '.join(argv)} (log: {log})", flush=True)
+    timed = run_timed(argv, env=env, log=log)
+    record["make_test" if not args.quick else "pytest"] = {
+        **timed, "argv": argv, "minutes": round(timed["wall_s"] / 60, 2),
+        "cpu_share": round(timed["cpu_s"] / (timed["wall_s"] * (os.cpu_count() or 1)), 2)}
+    record["goal_minutes"] = GOAL_MINUTES
+    tail = log.read_text(errors="replace").splitlines()
+    record["pytest_line"] = next((line.strip() for line in reversed(tail) if " in " in line and "passed" in line), None)
+    record["log_tail"] = tail[-40:] if timed["exit_code"] != 0 else []
+    if report.exists():
+        record.update(summarize(read_junit(report, root)))
+    finish_record(record, args.out)
+
+    print(f"\n{' '.join(argv)}: exit {timed['exit_code']}, {timed['wall_s'] / 60:.1f} min wall "
+          f"(goal {GOAL_MINUTES:g}), {timed['cpu_s'] / 60:.1f} min CPU; {record['pytest_line']}")
+    if report.exists():
+        print_table([(f["file"], f["seconds"]) for f in record["slowest_files"][:15]], ["test file", "seconds"])
+    if args.clone is None and not args.quick:
+        shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return timed["exit_code"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
