@@ -16,7 +16,7 @@ stops a case after that many seconds (reported as "over N s").
     .venv/bin/python benchmarks/plan_time.py --env CartpoleBalance --preset quick
     .venv/bin/python benchmarks/plan_time.py --env G1JoystickFlatTerrain --preset g1 --cases plan --timeout 1800
     .venv/bin/python benchmarks/plan_time.py --env CartpoleBalance --preset quick --cases plan --src /tmp/before/src --tag before
-    .venv/bin/python benchmarks/plan_time.py --quick    # the three cases on the toy environment: a check of the script
+    .venv/bin/python benchmarks/plan_time.py --quick    # plan and plain on the toy environment: a check of the script
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
     parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds after which a case is stopped")
-    parser.add_argument("--quick", action="store_true", help=f"the three cases on the toy environment ({TOY_ENV}), "
-                        "smoke preset: a check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help=f"plan, then plain at its choice, on the toy environment "
+                        f"({TOY_ENV}), smoke preset: a check of the script (results/tmp/)")
     args = parser.parse_args()
     if args.quick:
-        args.env, args.preset, args.tag = TOY_ENV, "smoke", "quick"
+        # auto is train_case again, with one more compile: plain at the plan's choice runs the same code once.
+        args.env, args.preset, args.cases, args.tag = TOY_ENV, "smoke", ["plan", "plain"], "quick"
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     return args
 
