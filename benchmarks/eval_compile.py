@@ -8,6 +8,7 @@ times (the median is reported beside each run's seconds).
 
     .venv/bin/python benchmarks/eval_compile.py --envs CartpoleBalance CheetahRun
     .venv/bin/python benchmarks/eval_compile.py --envs CartpoleBalance CheetahRun --src /tmp/before/src --tag before
+    .venv/bin/python benchmarks/eval_compile.py --quick    # the toy environment once: a check of the script
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ trainer.compile_evaluator()
 print(json.dumps({"compile_s": time.perf_counter() - started, "num_eval_envs": config.run.num_eval_envs}))
 """
 
+TOY_ENV = "tests.toy_env:make"
+"""The tests' point-reaching environment (no physics: its evaluation compiles in seconds); the children run from
+the repository root, so `tests` imports."""
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,11 +54,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
     parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
-    parser.add_argument("--quick", action="store_true", help="CartpoleBalance, smoke preset, once: a check of the "
-                        "script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help=f"the toy environment ({TOY_ENV}), smoke preset, once: "
+                        "a check of the script (results/tmp/)")
     args = parser.parse_args()
     if args.quick:
-        args.envs, args.preset, args.repeats, args.tag = ["CartpoleBalance"], "smoke", 1, "quick"
+        args.envs, args.preset, args.repeats, args.tag = [TOY_ENV], "smoke", 1, "quick"
     return args
 
 

@@ -22,7 +22,7 @@ Error = predicted / measured - 1 for the line (what the planner uses, without an
 XLA's analysis at the exact size.
 
     .venv/bin/python benchmarks/memory_prediction.py            # CartpoleBalance and CheetahRun, 4 sizes each
-    .venv/bin/python benchmarks/memory_prediction.py --quick    # CartpoleBalance, 2 small sizes (a check only)
+    .venv/bin/python benchmarks/memory_prediction.py --quick    # the toy environment at one size (a check only)
     .venv/bin/python benchmarks/memory_prediction.py --envs CartpoleBalance --num-envs 1024 --out x.json  # one size
 """
 
@@ -38,12 +38,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import finish_record, print_table, start_record  # noqa: E402
+from common import REPO, finish_record, print_table, start_record  # noqa: E402
 
 ENVS = ("CartpoleBalance", "CheetahRun")
 NUM_ENVS = (256, 1024, 4096)
 """256: a point of the fit; 1024: between the fit's points; 4096: beyond them (extrapolated)."""
-QUICK_NUM_ENVS = (64, 256)
+QUICK_ENV = "tests.toy_env:make"
+"""The tests' point-reaching environment (no physics: it compiles in seconds); imported from REPO."""
+QUICK_NUM_ENVS = (64,)
 OVERRIDES = (
     # 4 unrolls of 10 steps per env per iteration, one epoch of 4 minibatches; rlfit's default networks
     # (the 5 x 256 value network's activations over the whole batch dominate the memory).
@@ -201,7 +203,8 @@ def main() -> None:
     if any(os.environ.get(k) != v for k, v in MALLOC_SETTINGS.items()):
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_SETTINGS})
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CartpoleBalance at two small sizes (checks the script)")
+    parser.add_argument("--quick", action="store_true", help=f"the toy environment ({QUICK_ENV}) at one small size "
+                        "(checks the script)")
     parser.add_argument("--envs", nargs="+", default=list(ENVS), help=f"environments to measure (default: {' '.join(ENVS)})")
     parser.add_argument("--num-envs", nargs="+", type=int, default=None,
                         help=f"the sizes measured (default {' '.join(map(str, NUM_ENVS))}; --quick: "
@@ -223,7 +226,9 @@ def main() -> None:
     record["device"] = str(jax.devices()[0].device_kind)
     record["method"] = __doc__.split("Measurement:")[1].split("Error =")[0].strip()
     record["malloc"] = MALLOC_SETTINGS
-    envs, sizes = (ENVS[:1], QUICK_NUM_ENVS) if args.quick else (tuple(args.envs), NUM_ENVS)
+    if args.quick:
+        sys.path.insert(0, str(REPO))  # for tests.toy_env
+    envs, sizes = ((QUICK_ENV,), QUICK_NUM_ENVS) if args.quick else (tuple(args.envs), NUM_ENVS)
     sizes = tuple(args.num_envs or sizes)
     record["results"] = []
     for name in envs:  # written after each environment, so a run stopped by a time limit keeps what it measured

@@ -9,6 +9,7 @@ XLA's analysis at that exact size (`xla_exact_bytes`, recorded there) and with t
 CPU's probes). Same choice = the new fit changes no decision there.
 
     .venv/bin/python benchmarks/plan_fit_check.py
+    .venv/bin/python benchmarks/plan_fit_check.py --quick    # the toy environment's lines: a check of the script
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, finish_record, print_table, start_record  # noqa: E402
+from common import REPO, RESULTS, finish_record, print_table, start_record  # noqa: E402
 
 GIB = 1 << 30
 GPU_BUDGETS_GIB = (8, 12, 16, 24, 40, 80, 141)
 CPU_BUDGETS_GIB = (2, 4, 8, 16, 64)
+QUICK_ENV = "tests.toy_env:make"
+"""--quick fits this environment's lines (the tests' point-reaching one, no physics: its probes compile in seconds)
+with the first environment's overrides, and compares them with that environment's figures: the code runs, the
+errors it prints mean nothing."""
 
 
 def choices(config, models, old_model) -> list[dict]:
@@ -54,16 +59,19 @@ def main() -> None:
     from rlfit.run.probes import StepProbes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the first environment only: a check of the script "
-                        "(results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="the toy environment's lines against the first "
+                        "environment's figures: a check of the script (results/tmp/)")
     quick = parser.parse_args().quick
+    if quick:
+        sys.path.insert(0, str(REPO))  # for tests.toy_env
     configure_jax("fp32")
     before = json.loads((RESULTS / "memory_prediction_cpu.json").read_text())
     record = start_record("plan_fit_check_quick" if quick else "plan_fit_check")
     record["compared_with"] = {"file": "benchmarks/results/memory_prediction_cpu.json", "git": before["git"]}
     record["results"] = []
     for result in before["results"][:1] if quick else before["results"]:
-        config = resolve(result["env"], "smoke", overrides=result["overrides"])  # as memory_prediction.py
+        env_name = QUICK_ENV if quick else result["env"]
+        config = resolve(env_name, "smoke", overrides=result["overrides"])  # as memory_prediction.py
         models = {target: fit_memory_model(config, StepProbes(), target_backend=target) for target in ("cpu", "gpu")}
         old = result["model"]
         old_model = MemoryModel(old["intercept_bytes"], old["bytes_per_env"], 0.0, (), jax.default_backend())
@@ -74,11 +82,11 @@ def main() -> None:
                                                          r["xla_exact_bytes"] - 1, 4) for target in models}}
                 for r in result["rows"]]
         picked = choices(config, models, old_model)
-        record["results"].append({"env": result["env"], "models": {t: m.to_dict() for t, m in models.items()},
+        record["results"].append({"env": env_name, "models": {t: m.to_dict() for t, m in models.items()},
                                   "rows": rows, "choices": picked,
                                   "same_choices": sum(c["new"] == c["before"] for c in picked),
                                   "choices_compared": len(picked)})
-        print_table([[result["env"], r["num_envs"], r["xla_exact_bytes"], r["before_vs_xla"],
+        print_table([[env_name, r["num_envs"], r["xla_exact_bytes"], r["before_vs_xla"],
                       r["now_cpu_probes_vs_xla"], r["now_gpu_probes_vs_xla"]] for r in rows],
                     ["env", "num_envs", "XLA exact", "before err", "CPU probes err", "accelerator probes err"])
         print([f"{t}: {[p.sizes.num_envs for p in m.points]}" for t, m in models.items()])

@@ -16,12 +16,14 @@ stops a case after that many seconds (reported as "over N s").
     .venv/bin/python benchmarks/plan_time.py --env CartpoleBalance --preset quick
     .venv/bin/python benchmarks/plan_time.py --env G1JoystickFlatTerrain --preset g1 --cases plan --timeout 1800
     .venv/bin/python benchmarks/plan_time.py --env CartpoleBalance --preset quick --cases plan --src /tmp/before/src --tag before
+    .venv/bin/python benchmarks/plan_time.py --quick    # plan and plain on the toy environment: a check of the script
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -32,9 +34,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import COMPILE_LINE  # noqa: E402
-from common import RESULTS, TMP, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
+from common import REPO, RESULTS, TMP, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
 
 STEP, EVALUATION = "jit(train_iteration)", "jit(evaluate)"
+TOY_ENV = "tests.toy_env:make"
+"""The tests' point-reaching environment (no physics: it plans and compiles in seconds); REPO on the children's
+PYTHONPATH imports it."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -45,11 +50,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
     parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds after which a case is stopped")
-    parser.add_argument("--quick", action="store_true", help="`rlfit plan CartpoleBalance --preset smoke` only: a "
-                        "check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help=f"plan, then plain at its choice, on the toy environment "
+                        f"({TOY_ENV}), smoke preset: a check of the script (results/tmp/)")
     args = parser.parse_args()
     if args.quick:
-        args.env, args.preset, args.cases, args.tag = "CartpoleBalance", "smoke", ["plan"], "quick"
+        # auto is train_case again, with one more compile: plain at the plan's choice runs the same code once.
+        args.env, args.preset, args.cases, args.tag = TOY_ENV, "smoke", ["plan", "plain"], "quick"
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     return args
 
 
@@ -118,7 +125,7 @@ def train_case(name: str, args: argparse.Namespace, work: Path, num_envs: str,
 
 def main() -> None:
     args = parse_args()
-    name = f"plan_time_{args.env}_{args.preset}" + (f"_{args.tag}" if args.tag else "")
+    name = f"plan_time_{args.env.replace(':', '_')}_{args.preset}" + (f"_{args.tag}" if args.tag else "")
     record = start_record(name)
     record.update({"env": args.env, "preset": args.preset, "src": args.src or "this checkout", "cases": {}})
     work = Path(tempfile.mkdtemp(prefix="rlfit-plan-time-"))

@@ -25,7 +25,7 @@ How a budget is imposed:
     # On the CPU
     .venv/bin/python benchmarks/planner_sweep.py --env CartpoleBalance --preset quick --budgets 0.25 4 \
         --sweep-max 8192 --min-steps 8000000
-    .venv/bin/python benchmarks/planner_sweep.py --quick     # a check of the script (two tiny runs)
+    .venv/bin/python benchmarks/planner_sweep.py --quick     # a check of the script (two tiny runs, one compile)
 """
 
 from __future__ import annotations
@@ -230,11 +230,14 @@ def main() -> None:
     parser.add_argument("--sweep-max", type=int, default=65536)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
     parser.add_argument("--out", type=Path, help="JSON path (default: results/planner_sweep_<cpu|gpu>.json)")
-    parser.add_argument("--quick", action="store_true", help="a check of the script: two tiny runs")
+    parser.add_argument("--quick", action="store_true", help="a check of the script: two tiny runs of the toy "
+                        "environment at the same sizes (one compile)")
     args = parser.parse_args()
     if args.quick:
         args.env, args.preset, args.budgets, args.iterations = "tests.toy_env:make", "smoke", ["0.05"], 2
-        args.sweep_min = args.sweep_max = 64
+        # The toy's choice on a 2-core CPU (the cap, 256 environments a core): the sweep's run is the planner run's
+        # program, which it reads from the compile cache the children share (RLFIT_CACHE_DIR).
+        args.sweep_min = args.sweep_max = 512
         args.set = args.set + ["env.episode_length=50", "ppo.value_hidden=[32,32]"]
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                                  os.environ.get("PYTHONPATH")]))

@@ -5,6 +5,7 @@ then `rlfit resume` the same run (a new process, as after a disconnect) to a few
 summary.json is the compile time of each session (training iteration + evaluator, ahead of time).
 
     .venv/bin/python benchmarks/resume_compile.py [--env CartpoleBalance]
+    .venv/bin/python benchmarks/resume_compile.py --quick    # the toy environment, smoke preset: a check of the script
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 from common import finish_record, start_record
 
 REPO = Path(__file__).resolve().parents[1]
+TOY_ENV = "tests.toy_env:make"
+"""The tests' point-reaching environment (no physics: it compiles in seconds); REPO on the children's PYTHONPATH
+imports it."""
 
 
 def rlfit(env: dict, *args: str) -> float:
@@ -34,14 +38,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartpoleBalance")
     parser.add_argument("--preset", default="quick")
-    parser.add_argument("--quick", action="store_true", help="the smoke preset: a check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help=f"the toy environment ({TOY_ENV}), smoke preset: a check "
+                        "of the script (results/tmp/)")
     parser.add_argument("--out", default=None, help="JSON path (default results/resume_compile.json)")
     args = parser.parse_args()
     if args.quick:
-        args.preset = "smoke"
+        args.env, args.preset = TOY_ENV, "smoke"
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        env = dict(os.environ, RLFIT_CACHE_DIR=str(Path(tmp) / "cache"), PYTHONPATH=str(REPO))
+        env = dict(os.environ, RLFIT_CACHE_DIR=str(Path(tmp) / "cache"), PYTHONPATH=os.pathsep.join(
+            filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         load_before = os.getloadavg()[0]
         first_wall = rlfit(env, "train", args.env, "--preset", args.preset, "--set", "run.eval_every=0",
                            "--set", "run.save_interval=2", "--run-dir", str(run_dir), "--quiet",

@@ -9,6 +9,7 @@ cache and program store off in every child, so every compile is cold.
 
     .venv/bin/python benchmarks/trace_bound.py
     .venv/bin/python benchmarks/trace_bound.py --cases CartpoleBalance:quick:ppo --tag quick
+    .venv/bin/python benchmarks/trace_bound.py --quick    # the toy environment: a check of the script
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ print(json.dumps({"sizes": sizes._asdict(), "lower_s": lowered_at - started, "wa
 
 CASES = ("CartpoleBalance:quick:ppo", "CheetahRun:quick:ppo", "G1JoystickFlatTerrain:g1:ppo", "CartpoleBalance:quick:sac",
          "CheetahRun:quick:fasttd3", "CartpoleBalance:pixels:sac")
+QUICK_CASE = "tests.toy_env:make:smoke:ppo"
+"""The tests' point-reaching environment (no physics: it lowers and compiles in seconds); the children run from the
+repository root, so `tests` imports."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -62,11 +66,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cases", nargs="+", default=list(CASES), help="ENV:PRESET:ALGO each")
     parser.add_argument("--tag", default="", help="a suffix for the record's name")
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default results/trace_bound[_TAG].json)")
-    parser.add_argument("--quick", action="store_true", help="CartpoleBalance smoke PPO only: a check of the script "
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_CASE} only: a check of the script "
                         "(results/tmp/)")
     args = parser.parse_args()
     if args.quick:
-        args.cases, args.tag = ["CartpoleBalance:smoke:ppo"], "quick"
+        args.cases, args.tag = [QUICK_CASE], "quick"
     return args
 
 
