@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -145,6 +146,10 @@ def main() -> None:
     print_table(rows, ["case", "wall s", "cpu s", "exit", "step compiles", "their seconds", "time to first step s",
                        "to the first iteration's start s"])
     finish_record(record, (TMP if args.quick else RESULTS) / f"{name}.json")
+    if all(r["exit_code"] == 0 for r in record["cases"].values()):
+        shutil.rmtree(work, ignore_errors=True)  # its run dirs and compile caches; kept, with the logs, after a failure
+    else:
+        print(f"logs kept in {work}")
 
 
 if __name__ == "__main__":
