@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import BENCH_DIR, REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
+from common import (BENCH_DIR, REPO, RESULTS, RLFIT, TMP, TOY_ENV, fresh_cache_env, git_state, load_1min, machine,
+                    run_timed, toy_env_importable)
 
 COLLAPSE_RATIO = 0.8
 
@@ -47,13 +48,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
     parser.add_argument("--report", action="store_true",
                         help="print the runs in the JSON as Markdown (per run: final, best, curves) and stop")
-    parser.add_argument("--quick", action="store_true", help="CartpoleBalance, 2 iterations, seed 0, a fresh JSON: "
-                        "a check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="the toy environment (tests/toy_env.py), 2 iterations, "
+                        "seed 0, a fresh JSON: a check of the script (results/tmp/)")
     args = parser.parse_args()
-    if args.quick:
-        args.env, args.seeds, args.label, args.out = "CartpoleBalance", [0], "quick", TMP / "pointmass_collapse_quick.json"
-        args.set = [*args.set, "run.num_timesteps=245760", "run.eval_every=1"]
+    if args.quick:  # every step of a run, its programs compiled in a second or two
+        args.env, args.seeds, args.label, args.out = TOY_ENV, [0], "quick", TMP / "pointmass_collapse_quick.json"
+        args.set = [*args.set, "run.num_timesteps=245760", "run.eval_every=1", "env.episode_length=100"]
         args.out.unlink(missing_ok=True)
+        toy_env_importable()
     if not args.report and not args.label:
         parser.exit(2, "pointmass_collapse.py: error: --label is required to train (or pass --report)\n")
     if not (args.source / "rlfit" / "__init__.py").exists():
