@@ -5,7 +5,7 @@ on several environments and seeds, with the statistics of rlfit's report.
     .venv/bin/python benchmarks/algo_compare.py --envs CartpoleSwingup CartpoleBalance --order env --concurrent \
         --budget 4m --no-warm-up --cache benchmarks/results/tmp/algo_compare_cache   # as measured on 2026-11-24
     .venv/bin/python benchmarks/algo_compare.py --envs G1JoystickFlatTerrain --budget 20m   # the GPU comparison
-    .venv/bin/python benchmarks/algo_compare.py --quick                # a check of the script (results/tmp/)
+    .venv/bin/python benchmarks/algo_compare.py --quick                # a check of the script (results/tmp/): the toy env
     .venv/bin/python benchmarks/algo_compare.py --report benchmarks/results/algo_compare.json   # a stopped run's statistics
     .venv/bin/python benchmarks/algo_compare.py --report A.json B.json --out AB.json   # two runs' seeds together
 
@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from common import RESULTS, TMP, finish_record, fresh_cache_env, load_1min, print_table, start_record
+from common import (RESULTS, TMP, TOY_ENV, finish_record, fresh_cache_env, load_1min, print_table, start_record,
+                    toy_env_importable)
 
 DEFAULT_ENVS = ("CartpoleBalance", "CartpoleSwingup", "ReacherEasy")
 ALGOS = ("fasttd3", "sac", "ppo")
@@ -80,13 +81,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None,
                         help="with --report: where the joined record goes (default: the first RECORD_JSON, rewritten)")
     parser.add_argument("--warm-up-only", action="store_true", help="fill the compile cache (--cache), measure nothing")
-    parser.add_argument("--quick", action="store_true", help="one seed, 20 s runs, 4 episodes: checks the script only")
+    parser.add_argument("--quick", action="store_true", help="the toy environment (tests/toy_env.py), smoke preset, "
+                        "one seed, 2 s runs at once, 2 episodes: checks the script only")
     parser.add_argument("--name", default="", help="record name (default algo_compare[_ENV])")
     parser.add_argument("--child", nargs=3, metavar=("EXP_DIR", "VARIANT", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.quick:
-        args.seeds, args.budget, args.episodes = args.seeds[:1], "20s", 4
+    if args.quick:  # every step of a run, each program compiled in a second or two
+        args.envs, args.preset, args.seeds, args.budget, args.episodes = [TOY_ENV], "smoke", args.seeds[:1], "2s", 2
+        args.concurrent, args.name = True, args.name or "algo_compare"
+        toy_env_importable()
     return args
+
+
+def label(env: str) -> str:
+    """`env` as a file and experiment name ('tests.toy_env:make' -> 'tests.toy_env-make'; a Playground name as is)."""
+    return env.replace(":", "-")
 
 
 def preset_for(env: str, preset: str) -> str:
@@ -105,7 +114,7 @@ def manifest(env: str, args: argparse.Namespace) -> dict[str, Any]:
     """One environment's experiment: a variant per algorithm (its own preset), a trial per seed."""
     settings = {"run.time_budget": args.budget, "run.num_timesteps": NUM_TIMESTEPS}
     settings.update(dict(item.split("=", 1) for item in args.set))
-    return {"name": f"algo_compare_{env}", "env": env, "preset": preset_for(env, args.preset), "set": settings,
+    return {"name": f"algo_compare_{label(env)}", "env": env, "preset": preset_for(env, args.preset), "set": settings,
             "variants": [{"name": algo, "set": {"algo": algo}} for algo in algos_for(env, args)],
             "seeds": list(args.seeds), "suites": {SUITE: {"episodes": args.episodes}},
             "measures": ["env_steps", "final_eval_reward"]}
@@ -117,7 +126,7 @@ def start_experiments(args: argparse.Namespace, work: Path) -> dict[str, Path]:
 
     experiments = {}
     for env in args.envs:
-        path = work / f"{env}.yaml"
+        path = work / f"{label(env)}.yaml"
         path.write_text(yaml.safe_dump(manifest(env, args), sort_keys=False))
         experiments[env] = start_experiment(path, root=work / "experiments").path
     return experiments
@@ -207,15 +216,15 @@ def warm_up(args: argparse.Namespace, work: Path, env_vars: dict[str, str]) -> l
     for env in args.envs:
         warm = argparse.Namespace(**{**vars(args), "seeds": [0], "budget": "1s", "set": [*args.set, "run.eval_every=1"]})
         spec = manifest(env, warm)  # one iteration and its evaluation: every program the measured runs load
-        spec["name"] = f"warm_{env}"
-        path = work / f"warm-{env}.yaml"
+        spec["name"] = f"warm_{label(env)}"
+        path = work / f"warm-{label(env)}.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         exp_dir = start_experiment(path, root=work / "warm-up").path
         jobs += [(env, algo, exp_dir) for algo in algos_for(env, args)]
 
     def one(job: tuple[str, str, Path]) -> dict[str, Any]:
         env, algo, exp_dir = job
-        row = run_trial(exp_dir, algo, 0, env_vars, work / "logs" / f"warm-{env}-{algo}.log")
+        row = run_trial(exp_dir, algo, 0, env_vars, work / "logs" / f"warm-{label(env)}-{algo}.log")
         print(f"warm-up {env} {algo}: {row['process_wall_s']}s (compile {row['compile_s']}), exit {row['exit_code']}",
               flush=True)
         return {"env": env, **row}
@@ -261,7 +270,8 @@ def main() -> None:
     for group in rounds(schedule(args), args.concurrent):
         with ThreadPoolExecutor(max_workers=len(group)) as pool:
             rows = list(pool.map(lambda job: run_trial(experiments[job[0]], job[1], job[2], env_vars,
-                                                       work / "logs" / f"{job[0]}-{job[1]}-seed{job[2]}.log"), group))
+                                                       work / "logs" / f"{label(job[0])}-{job[1]}-seed{job[2]}.log"),
+                                  group))
         for (env, algo, seed), row in zip(group, rows, strict=True):
             runs.append({"env": env, "concurrent_with": [a for _, a, _ in group if a != algo], **row})
             print(f"[{len(runs)}] {time.strftime('%H:%M:%S')} {env} {algo} seed {seed}: final policy "

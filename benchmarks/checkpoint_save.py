@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/checkpoint_save.py                     # SAC quick, SAC pixels, PPO quick
     .venv/bin/python benchmarks/checkpoint_save.py --reps 5
+    .venv/bin/python benchmarks/checkpoint_save.py --quick            # a check of the script (results/tmp/)
 
 Each case builds the starting state of `rlfit train CartpoleBalance --algo A --preset P` (its replay buffer at
 full capacity, all of it saved: the worst case, a buffer that has filled), then saves it `--reps` times
@@ -9,7 +10,8 @@ full capacity, all of it saved: the worst case, a buffer that has filled), then 
 many times (`load_checkpoint`, checksums verified). `checksum_s` times `rlfit.checkpoints.fingerprint.fingerprints` alone on
 the same arrays (one pass over them where they live), which both a save and a load include. The first save of a
 state's structure also compiles the checksum program: `first_save_s` shows it. Writes
-results/checkpoint_save.json.
+results/checkpoint_save.json. `--quick` runs one case, PPO's smoke preset on the toy environment (tests/toy_env.py),
+one rep, and writes results/tmp/checkpoint_save_quick.json.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import finish_record, print_table, start_record  # noqa: E402
+from common import TOY_ENV, finish_record, print_table, start_record, toy_env_importable  # noqa: E402
 
+ENV = "CartpoleBalance"
 CASES = (("sac", "quick"), ("sac", "pixels"), ("ppo", "quick"))
+QUICK_CASES = (("ppo", "smoke"),)
+"""--quick: one small state on the toy environment (every step of a case, compiled in seconds)."""
 
 
-def measure(algo: str, preset: str, reps: int) -> dict:
+def measure(env_name: str, algo: str, preset: str, reps: int) -> dict:
     import jax
     import numpy as np
 
@@ -40,7 +45,7 @@ def measure(algo: str, preset: str, reps: int) -> dict:
     from rlfit.run.probes import StepProbes
     from rlfit.run.build import Trainer
 
-    config = resolve("CartpoleBalance", preset, overrides=[f"algo={algo}"])
+    config = resolve(env_name, preset, overrides=[f"algo={algo}"])
     config, plan, env = plan_for(config, StepProbes())
     trainer = Trainer.build(config, plan, env=env)
     state = jax.block_until_ready(trainer.init_state())
@@ -77,13 +82,16 @@ def measure(algo: str, preset: str, reps: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="PPO quick only, one rep: a check of the script "
-                        "(results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="PPO smoke on the toy environment, one rep: a check "
+                        "of the script (results/tmp/)")
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default results/checkpoint_save.json)")
     args = parser.parse_args()
     record = start_record("checkpoint_save_quick" if args.quick else "checkpoint_save")
-    cases = CASES[-1:] if args.quick else CASES
-    record["cases"] = [measure(algo, preset, 1 if args.quick else args.reps) for algo, preset in cases]
+    if args.quick:
+        toy_env_importable()
+    env_name, cases = (TOY_ENV, QUICK_CASES) if args.quick else (ENV, CASES)
+    record["env"] = env_name
+    record["cases"] = [measure(env_name, algo, preset, 1 if args.quick else args.reps) for algo, preset in cases]
     print_table([(c["algo"], c["preset"], f"{c['state_bytes'] / 2**20:.1f}", f"{c['stored_bytes'] / 2**20:.1f}",
                   c["first_save_s"], c["save_s"], c["load_s"], c["checksum_s"]) for c in record["cases"]],
                 ["algo", "preset", "state MiB", "on disk MiB", "first save s", "save s", "load s", "checksum s"])

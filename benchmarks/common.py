@@ -20,6 +20,19 @@ REPO = BENCH_DIR.parent
 RESULTS = BENCH_DIR / "results"
 TMP = RESULTS / "tmp"
 RLFIT = REPO / ".venv" / "bin" / "rlfit"
+TOY_ENV = "tests.toy_env:make"
+"""tests/toy_env.py's point-reaching environment: what the quick checks train on, since its programs compile in a
+second or two where a Playground environment's take tens of seconds (`toy_env_importable` makes it importable)."""
+
+
+def toy_env_importable() -> None:
+    """Puts the repository root first on this process's `sys.path` and on `PYTHONPATH` (which the processes it
+    starts inherit), so that `TOY_ENV` imports from a script run as `python benchmarks/NAME.py`."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *paths])
 
 
 def load_1min() -> float:

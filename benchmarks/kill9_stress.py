@@ -11,6 +11,8 @@ from and check that TensorBoard (read with its own EventAccumulator) and metrics
 Lost work = last logged iteration - resumed iteration.
 
     .venv/bin/python benchmarks/kill9_stress.py --repeats 20
+    .venv/bin/python benchmarks/kill9_stress.py --quick      # 2 rounds (seed 0: one late kill, one early), kills
+                                                             # within 1 s of the first row: a check (results/tmp/)
 """
 
 from __future__ import annotations
@@ -152,11 +154,12 @@ def main() -> None:
                         help="share of rounds killed at any instant from the process start instead")
     parser.add_argument("--max-early", type=float, default=8.0, help="seconds after the start, for early kills")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="2 rounds: a check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, --max-delay 1: a check of the script "
+                        "(results/tmp/)")
     parser.add_argument("--out", default=None, help="JSON path (default results/kill9_stress.json)")
     args = parser.parse_args()
     if args.quick:
-        args.repeats = 2
+        args.repeats, args.max_delay = 2, 1.0
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

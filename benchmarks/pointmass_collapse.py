@@ -26,9 +26,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import BENCH_DIR, REPO, RESULTS, RLFIT, TMP, fresh_cache_env, git_state, load_1min, machine, run_timed
+from common import (BENCH_DIR, REPO, RESULTS, RLFIT, TMP, TOY_ENV, fresh_cache_env, git_state, load_1min, machine,
+                    run_timed, toy_env_importable)
 
 COLLAPSE_RATIO = 0.8
+QUICK_SET = ("ppo.num_envs=32", "ppo.batch_size=32", "ppo.num_minibatches=4", "ppo.unroll_length=10",
+             "run.num_eval_envs=4", "env.episode_length=100", "run.num_timesteps=2560", "run.eval_every=1")
+"""--quick's overrides of the quick preset: 2 iterations of 32 * 4 * 10 = 1280 env steps, each evaluated."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,13 +51,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS / "pointmass_collapse.json")
     parser.add_argument("--report", action="store_true",
                         help="print the runs in the JSON as Markdown (per run: final, best, curves) and stop")
-    parser.add_argument("--quick", action="store_true", help="CartpoleBalance, 2 iterations, seed 0, a fresh JSON: "
-                        "a check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="the toy environment (tests/toy_env.py), 2 iterations, "
+                        "seed 0, a fresh JSON: a check of the script (results/tmp/)")
     args = parser.parse_args()
-    if args.quick:
-        args.env, args.seeds, args.label, args.out = "CartpoleBalance", [0], "quick", TMP / "pointmass_collapse_quick.json"
-        args.set = [*args.set, "run.num_timesteps=245760", "run.eval_every=1"]
+    if args.quick:  # every step of a run, its programs compiled in a second or two
+        args.env, args.seeds, args.label, args.out = TOY_ENV, [0], "quick", TMP / "pointmass_collapse_quick.json"
+        args.set = [*args.set, *QUICK_SET]
         args.out.unlink(missing_ok=True)
+        toy_env_importable()
     if not args.report and not args.label:
         parser.exit(2, "pointmass_collapse.py: error: --label is required to train (or pass --report)\n")
     if not (args.source / "rlfit" / "__init__.py").exists():

@@ -14,7 +14,7 @@ from pixels (issue 10, the SAC `pixels` preset): >= 800 within 3600 s.
     .venv/bin/python benchmarks/quickstart.py --algo sac --preset pixels --set env.frames=8 \
         --set network.encoder=simple3dcnn --set run.time_budget=30m --set run.eval_every=2 --no-target \
         --name quickstart_sac_pixels_3d                                  # 8-frame clips, 30 minutes, as measured
-    .venv/bin/python benchmarks/quickstart.py --quick         # 5 iterations: checks the script only
+    .venv/bin/python benchmarks/quickstart.py --quick         # the toy env, smoke preset, 2 iterations: a check
     .venv/bin/python benchmarks/quickstart.py --preset default --set run.time_budget=6m --set run.eval_every=1 \
         --no-target --name device_preset_before      # `rlfit train CartpoleBalance` before issue 43 (GPU settings)
     .venv/bin/python benchmarks/quickstart.py --preset none --set run.time_budget=6m --set run.eval_every=1 \
@@ -36,11 +36,13 @@ from typing import Any
 
 from rlfit.algos.registry import ALGORITHMS
 
-from common import RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed, start_record
+from common import (RLFIT, TMP, TOY_ENV, finish_record, fresh_cache_env, load_1min, print_table, run_timed,
+                    start_record, toy_env_importable)
 
 TARGET_REWARD = 900.0
 TARGET_WALL_S = 600.0
-QUICK_TIMESTEPS = 5 * 122_880  # five iterations of the quick preset
+QUICK_TIMESTEPS = 2 * 64  # two iterations of the smoke preset (64 env steps each), on the toy environment
+QUICK_SET = ("run.eval_every=1",)  # an eval row per iteration: the eval curve has points
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,10 +59,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--name", default="", help="the record's name (default quickstart[_ALGO][_PRESET])")
     parser.add_argument("--warm-cache", action="store_true",
                         help="use rlfit's normal compile cache (default: an empty one, as on a fresh machine)")
-    parser.add_argument("--quick", action="store_true", help=f"train {QUICK_TIMESTEPS:,} steps: a check, not a result")
+    parser.add_argument("--quick", action="store_true", help=f"train the toy environment (tests/toy_env.py), smoke "
+                        f"preset, {QUICK_TIMESTEPS} steps: a check of the script, not a result")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default results/quickstart[_sac].json; --quick: results/tmp/...)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.quick:  # every step of a seed's run, its programs compiled in a second or two
+        args.env, args.preset, args.set = TOY_ENV, "smoke", [*QUICK_SET, *args.set]
+        toy_env_importable()
+    return args
 
 
 def train_command(args: argparse.Namespace, seed: int, run_dir: Path) -> list[str]:
@@ -132,7 +139,8 @@ def main() -> None:
     record["target"] = None if args.no_target else {"final_eval_reward_at_least": args.target_reward,
                                                     "total_wall_s_below": args.target_wall_s}
     if args.quick:
-        record["note"] = "--quick: 5 iterations only; checks the script, the target is not evaluated"
+        record["note"] = (f"--quick: the toy environment, smoke preset, {QUICK_TIMESTEPS} env steps; checks the "
+                          "script, the target is not evaluated")
     record["parallel_one_core_each"] = args.parallel
     for seed in args.seeds:
         print(f"seed {seed}: {' '.join(train_command(args, seed, Path('<tmp>')))}", flush=True)

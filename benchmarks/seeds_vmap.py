@@ -4,7 +4,7 @@ programs), same env steps per seed. Wall clock includes building the states and 
 
     .venv/bin/python benchmarks/seeds_vmap.py                        # CartpoleBalance quick, 8 seeds, 10 iterations
     .venv/bin/python benchmarks/seeds_vmap.py --iterations 82        # the quick preset's whole run
-    .venv/bin/python benchmarks/seeds_vmap.py --quick                # a check of the script
+    .venv/bin/python benchmarks/seeds_vmap.py --quick                # a check of the script: the toy env, 2 seeds
 
 Writes results/seeds_vmap.json: both wall clocks, their ratio, and both sets of final eval rewards (each seed's
 own evaluation key; the sets differ where a vmapped lane's rounding has drifted from the solo run's).
@@ -18,7 +18,7 @@ import time
 import jax
 import numpy as np
 
-from common import finish_record, print_table, start_record
+from common import TOY_ENV, finish_record, print_table, start_record, toy_env_importable
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
@@ -61,11 +61,14 @@ def main() -> None:
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="2 seeds, 1 iteration, smaller sizes (a check only)")
+    parser.add_argument("--quick", action="store_true", help="the toy environment (tests/toy_env.py), smoke preset, "
+                        "2 seeds, 1 iteration (a check only)")
     args = parser.parse_args()
+    if args.quick:  # both ways' programs compiled in a second or two each
+        args.env, args.preset = TOY_ENV, "smoke"
+        toy_env_importable()
     configure_jax("fp32")
-    overrides = ["ppo.num_envs=64", "ppo.batch_size=64", "ppo.num_minibatches=4", "run.num_eval_envs=4",
-                 "env.episode_length=100"] if args.quick else []
+    overrides: list[str] = []
     seeds, iterations = (list(range(2)), 1) if args.quick else (list(range(args.seeds)), args.iterations)
     config = resolve(args.env, args.preset, overrides=overrides)
     trainer = Trainer.build(config, make_plan(config, config_sizes(config)))
