@@ -182,7 +182,8 @@ def main() -> None:
     reps = 1 if args.quick else args.reps
     iteration_reps = 3 if args.quick else args.iteration_reps
     if args.quick:
-        sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
     record = start_record("cpu_compile_options_quick" if args.quick else "cpu_compile_options") | {
         "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "scan_steps": SCAN_STEPS,
         "cases": []}

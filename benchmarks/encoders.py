@@ -129,6 +129,12 @@ def run_case(case: Case, batch: int, reps: int, memory_batches: tuple[int, ...])
     return result
 
 
+def chosen_cases(only: str, quick: bool) -> list[Case]:
+    """The cases `--only` names (comma-separated labels); without it every case, or QUICK_CASES for `--quick`."""
+    labels = only.split(",") if only else QUICK_CASES if quick else ()
+    return [case for case in CASES if not labels or case.label in labels]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
@@ -139,8 +145,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     batch, reps, memory_batches = (2, 1, (128,)) if args.quick else (args.batch, args.reps, MEMORY_BATCHES)
-    only = args.only.split(",") if args.only else QUICK_CASES if args.quick else ()
-    chosen = [c for c in CASES if not only or c.label in only]
+    chosen = chosen_cases(args.only, args.quick)
     record = start_record("encoders_quick" if args.quick else "encoders") | {
         "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
         "xla_flags": os.environ.get("XLA_FLAGS", ""), "loss": "mean(features^2), grads w.r.t. params",

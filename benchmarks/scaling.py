@@ -96,6 +96,19 @@ def child_environment(args: argparse.Namespace, devices: int) -> dict[str, str]:
     return env
 
 
+def with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with the environment and preset filled in: --quick's (and its device counts and one iteration) where
+    it is given, else CartpoleBalance's quick preset; options given on the command line win."""
+    if args.quick:
+        args.env, args.preset = args.env or QUICK_ENV, args.preset or QUICK_PRESET
+        args.counts = args.counts or QUICK_COUNTS
+        args.iterations = 1
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name (here and in each child)
+    args.env, args.preset = args.env or "CartpoleBalance", args.preset or "quick"
+    return args
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default=None, help=f"default CartpoleBalance (--quick: {QUICK_ENV})")
@@ -112,13 +125,7 @@ def main() -> None:
                         help=f"a check only: {QUICK_ENV}, the {QUICK_PRESET} preset, "
                              f"{' and '.join(map(str, QUICK_COUNTS))} devices, 1 timed iteration")
     parser.add_argument("--child-devices", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.quick:
-        args.env, args.preset = args.env or QUICK_ENV, args.preset or QUICK_PRESET
-        args.counts = args.counts or QUICK_COUNTS
-        args.iterations = 1
-        sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name (here and in each child)
-    args.env, args.preset = args.env or "CartpoleBalance", args.preset or "quick"
+    args = with_defaults(parser.parse_args())
     if args.child_devices:
         args.devices = args.child_devices
         return child(args)

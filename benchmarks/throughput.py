@@ -68,7 +68,8 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.steps, args.repeats, args.iterations = 100, 2, 2
         args.env, args.preset = args.env or QUICK_ENV, args.preset or QUICK_PRESET
-        sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
     args.env, args.preset = args.env or "CartpoleBalance", args.preset or "quick"
     return args
 
