@@ -21,8 +21,8 @@ machine's load falls on both; the table gives the median and the 10th percentile
 
 Writes results/cpu_compile_options.json. `--quick` checks the script, not the figures (to results/tmp/): the
 encoder on 2 clips and the state SAC update with the `smoke` preset's sizes (the pixel update, the same code with an
-encoder whose compiles take most of a minute, left out), one rep, then the `smoke` preset's SAC iteration (not
-PPO's: the same code) on the toy environment of tests/toy_env.py, 3 iteration reps.
+encoder, left out: its four programs took 11 s to compile on a quiet machine), one rep, then the `smoke` preset's
+SAC iteration (not PPO's: the same code) on the toy environment of tests/toy_env.py, 3 iteration reps.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ WAYS = {"xla_default": ("native", {}), "rlfit": ("taps", CPU_COMPILER_OPTIONS)}
 ITERATIONS = {"SAC quick iteration, CartpoleBalance": ("sac", "CartpoleBalance", "quick"),
               "PPO quick iteration, CartpoleBalance": ("ppo", "CartpoleBalance", "quick")}
 QUICK_ITERATIONS = {"SAC smoke iteration, toy env": ("sac", "tests.toy_env:make", "smoke")}
-"""--quick's iteration: SAC's (PPO's takes the same code path) on the toy environment, whose programs compile in
-seconds where CartpoleBalance's take 20."""
+"""--quick's iteration: SAC's (PPO's takes the same code path) on the toy environment, whose iteration compiled in
+8-12 s at load 10-12 where CartpoleBalance's took 19-21 s on a quiet machine."""
 
 
 @contextlib.contextmanager
@@ -108,7 +108,7 @@ def sac_case(config: SACConfig, obs: Any, batch_obs: Any, batch_next: Any, encod
 
 def cases(quick: bool = False) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     """Each case's label -> (step, its arguments). `quick`: the encoder on 2 clips and the state update with the
-    `smoke` preset's networks; the pixel update (the same code with an encoder, compiling for seconds) left out."""
+    `smoke` preset's networks; the pixel update (the same code with an encoder, 11 s of compiles) left out."""
     state = SACConfig(**PRESETS["smoke" if quick else "quick"]["sac"])
     vectors = jax.random.normal(jax.random.PRNGKey(4), (2, state.batch_size, 5))
     clips = 2 if quick else 32
@@ -181,9 +181,8 @@ def main() -> None:
     args = parser.parse_args()
     reps = 1 if args.quick else args.reps
     iteration_reps = 3 if args.quick else args.iteration_reps
-    if args.quick:
-        if str(REPO) not in sys.path:
-            sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
+    if args.quick and str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
     record = start_record("cpu_compile_options_quick" if args.quick else "cpu_compile_options") | {
         "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "scan_steps": SCAN_STEPS,
         "cases": []}

@@ -15,7 +15,7 @@ and the ratios train / vec_env (what the trainer keeps of the simulator), vec_en
     .venv/bin/python benchmarks/throughput.py --quick               # a check of the script: the toy env, seconds
 
 `--quick` checks the script, not the figures: every measurement on the toy environment of tests/toy_env.py with
-the `smoke` preset's sizes (each program compiles in about a second), 100 steps, 2 repeats, 2 iterations;
+the `smoke` preset's sizes (the smallest programs rlfit compiles), 100 steps, 2 repeats, 2 iterations;
 `--env` and `--preset` given with it still win. Its JSON goes to results/tmp/throughput_quick.json.
 """
 
@@ -46,7 +46,7 @@ from rlfit.versions import package_versions
 
 
 QUICK_ENV, QUICK_PRESET = "tests.toy_env:make", "smoke"
-"""--quick's environment and preset (unless --env / --preset are given): programs that compile in about a second."""
+"""--quick's environment and preset (unless --env / --preset are given): the smallest programs rlfit compiles."""
 
 
 def parse_args() -> argparse.Namespace:
