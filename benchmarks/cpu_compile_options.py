@@ -19,7 +19,10 @@ machine's load falls on both; the table gives the median and the 10th percentile
 
     .venv/bin/python benchmarks/cpu_compile_options.py [--quick] [--reps 3] [--iteration-reps 30]
 
-Writes results/cpu_compile_options.json (--quick: one rep, 3 iteration reps, results/tmp/).
+Writes results/cpu_compile_options.json. `--quick` checks the script, not the figures (to results/tmp/): the
+encoder on 2 clips and the state SAC update with the `smoke` preset's sizes (the pixel update, the same code with an
+encoder, left out: its four programs took 11 s to compile on a quiet machine), one rep, then the `smoke` preset's
+SAC iteration (not PPO's: the same code) on the toy environment of tests/toy_env.py, 3 iteration reps.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from common import finish_record, print_table, start_record
+from common import REPO, finish_record, print_table, start_record
 
 import rlfit.networks.encoders as encoders
 from rlfit.algos.sac.config import PRESETS, SACConfig
@@ -50,7 +54,11 @@ from rlfit.run.build import Trainer
 FRAMES, SIZE, CHANNELS = 3, 64, 3
 SCAN_STEPS = 3
 WAYS = {"xla_default": ("native", {}), "rlfit": ("taps", CPU_COMPILER_OPTIONS)}
-ITERATIONS = {"SAC quick iteration, CartpoleBalance": "sac", "PPO quick iteration, CartpoleBalance": "ppo"}
+ITERATIONS = {"SAC quick iteration, CartpoleBalance": ("sac", "CartpoleBalance", "quick"),
+              "PPO quick iteration, CartpoleBalance": ("ppo", "CartpoleBalance", "quick")}
+QUICK_ITERATIONS = {"SAC smoke iteration, toy env": ("sac", "tests.toy_env:make", "smoke")}
+"""--quick's iteration: SAC's (PPO's takes the same code path) on the toy environment, whose iteration compiled in
+8-12 s at load 10-12 where CartpoleBalance's took 19-21 s on a quiet machine."""
 
 
 @contextlib.contextmanager
@@ -68,10 +76,10 @@ def frames(key: jax.Array, batch: int) -> jax.Array:
     return jax.random.randint(key, (batch, FRAMES, SIZE, SIZE, CHANNELS), 0, 256).astype(jnp.uint8)
 
 
-def encoder_case() -> tuple[Callable[..., Any], tuple[Any, ...]]:
+def encoder_case(clips_in_batch: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """(params, clips) -> (loss, grads) of the encoder; in a scan the params follow the gradient."""
     module = make_encoder(EncoderSpec("simple2dcnn", 50, FRAMES, SIZE))
-    clips = frames(jax.random.PRNGKey(0), 32)
+    clips = frames(jax.random.PRNGKey(0), clips_in_batch)
     params = module.init(jax.random.PRNGKey(1), clips[:1])
     step = jax.value_and_grad(lambda p, x: jnp.mean(jnp.square(module.apply(p, x))))
 
@@ -98,18 +106,21 @@ def sac_case(config: SACConfig, obs: Any, batch_obs: Any, batch_next: Any, encod
     return step, (params, init_opt_states(optimizers, params), batch)
 
 
-def cases() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
-    pixels = SACConfig(**{**PRESETS["pixels"]["sac"], "batch_size": 128})
-    one = {PIXELS_KEY: jnp.zeros((FRAMES, SIZE, SIZE, CHANNELS), jnp.uint8)}
-    state = SACConfig(**PRESETS["quick"]["sac"])
+def cases(quick: bool = False) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
+    """Each case's label -> (step, its arguments). `quick`: the encoder on 2 clips and the state update with the
+    `smoke` preset's networks; the pixel update (the same code with an encoder, 11 s of compiles) left out."""
+    state = SACConfig(**PRESETS["smoke" if quick else "quick"]["sac"])
     vectors = jax.random.normal(jax.random.PRNGKey(4), (2, state.batch_size, 5))
-    return {
-        "simple2dcnn fwd+bwd, 32 clips": encoder_case(),
-        "pixel SAC update, batch 128": sac_case(
+    clips = 2 if quick else 32
+    built = {f"simple2dcnn fwd+bwd, {clips} clips": encoder_case(clips)}
+    if not quick:
+        pixels = SACConfig(**{**PRESETS["pixels"]["sac"], "batch_size": 128})
+        one = {PIXELS_KEY: jnp.zeros((FRAMES, SIZE, SIZE, CHANNELS), jnp.uint8)}
+        built["pixel SAC update, batch 128"] = sac_case(
             pixels, one, {PIXELS_KEY: frames(jax.random.PRNGKey(5), 128)},
-            {PIXELS_KEY: frames(jax.random.PRNGKey(6), 128)}, EncoderSpec("simple2dcnn", 50, FRAMES, SIZE)),
-        "state SAC update, batch 256": sac_case(state, jnp.zeros(5), vectors[0], vectors[1], None),
-    }
+            {PIXELS_KEY: frames(jax.random.PRNGKey(6), 128)}, EncoderSpec("simple2dcnn", 50, FRAMES, SIZE))
+    built[f"state SAC update, batch {state.batch_size}"] = sac_case(state, jnp.zeros(5), vectors[0], vectors[1], None)
+    return built
 
 
 def in_scan(step: Callable[..., Any]) -> Callable[..., Any]:
@@ -131,16 +142,16 @@ def timed(fn: Callable[..., Any], args: tuple[Any, ...], options: dict[str, str]
             "times_s_per_step": [round(t, 4) for t in times]}
 
 
-def iteration_case(algo: str) -> tuple[Callable[..., Any], Any, int]:
-    """(the `quick` preset's training iteration on CartpoleBalance, a fresh state, env steps per iteration)."""
-    config = resolve("CartpoleBalance", "quick", None, [f"algo={algo}"])
+def iteration_case(algo: str, env: str, preset: str) -> tuple[Callable[..., Any], Any, int]:
+    """(`preset`'s training iteration of `algo` on `env`, a fresh state, env steps per iteration)."""
+    config = resolve(env, preset, None, [f"algo={algo}"])
     trainer = Trainer.build(config, make_plan(config))
     return trainer.learner.step, trainer.init_state(), trainer.plan.env_steps_per_iteration
 
 
-def timed_in_turn(algo: str, reps: int) -> dict[str, Any]:
+def timed_in_turn(algo: str, env: str, preset: str, reps: int) -> dict[str, Any]:
     """Both ways' iterations compiled, then called in turn `reps` times after a warm-up call each."""
-    step, state, env_steps = iteration_case(algo)
+    step, state, env_steps = iteration_case(algo, env, preset)
     compiled, states, times = {}, {}, {}
     for way, (_, options) in WAYS.items():
         started = time.perf_counter()
@@ -162,19 +173,23 @@ def timed_in_turn(algo: str, reps: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="one rep; to results/tmp")
+    parser.add_argument("--quick", action="store_true",
+                        help="a check of the script: small batches, the toy environment's iterations, one rep; to "
+                             "results/tmp")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--iteration-reps", type=int, default=30)
     args = parser.parse_args()
     reps = 1 if args.quick else args.reps
     iteration_reps = 3 if args.quick else args.iteration_reps
+    if args.quick and str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
     record = start_record("cpu_compile_options_quick" if args.quick else "cpu_compile_options") | {
         "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "scan_steps": SCAN_STEPS,
         "cases": []}
     rows = []
     for way, (impl, options) in WAYS.items():
         with convolutions(impl):
-            built = cases()
+            built = cases(args.quick)
         for label, (step, step_args) in built.items():
             for where, fn, steps in (("alone", step, 1), ("in a scan", in_scan(step), SCAN_STEPS)):
                 print(f"{way}: {label}, {where} ...", flush=True)
@@ -189,9 +204,9 @@ def main() -> None:
                          round(found["xla_default"] / found["rlfit"], 1)])
     print_table(rows, ["case", "where", "XLA default s/step", "rlfit s/step", "speedup"])
     record["iterations"] = {}
-    for label, algo in ITERATIONS.items():
+    for label, (algo, env, preset) in (QUICK_ITERATIONS if args.quick else ITERATIONS).items():
         print(f"{label}: both ways in turn, {iteration_reps} reps ...", flush=True)
-        record["iterations"][label] = found = timed_in_turn(algo, iteration_reps)
+        record["iterations"][label] = found = timed_in_turn(algo, env, preset, iteration_reps)
         rows_in_turn = [[label, way, found[way]["median_s"], found[way]["p10_s"],
                          found[way]["env_steps_per_s_at_median"]] for way in WAYS]
         print_table(rows_in_turn, ["iteration", "way", "median s", "p10 s", "env-steps/s at median"])

@@ -11,7 +11,9 @@ not a measure of, a GPU's. fp32 throughout.
 
     .venv/bin/python benchmarks/encoders.py [--quick] [--only r3d18,timesformer_base] [--reps 3]
 
-Writes results/encoders.json (--quick: results/tmp/encoders_quick.json, batch 2, one rep, memory at 128 only).
+Writes results/encoders.json. `--quick` checks the script, not the figures: simple2dcnn only (unless --only names
+others; the big encoders take minutes a step on a CPU), batch 2, one rep, memory at batch 128 only; to
+results/tmp/encoders_quick.json.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ CASES = (
     Case("timesformer_small", EncoderSpec("timesformer", 128, 8, 64, preset="small")),
     Case("timesformer_base", EncoderSpec("timesformer", 768, 8, 224, preset="base"), max_reps=2),
 )
+QUICK_CASES = ("simple2dcnn",)
+"""--quick's encoders without --only: the cheapest to compile and run (one case takes every path of the script)."""
 MEMORY_BATCHES = (128, 256, 512)
 GIB = 1024 ** 3
 
@@ -125,15 +129,23 @@ def run_case(case: Case, batch: int, reps: int, memory_batches: tuple[int, ...])
     return result
 
 
+def chosen_cases(only: str, quick: bool) -> list[Case]:
+    """The cases `--only` names (comma-separated labels); without it every case, or QUICK_CASES for `--quick`."""
+    labels = only.split(",") if only else QUICK_CASES if quick else ()
+    return [case for case in CASES if not labels or case.label in labels]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="batch 2, one rep, memory at batch 128; to results/tmp")
-    parser.add_argument("--only", default="", help="comma-separated encoder labels (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a check of the script: simple2dcnn, batch 2, one rep, memory at batch 128; to results/tmp")
+    parser.add_argument("--only", default="", help="comma-separated encoder labels (default: all; --quick: "
+                                                   f"{','.join(QUICK_CASES)})")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     batch, reps, memory_batches = (2, 1, (128,)) if args.quick else (args.batch, args.reps, MEMORY_BATCHES)
-    chosen = [c for c in CASES if not args.only or c.label in args.only.split(",")]
+    chosen = chosen_cases(args.only, args.quick)
     record = start_record("encoders_quick" if args.quick else "encoders") | {
         "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
         "xla_flags": os.environ.get("XLA_FLAGS", ""), "loss": "mean(features^2), grads w.r.t. params",

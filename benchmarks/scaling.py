@@ -5,12 +5,15 @@ global sizes unchanged, and each device's share of the step's memory (XLA's anal
     .venv/bin/python benchmarks/scaling.py --gpus                  # 1..N real GPUs of this machine
     .venv/bin/python benchmarks/scaling.py --reward-seeds 0 1 2    # also whole quick runs on 1 and 2 devices: final rewards
     .venv/bin/python benchmarks/scaling.py --rewards-only --reward-seeds 0 1 2   # only those (timing-insensitive)
-    .venv/bin/python benchmarks/scaling.py --quick                 # a check of the script
+    .venv/bin/python benchmarks/scaling.py --quick                 # a check of the script: toy env, 2 devices
 
 On a CPU the devices are forced with XLA_FLAGS=--xla_force_host_platform_device_count=N: they share the same
 cores, so more devices cannot be faster; the CPU rows measure the overhead of splitting (collectives, a
 program per device) and check that it runs. Scaling efficiency = sps(N) / (N * sps(1)).
 Each device count runs in its own process (XLA_FLAGS is read when JAX starts). Writes results/scaling[_gpu].json.
+`--quick` checks the script, not the figures: the toy environment of tests/toy_env.py with the `smoke` preset
+(unless --env / --preset are given) on 2 devices only (unless --counts is given), one timed iteration; its JSON
+goes to results/tmp/scaling_quick.json.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import sys
 import time
 
 from common import REPO, finish_record, print_table, start_record
+
+QUICK_ENV, QUICK_PRESET, QUICK_COUNTS = "tests.toy_env:make", "smoke", [2]
+"""--quick's environment, preset and device counts: one child process (each costs an interpreter, JAX and its
+compiles), split over 2 forced devices, so that the check runs the split."""
 
 
 def child(args: argparse.Namespace) -> None:
@@ -89,10 +96,23 @@ def child_environment(args: argparse.Namespace, devices: int) -> dict[str, str]:
     return env
 
 
+def with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with the environment and preset filled in: --quick's (and its device counts and one iteration) where
+    it is given, else CartpoleBalance's quick preset; options given on the command line win."""
+    if args.quick:
+        args.env, args.preset = args.env or QUICK_ENV, args.preset or QUICK_PRESET
+        args.counts = args.counts or QUICK_COUNTS
+        args.iterations = 1
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name (here and in each child)
+    args.env, args.preset = args.env or "CartpoleBalance", args.preset or "quick"
+    return args
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="CartpoleBalance")
-    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--env", default=None, help=f"default CartpoleBalance (--quick: {QUICK_ENV})")
+    parser.add_argument("--preset", default=None, help=f"default quick (--quick: {QUICK_PRESET})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--counts", type=int, nargs="+", help="device counts (default: 1 2 4, or 1..N GPUs)")
     parser.add_argument("--iterations", type=int, default=5, help="timed iterations per device count")
@@ -101,13 +121,11 @@ def main() -> None:
                         help="also train whole runs with these seeds on 1 and 2 devices and record final rewards")
     parser.add_argument("--rewards-only", action="store_true",
                         help="only the whole runs of --reward-seeds (writes results/scaling_rewards.json)")
-    parser.add_argument("--quick", action="store_true", help="small sizes, 1 timed iteration (a check only)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a check only: {QUICK_ENV}, the {QUICK_PRESET} preset, "
+                             f"{' and '.join(map(str, QUICK_COUNTS))} devices, 1 timed iteration")
     parser.add_argument("--child-devices", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.quick:
-        args.set = [*args.set, "ppo.num_envs=64", "ppo.batch_size=64", "ppo.num_minibatches=4",
-                    "run.num_eval_envs=8", "env.episode_length=100"]
-        args.iterations = 1
+    args = with_defaults(parser.parse_args())
     if args.child_devices:
         args.devices = args.child_devices
         return child(args)

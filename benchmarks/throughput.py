@@ -12,7 +12,11 @@ and the ratios train / vec_env (what the trainer keeps of the simulator), vec_en
 
     .venv/bin/python benchmarks/throughput.py                       # CartpoleBalance, quick preset's 512 envs
     .venv/bin/python benchmarks/throughput.py --env CheetahRun --num-envs 1024
-    .venv/bin/python benchmarks/throughput.py --quick               # short check
+    .venv/bin/python benchmarks/throughput.py --quick               # a check of the script: the toy env, seconds
+
+`--quick` checks the script, not the figures: every measurement on the toy environment of tests/toy_env.py with
+the `smoke` preset's sizes (the smallest programs rlfit compiles), 100 steps, 2 repeats, 2 iterations;
+`--env` and `--preset` given with it still win. Its JSON goes to results/tmp/throughput_quick.json.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,7 +35,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from common import TMP, finish_record, print_table, start_record
+from common import REPO, TMP, finish_record, print_table, start_record
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
@@ -40,21 +45,32 @@ from rlfit.run.build import Trainer
 from rlfit.versions import package_versions
 
 
+QUICK_ENV, QUICK_PRESET = "tests.toy_env:make", "smoke"
+"""--quick's environment and preset (unless --env / --preset are given): the smallest programs rlfit compiles."""
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="CartpoleBalance")
-    parser.add_argument("--preset", default="quick", help="sizes and networks come from this preset")
+    parser.add_argument("--env", default=None, help=f"default CartpoleBalance (--quick: {QUICK_ENV})")
+    parser.add_argument("--preset", default=None,
+                        help=f"sizes and networks come from this preset (default quick; --quick: {QUICK_PRESET})")
     parser.add_argument("--num-envs", type=int, default=None, help="default: the preset's ppo.num_envs")
     parser.add_argument("--steps", type=int, default=1000, help="scan length of the stepping measurements")
     parser.add_argument("--iterations", type=int, default=6, help="timed training iterations")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each stepping measurement")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="100 steps, 2 repeats, 2 iterations")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a check of the script: {QUICK_ENV} with the {QUICK_PRESET} preset, 100 steps, 2 repeats, "
+                             "2 iterations")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default results/throughput.json; --quick: results/tmp/throughput_quick.json)")
     args = parser.parse_args()
     if args.quick:
         args.steps, args.repeats, args.iterations = 100, 2, 2
+        args.env, args.preset = args.env or QUICK_ENV, args.preset or QUICK_PRESET
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))  # tests/toy_env.py, imported by name
+    args.env, args.preset = args.env or "CartpoleBalance", args.preset or "quick"
     return args
 
 
