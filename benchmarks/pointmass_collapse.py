@@ -157,6 +157,7 @@ def main() -> None:
         result["git"] = git_state()
         record["runs"][key] = result
         args.out.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {os.path.relpath(args.out, REPO)}", flush=True)
         print(f"{key}: final {result.get('final_eval_reward')} best {result.get('best_eval_reward')} "
               f"({result['wall_s']:.0f} s)", flush=True)
 

@@ -499,10 +499,10 @@ QUICK_MEASURED = {
     "throughput": "21 s, load 6.4-6.7",
     "trace_bound": "13 s, load 10.2-10.3",
 }
-"""Each quick check timed once on the 2-core CPU on 2026-11-27 (one made cheaper for issue 48: again, on 2026-11-28)
-(`/usr/bin/time`, wall seconds, a fresh compile
-cache), with the 1-minute load at its start and end: other engineers' jobs and a long benchmark shared the two
-cores throughout, so a quiet machine takes less."""
+"""Each quick check timed once on the 2-core CPU (`/usr/bin/time`, wall seconds, a fresh compile cache), with the
+1-minute load at its start and end: on 2026-11-28 after issue 48 (item 5) made them cheaper, on 2026-11-27 for those
+needing Brax's venv (brax_compare, first_step, jax_versions, suite). Other engineers' jobs and a long benchmark
+shared the two cores throughout, so a quiet machine takes less."""
 BENCHMARKS = tuple(benchmark._replace(quick_seconds=QUICK_MEASURED.get(benchmark.name, benchmark.quick_seconds))
                    for benchmark in BENCHMARKS)
 

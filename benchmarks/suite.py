@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -292,6 +293,7 @@ def save(record: dict[str, Any], out: Path, commit_message: str | None) -> None:
     record["sessions"][-1]["loadavg_1min_end"] = load_1min()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    print(f"wrote {os.path.relpath(out, REPO)}", flush=True)
     if commit_message:
         commit(out, commit_message)
 

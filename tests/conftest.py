@@ -133,6 +133,7 @@ def run_cli(tmp_path):
 
 
 SCHEDULED_FIRST = (
+    "tests/benchmarks/test_every_quick_check.py",
     "tests/conformance/test_stops.py", "tests/conformance/test_deploy.py", "tests/conformance/test_resume.py",
     "tests/hardware/test_compile_cache.py", "tests/parallel/test_mesh.py", "tests/parallel/test_distributed.py",
     "tests/examples/test_colab.py", "tests/algos/sac/test_pixels.py", "tests/run/test_determinism.py",

@@ -1,12 +1,11 @@
 """The benchmark suite as a suite: every script under benchmarks/ is registered (or listed as a library), the
-generated pages (FIGURES.md, the README's table) are current, the runner refuses bad input in one line, and every
-`--quick` check runs (that last test is marked `slow_benchmarks`: `make test` leaves it out, see pyproject.toml)."""
+generated pages (FIGURES.md, the README's table) are current, and the runner refuses bad input in one line. Every
+`--quick` check runs in tests/benchmarks/test_every_quick_check.py."""
 
 from __future__ import annotations
 
 import ast
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -131,17 +130,3 @@ def test_run_passes_the_arguments_after_the_separator_to_the_script():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "usage: plan_fit_check.py" in done.stdout and "--quick" in done.stdout
-
-
-@pytest.mark.slow_benchmarks
-@pytest.mark.parametrize("name", [b.name for b in registry.BENCHMARKS if b.quick])
-def test_the_quick_check_runs(name, tmp_path):
-    needs = registry.by_name()[name].needs
-    if needs == "torch":
-        pytest.importorskip("torch", reason="encoder_parity.py compares with torchvision and transformers")
-    elif needs and not (REPO_ROOT / needs).exists():
-        pytest.skip(f"{needs} is missing (python benchmarks/brax_compare.py --quick builds it, about 15 minutes)")
-    env = {**os.environ, "RLFIT_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "run", name, "--quick"], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
