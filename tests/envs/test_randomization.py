@@ -35,14 +35,15 @@ def test_each_environment_steps_on_its_own_model_as_playgrounds_wrapper_does(car
     vec = VecEnv(cartpole, N, episode_length=1000, randomizer=randomizers.scaled_masses)
     actions = jax.random.uniform(jax.random.PRNGKey(1), (5, N, cartpole.action_size), minval=-1.0, maxval=1.0)
 
+    # Each program steps in a `lax.scan` (one traced step each; a Python loop would compile every step).
     @jax.jit
     def ours(key):
-        state = vec.reset(key)
-        observations = []
-        for action in actions:
+        def step(state, action):
             state, out = vec.step(state, action)
-            observations.append(out.next_obs)
-        return state.models, jax.numpy.stack(observations)
+            return state, out.next_obs
+
+        state, observations = jax.lax.scan(step, vec.reset(key), actions)
+        return state.models, observations
 
     models, observed = ours(key)
     model_keys = jax.random.split(models_key(key), N)
@@ -57,12 +58,12 @@ def test_each_environment_steps_on_its_own_model_as_playgrounds_wrapper_does(car
 
     @jax.jit
     def playgrounds(key):
-        state = wrapped.reset(jax.random.split(jax.random.split(key)[0], N))  # VecEnv.reset's episode keys
-        observations = []
-        for action in actions:
+        def step(state, action):
             state = wrapped.step(state, action)
-            observations.append(state.obs)
-        return jax.numpy.stack(observations)
+            return state, state.obs
+
+        state = wrapped.reset(jax.random.split(jax.random.split(key)[0], N))  # VecEnv.reset's episode keys
+        return jax.lax.scan(step, state, actions)[1]
 
     np.testing.assert_allclose(observed, playgrounds(key), rtol=1e-6, atol=1e-6)
 
@@ -70,10 +71,11 @@ def test_each_environment_steps_on_its_own_model_as_playgrounds_wrapper_does(car
 
     @jax.jit
     def on_the_nominal_model(key):
-        state = nominal.reset(key)
-        for action in actions:
+        def step(state, action):
             state, out = nominal.step(state, action)
-        return out.next_obs
+            return state, out.next_obs
+
+        return jax.lax.scan(step, nominal.reset(key), actions)[1][-1]
 
     assert not np.allclose(on_the_nominal_model(key), observed[-1])  # the models change what happens
 

@@ -17,7 +17,7 @@ import pytest
 from rlfit.run.loop import Progress
 from rlfit.run.signals import StopFlag
 from rlfit.run.stop_grace import GraceWatch, host_copy, reserve_s
-from tests.conftest import cli_environment
+from tests.conftest import cli_environment, cli_in_process
 
 
 def test_the_reserve_is_twice_the_slowest_save_within_bounds():
@@ -143,14 +143,17 @@ def test_the_time_budget_is_kept_within_the_grace_too():
 
 
 @pytest.mark.slow
-def test_sigterm_during_a_long_iteration_of_a_real_run(tmp_path):
+def test_sigterm_during_a_long_iteration_of_a_real_run(capfd, tmp_path):
     """A run whose iterations take about 10 s (a sleeping toy environment) with a 2 s grace: SIGTERM sent early in
     an iteration ends the process with 143 well before that iteration could end, with the previous iteration saved,
-    and `rlfit resume` continues from it."""
+    and `rlfit resume` continues from it. The environment sleeps in the evaluation too (each of its environments,
+    each step), so the resumed run's closing evaluation is one environment over 20-step episodes (3 s of sleep,
+    not the smoke preset's 4 x 100 steps, 60 s); the resume runs in this process (the signal is the first run's)."""
     run_dir = tmp_path / "run"
     args = [sys.executable, "-m", "rlfit", "train", "tests.toy_env:make_slow", "--preset", "smoke", "--run-dir",
             str(run_dir), "--set", "run.num_timesteps=6400", "--set", "run.save_interval=1000", "--set",
-            "run.stop_grace_s=2", "--set", "run.eval_every=0"]
+            "run.stop_grace_s=2", "--set", "run.eval_every=0", "--set", "run.num_eval_envs=1", "--set",
+            "env.episode_length=20"]
     process = subprocess.Popen(args, env=cli_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = run_dir / "metrics.jsonl"
     rows: list[dict] = []
@@ -171,7 +174,6 @@ def test_sigterm_during_a_long_iteration_of_a_real_run(tmp_path):
     assert summary["stopped_by"] == "SIGTERM" and summary["iterations"] == 2
     assert summary["stop_grace"]["host_copies"] is True
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir() if not p.name.startswith("."))[-1].endswith("2")
-    resumed = subprocess.run([sys.executable, "-m", "rlfit", "resume", str(run_dir), "--iterations", "3", "--quiet"],
-                             env=cli_environment(), capture_output=True, text=True, timeout=400)
+    resumed = cli_in_process(capfd, "resume", str(run_dir), "--iterations", "3", "--quiet", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((run_dir / "summary.json").read_text())["iterations"] == 3
