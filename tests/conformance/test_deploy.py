@@ -15,7 +15,7 @@ import rlfit
 from rlfit.algos.registry import ALGORITHMS, ENVIRONMENT_VARIABLE, register_algorithm, unregister_algorithm
 from tests.checkpoints.conftest import TOY
 from tests.conftest import cli_in_process
-from tests.conformance.conftest import ALGORITHM_NAMES, TEST_ONLY
+from tests.conformance.conftest import ALGORITHM_NAMES, TEST_ONLY, has_replay
 from tests.deploy.play.support import headless_gl_reason, make_policy_run
 
 LAST_TRAIN_ROW = {
@@ -101,13 +101,15 @@ def test_the_onnx_export_acts_like_load_policy_without_the_algorithm_registered(
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGORITHM_NAMES)
 def test_it_plays_a_video_in_native_mujoco(tmp_path, capfd, algo):
-    """The policy file of an untrained CartpoleBalance run (`make_policy_run`: what training writes, no training)."""
+    """The policy file of an untrained CartpoleBalance run (`make_policy_run`: what training writes, no training),
+    without a replay prefill (which `make_policy_run` would collect and throw away: play reads no buffer)."""
     reason = headless_gl_reason()
     if reason:
         pytest.skip(reason)
     import imageio.v3 as iio
 
-    run_dir = make_policy_run(tmp_path / "run", "CartpoleBalance", [f"algo={algo}"])
+    no_prefill = [f"{algo}.min_replay_size=0"] if has_replay(algo) else []
+    run_dir = make_policy_run(tmp_path / "run", "CartpoleBalance", [f"algo={algo}", *no_prefill])
     out = tmp_path / f"{algo}.gif"
     result = cli_in_process(capfd, "play", str(run_dir), "--seconds", "0.3", "--out", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
