@@ -23,10 +23,14 @@ SESSION_CACHE = os.environ.get("RLFIT_TEST_SESSION_CACHE") or tempfile.mkdtemp(p
 os.environ["RLFIT_TEST_SESSION_CACHE"] = os.environ["RLFIT_CACHE_DIR"] = SESSION_CACHE
 # Tests check behaviour, not speed, and most of their time is XLA compiling programs that then run for a few
 # iterations: XLA's cheaper CPU code generation cut the G1 smoke run's compile from 185 s to 102 s and the
-# slowest test files by 22% (measured 2026-11-23). Set before JAX starts a backend; subprocesses inherit it.
+# slowest test files by 22% (measured 2026-11-23); XLA's older CPU emitters instead of its fusion emitters halve
+# what is left (2026-11-28, load about 4: the compile of CartpoleBalance's PPO smoke iteration 13.5 s -> 7.3 s, of
+# SAC from pixels 14.0 -> 9.0 s, the toy environment's PPO, SAC and FastTD3 iterations 3.1-3.7 -> 1.4-1.7 s;
+# tests/run/test_determinism.py 47 -> 31 CPU seconds). Set before JAX starts a backend; subprocesses inherit it.
 # A run's numbers may differ in the last bits from default flags; every comparison in the suite is between
-# runs made under the same flags.
-FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# runs made under the same flags, and the Brax fixtures' tolerances hold under both.
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
+                      "--xla_cpu_use_fusion_emitters=false")
 if FAST_COMPILE_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # once, though xdist's workers load this file again
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAGS}".strip()
 if str(REPO_ROOT) not in sys.path:
