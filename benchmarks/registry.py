@@ -452,7 +452,7 @@ BENCHMARKS = (
               (Source("checkpoint_save.json", checkpoint_figures),)),
     Benchmark("make_test_time", "speed", "`make test` in a fresh clone: wall and CPU time, seconds per test file",
               ("README.md (two commands)", "docs/getting-started.md"), "cpu", "about 30 (one `make test`)",
-              "make_test_timepy-issue-48-item-6"),
+              "make_test_timepy-issue-48-item-6", (Source("make_test_time.json", make_test_time_figures),)),
     Benchmark("render_throughput", "speed", "frames/s of rlfit's JAX camera against `mujoco.Renderer`",
               ("docs/pixels.md",), "cpu", "not measured", "render_throughputpy",
               (Source("render_throughput.json", render_figures),)),
