@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
+from common import TOY_ENV, REPO, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -41,7 +41,6 @@ trainer.compile_evaluator()
 print(json.dumps({"compile_s": time.perf_counter() - started, "num_eval_envs": config.run.num_eval_envs}))
 """
 
-TOY_ENV = "tests.toy_env:make"
 """The tests' point-reaching environment (no physics: its evaluation compiles in seconds); the children run from
 the repository root, so `tests` imports."""
 

@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, finish_record, print_table, start_record  # noqa: E402
+from common import TOY_ENV, REPO, finish_record, print_table, start_record  # noqa: E402
 
 ENVS = ("CartpoleBalance", "CheetahRun")
 NUM_ENVS = (256, 1024, 4096)
 """256: a point of the fit; 1024: between the fit's points; 4096: beyond them (extrapolated)."""
-QUICK_ENV = "tests.toy_env:make"
+QUICK_ENV = TOY_ENV
 """The tests' point-reaching environment (no physics: it compiles in seconds); imported from REPO."""
 QUICK_NUM_ENVS = (64,)
 OVERRIDES = (

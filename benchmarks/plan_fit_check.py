@@ -20,12 +20,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, finish_record, print_table, start_record  # noqa: E402
+from common import TOY_ENV, REPO, RESULTS, finish_record, print_table, start_record  # noqa: E402
 
 GIB = 1 << 30
 GPU_BUDGETS_GIB = (8, 12, 16, 24, 40, 80, 141)
 CPU_BUDGETS_GIB = (2, 4, 8, 16, 64)
-QUICK_ENV = "tests.toy_env:make"
+QUICK_ENV = TOY_ENV
 """--quick fits this environment's lines (the tests' point-reaching one, no physics: its probes compile in seconds)
 with the first environment's overrides, and compares them with that environment's figures: the code runs, the
 errors it prints mean nothing."""

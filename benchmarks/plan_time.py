@@ -35,10 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import COMPILE_LINE  # noqa: E402
-from common import REPO, RESULTS, TMP, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
+from common import TOY_ENV, REPO, RESULTS, TMP, child_env, finish_record, load_1min, print_table, start_record  # noqa: E402
 
 STEP, EVALUATION = "jit(train_iteration)", "jit(evaluate)"
-TOY_ENV = "tests.toy_env:make"
 """The tests' point-reaching environment (no physics: it plans and compiles in seconds); REPO on the children's
 PYTHONPATH imports it."""
 

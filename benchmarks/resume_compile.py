@@ -19,10 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import finish_record, start_record
+from common import TOY_ENV, finish_record, start_record
 
 REPO = Path(__file__).resolve().parents[1]
-TOY_ENV = "tests.toy_env:make"
 """The tests' point-reaching environment (no physics: it compiles in seconds); REPO on the children's PYTHONPATH
 imports it."""
 
