@@ -24,6 +24,7 @@ reads "running"), and per run DIR/runs/STEP/{summary.json,plan.json,metrics.json
     python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu"   # there (benchmarks/README.md: the run command)
     .venv/bin/python benchmarks/gpu_check.py --dry-run             # here: the rehearsal, toy stand-ins, ~1 minute
     .venv/bin/python benchmarks/gpu_check.py --dry-run --stand-in CartpoleBalance   # with Playground's Cartpole
+    .venv/bin/python benchmarks/gpu_check.py --dry-run --steps doctor g1_ppo_cold   # these steps only
 
 `--dry-run` runs the same steps on this CPU with small stand-ins (tests/toy_env.py's environment, or --stand-in,
 for G1 and CartpoleBalance; the smoke preset; seconds per step), prints the size that would travel to the GPU
@@ -308,9 +309,13 @@ def write(record: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def run_steps(ctx: Context, record: dict[str, Any], order: list[Step]) -> None:
-    """Each step in turn within its box and the deadline; the record written before and after each."""
+def run_steps(ctx: Context, record: dict[str, Any], order: list[Step], only: set[str] | None = None) -> None:
+    """Each step in turn within its box and the deadline (`only`: these steps, the others left "not reached");
+    the record written before and after each."""
     for entry, step in zip(record["steps"], order, strict=True):
+        if only is not None and step.name not in only:
+            entry["note"] = "left out by --steps"
+            continue
         left = ctx.setup.deadline_s - (time.perf_counter() - ctx.started)
         box = min(ctx.setup.boxes[step.box], left - ctx.setup.grace_s)
         if box < ctx.setup.min_start_s:
@@ -360,6 +365,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--stand-in", default=TOY_ENV, help=f"the dry run's environment (default {TOY_ENV})")
     parser.add_argument("--deadline", type=float, default=None, help="seconds for all steps (default: GPU 490, "
                         "dry run 300)")
+    parser.add_argument("--steps", nargs="+", default=None, metavar="STEP",
+                        help="run only these steps (their names as in the record), the others left \"not reached\"")
     return parser.parse_args()
 
 
@@ -370,6 +377,12 @@ def main() -> int:
     if args.deadline is not None:
         setup = setup._replace(deadline_s=args.deadline)
     started = time.perf_counter()
+    order = steps(setup)
+    unknown = sorted(set(args.steps or []) - {step.name for step in order})
+    if unknown:
+        print(f"gpu_check: no step {', '.join(map(repr, unknown))}: choose from "
+              f"{', '.join(repr(step.name) for step in order)}", file=sys.stderr)
+        return 2
     if args.bundle is not None and not (args.bundle / "wheels").is_dir():
         print(f"gpu_check: no {args.bundle / 'wheels'}: run `benchmarks/gpu_bundle.py prepare` here and carry "
               f"{args.bundle}", file=sys.stderr)
@@ -379,7 +392,6 @@ def main() -> int:
         shutil.rmtree(previous, ignore_errors=True) if previous.is_dir() else previous.unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rlfit-gpu-check-"))
-    order = steps(setup)
     record = {"benchmark": "gpu_check", "command": " ".join(sys.argv), **safe_machine(),
               "loadavg_1min_start": load_1min(), "dry_run": args.dry_run, "stand_in": args.stand_in if args.dry_run
               else None, "deadline_s": setup.deadline_s, "boxes_s": setup.boxes, "transfer": None, "install": None,
@@ -402,7 +414,7 @@ def main() -> int:
         site, menagerie = work / "site", record["install"]["menagerie"]
     write(record, out)
     ctx = Context(setup, sys.executable, child_env(site, menagerie, args.dry_run), work, out, started)
-    run_steps(ctx, record, order)
+    run_steps(ctx, record, order, set(args.steps) if args.steps else None)
     path = write(record, out)
     shutil.rmtree(work, ignore_errors=True)  # compile caches and checkpoints; what counts is under `out`
     print(json.dumps(record["headline"], indent=2))

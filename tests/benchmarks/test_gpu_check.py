@@ -154,13 +154,14 @@ def test_steps_run_in_order_within_the_deadline_and_a_failing_step_costs_only_it
 
 
 def test_the_dry_run_measures_in_order_and_writes_a_whole_record(tmp_path):
-    """The script end to end on this CPU (toy environment), cut at 50 s: the first steps measure, the later ones
-    are not reached, and the script's own check of its JSON passes (exit 0)."""
+    """The script end to end on this CPU (toy environment), its first two steps only (`--steps`; the steps after
+    them ran until the 50 s deadline cut them, whatever the load let them do, and nothing here looked at them):
+    those measure, the others are not reached, and the script's own check of its JSON passes (exit 0)."""
     out = tmp_path / "gpu"
     started = time.perf_counter()
     done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--dry-run", "--deadline", "50",
-                           "--out", str(out)], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "RLFIT_CACHE_DIR": str(tmp_path / "cache")})
+                           "--steps", "doctor", "g1_ppo_cold", "--out", str(out)], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "RLFIT_CACHE_DIR": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert time.perf_counter() - started < 50 + 15
     record = json.loads((out / "gpu_check.json").read_text())
@@ -175,6 +176,7 @@ def test_the_dry_run_measures_in_order_and_writes_a_whole_record(tmp_path):
         cold["figures"]["time_to_first_step_s"]
     assert (out / "runs" / "g1_ppo_cold" / "plan.json").is_file() and (out / "logs" / "g1_ppo_cold.log").is_file()
     assert steps["g1_randomization_off"]["status"] in ("not reached", "not available")
+    assert steps["g1_ppo_warm"]["status"] == "not reached" and steps["g1_ppo_warm"]["note"] == "left out by --steps"
     assert record["transfer"]["working_tree_bytes"] > 0 and record["headline"]["g1_cold_time_to_first_step_s"] == \
         cold["figures"]["time_to_first_step_s"]
 
@@ -184,6 +186,14 @@ def test_a_missing_bundle_is_one_line_exit_2_and_nothing_written(tmp_path):
                            "--out", str(tmp_path / "gpu")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "gpu_bundle.py prepare" in done.stderr
+    assert not (tmp_path / "gpu").exists()
+
+
+def test_an_unknown_step_is_one_line_exit_2_naming_the_steps(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--dry-run", "--steps", "doctor",
+                           "g1_ppo_hot", "--out", str(tmp_path / "gpu")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "no step 'g1_ppo_hot': choose from 'doctor', 'g1_ppo_cold'" in done.stderr  # doctor was known
     assert not (tmp_path / "gpu").exists()
 
 
