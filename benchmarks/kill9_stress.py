@@ -11,8 +11,9 @@ from and check that TensorBoard (read with its own EventAccumulator) and metrics
 Lost work = last logged iteration - resumed iteration.
 
     .venv/bin/python benchmarks/kill9_stress.py --repeats 20
-    .venv/bin/python benchmarks/kill9_stress.py --quick      # 2 rounds (seed 0: one late kill, one early), kills
-                                                             # within 1 s of the first row: a check (results/tmp/)
+    .venv/bin/python benchmarks/kill9_stress.py --quick      # 2 rounds (seed 0: one late kill, within 1 s of the
+                                                             # first row; one early, within 1 s of the start, before
+                                                             # the run directory exists): a check (results/tmp/)
 """
 
 from __future__ import annotations
@@ -154,12 +155,12 @@ def main() -> None:
                         help="share of rounds killed at any instant from the process start instead")
     parser.add_argument("--max-early", type=float, default=8.0, help="seconds after the start, for early kills")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="2 rounds, --max-delay 1: a check of the script "
-                        "(results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, --max-delay 1, --max-early 1: a check of "
+                        "the script (results/tmp/)")
     parser.add_argument("--out", default=None, help="JSON path (default results/kill9_stress.json)")
     args = parser.parse_args()
-    if args.quick:
-        args.repeats, args.max_delay = 2, 1.0
+    if args.quick:  # the early kill lands in the imports: no run directory, no resume (the late round resumes)
+        args.repeats, args.max_delay, args.max_early = 2, 1.0, 1.0
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
