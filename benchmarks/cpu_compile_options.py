@@ -20,9 +20,11 @@ machine's load falls on both; the table gives the median and the 10th percentile
     .venv/bin/python benchmarks/cpu_compile_options.py [--quick] [--reps 3] [--iteration-reps 30]
 
 Writes results/cpu_compile_options.json. `--quick` checks the script, not the figures (to results/tmp/): the
-encoder on 2 clips and the state SAC update with the `smoke` preset's sizes (the pixel update, the same code with an
+encoder on 2 clips of 16 x 16 frames (XLA's own convolution gradient in a scan took 5.6 CPU seconds at 64 x 64, 0.4
+at 16 x 16) and the state SAC update with the `smoke` preset's sizes (the pixel update, the same code with an
 encoder, left out: its four programs took 11 s to compile on a quiet machine), one rep, then the `smoke` preset's
-SAC iteration (not PPO's: the same code) on the toy environment of tests/toy_env.py, 3 iteration reps.
+PPO iteration (not SAC's: the same code, 1.6 CPU seconds more to compile) on the toy environment of
+tests/toy_env.py, 3 iteration reps.
 """
 
 from __future__ import annotations
@@ -52,13 +54,16 @@ from rlfit.planning.plan import make_plan
 from rlfit.run.build import Trainer
 
 FRAMES, SIZE, CHANNELS = 3, 64, 3
+QUICK_SIZE = 16
+"""--quick's frame side: the simple2dcnn encoder's strided convolutions still leave a 1 x 1 map."""
 SCAN_STEPS = 3
 WAYS = {"xla_default": ("native", {}), "rlfit": ("taps", CPU_COMPILER_OPTIONS)}
 ITERATIONS = {"SAC quick iteration, CartpoleBalance": ("sac", "CartpoleBalance", "quick"),
               "PPO quick iteration, CartpoleBalance": ("ppo", "CartpoleBalance", "quick")}
-QUICK_ITERATIONS = {"SAC smoke iteration, toy env": ("sac", "tests.toy_env:make", "smoke")}
-"""--quick's iteration: SAC's (PPO's takes the same code path) on the toy environment, whose iteration compiled in
-8-12 s at load 10-12 where CartpoleBalance's took 19-21 s on a quiet machine."""
+QUICK_ITERATIONS = {"PPO smoke iteration, toy env": ("ppo", "tests.toy_env:make", "smoke")}
+"""--quick's iteration: PPO's (SAC's takes the same code path, and its two programs took 4.3 CPU seconds where PPO's
+took 2.7) on the toy environment, whose iteration compiled in 8-12 s at load 10-12 where CartpoleBalance's took
+19-21 s on a quiet machine."""
 
 
 @contextlib.contextmanager
@@ -72,14 +77,14 @@ def convolutions(impl: str) -> Iterator[None]:
         encoders.choose_impl = chosen
 
 
-def frames(key: jax.Array, batch: int) -> jax.Array:
-    return jax.random.randint(key, (batch, FRAMES, SIZE, SIZE, CHANNELS), 0, 256).astype(jnp.uint8)
+def frames(key: jax.Array, batch: int, size: int = SIZE) -> jax.Array:
+    return jax.random.randint(key, (batch, FRAMES, size, size, CHANNELS), 0, 256).astype(jnp.uint8)
 
 
-def encoder_case(clips_in_batch: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+def encoder_case(clips_in_batch: int, size: int = SIZE) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """(params, clips) -> (loss, grads) of the encoder; in a scan the params follow the gradient."""
-    module = make_encoder(EncoderSpec("simple2dcnn", 50, FRAMES, SIZE))
-    clips = frames(jax.random.PRNGKey(0), clips_in_batch)
+    module = make_encoder(EncoderSpec("simple2dcnn", 50, FRAMES, size))
+    clips = frames(jax.random.PRNGKey(0), clips_in_batch, size)
     params = module.init(jax.random.PRNGKey(1), clips[:1])
     step = jax.value_and_grad(lambda p, x: jnp.mean(jnp.square(module.apply(p, x))))
 
@@ -107,12 +112,15 @@ def sac_case(config: SACConfig, obs: Any, batch_obs: Any, batch_next: Any, encod
 
 
 def cases(quick: bool = False) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
-    """Each case's label -> (step, its arguments). `quick`: the encoder on 2 clips and the state update with the
-    `smoke` preset's networks; the pixel update (the same code with an encoder, 11 s of compiles) left out."""
+    """Each case's label -> (step, its arguments). `quick`: the encoder on 2 clips of QUICK_SIZE frames and the
+    state update with the `smoke` preset's networks; the pixel update (the same code with an encoder, 11 s of
+    compiles) left out."""
     state = SACConfig(**PRESETS["smoke" if quick else "quick"]["sac"])
     vectors = jax.random.normal(jax.random.PRNGKey(4), (2, state.batch_size, 5))
-    clips = 2 if quick else 32
-    built = {f"simple2dcnn fwd+bwd, {clips} clips": encoder_case(clips)}
+    if quick:
+        built = {f"simple2dcnn fwd+bwd, 2 clips of {QUICK_SIZE}x{QUICK_SIZE}": encoder_case(2, QUICK_SIZE)}
+    else:
+        built = {"simple2dcnn fwd+bwd, 32 clips": encoder_case(32)}
     if not quick:
         pixels = SACConfig(**{**PRESETS["pixels"]["sac"], "batch_size": 128})
         one = {PIXELS_KEY: jnp.zeros((FRAMES, SIZE, SIZE, CHANNELS), jnp.uint8)}
@@ -174,8 +182,8 @@ def timed_in_turn(algo: str, env: str, preset: str, reps: int) -> dict[str, Any]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="a check of the script: small batches, the toy environment's iterations, one rep; to "
-                             "results/tmp")
+                        help="a check of the script: small batches and frames, the toy environment's iteration, "
+                             "one rep; to results/tmp")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--iteration-reps", type=int, default=30)
     args = parser.parse_args()
