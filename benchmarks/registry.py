@@ -503,8 +503,8 @@ QUICK_MEASURED = {
 1-minute load at its start and end: on 2026-11-28 after issue 48 (item 5) made them cheaper, on 2026-11-27 for those
 needing Brax's venv (brax_compare, first_step, jax_versions, suite); algo_compare, cpu_compile_options and
 kill9_stress again on 2026-11-28 after item 6 cut their quick checks (in tests/benchmarks/test_every_quick_check.py:
-the test's seconds, the load from the script's record; none of the three reads the test session's compile cache). Other engineers' jobs and a long benchmark
-shared the two cores throughout, so a quiet machine takes less."""
+the test's seconds, the load from the script's record; none of the three reads the test session's compile cache).
+Other engineers' jobs and a long benchmark shared the two cores throughout, so a quiet machine takes less."""
 BENCHMARKS = tuple(benchmark._replace(quick_seconds=QUICK_MEASURED.get(benchmark.name, benchmark.quick_seconds))
                    for benchmark in BENCHMARKS)
 
