@@ -17,7 +17,7 @@ import numpy as np
 import rlfit
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.run.resume import resume
-from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_in_process
 
 PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0", "run.save_interval=2"]
 """5 iterations of 2560 env steps, 32 environments."""
@@ -37,6 +37,9 @@ RANDOMIZED = [*TOY_TRAIN_OVERRIDES, "env.randomization=tests.envs.randomizers:sc
               "run.eval_every=0"]
 """The weighted toy with the tests' randomizer: every environment its own mass and damping; 2 iterations of PPO's
 sizes."""
+
+REFUSED = [*TOY_TRAIN_OVERRIDES, "ppo.num_envs=32", "ppo.batch_size=48", "run.devices=3"]
+"""32 environments do not split over 3 devices: `rlfit train` (the CLI's main, in this 4-device process) refuses."""
 
 
 def save(out: Path, name: str, result) -> None:
@@ -115,6 +118,10 @@ def main(out: Path) -> None:
     rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, "run.devices=2", "run.num_timesteps=5120"], run_dir=same,
                 quiet=True)
     save(out, "ppo-2-2", resume(same, iterations=5))
+
+    refused = cli_in_process(None, "train", TOY_ENV, "--preset", "smoke", *[arg for o in REFUSED for arg in ("--set", o)],
+                             "--run-dir", str(out / "refused"), cwd=out)
+    (out / "refused.json").write_text(json.dumps({"returncode": refused.returncode, "stderr": refused.stderr}))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import pytest
 
 from rlfit.errors import UserError
 from rlfit.parallel.mesh import check_divisible, device_count, parse_devices
-from tests.conftest import FAST_COMPILE_FLAGS, REPO_ROOT, TOY_ENV, TOY_TRAIN_OVERRIDES, cli_environment
+from tests.conftest import FAST_COMPILE_FLAGS, REPO_ROOT, cli_environment
 
 TOLERANCE = 1e-5
 FOUR_DEVICES = {"XLA_FLAGS": f"--xla_force_host_platform_device_count=4 {FAST_COMPILE_FLAGS}"}
@@ -38,8 +38,8 @@ def runs(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-3000:]
 
     def load(name: str):
-        if name == "step_bytes":
-            return json.loads((out / "step_bytes.json").read_text())
+        if name in ("step_bytes", "refused"):
+            return json.loads((out / f"{name}.json").read_text())
         if name.endswith("-models"):
             return dict(np.load(out / f"{name}.npz"))
         arrays = np.load(out / f"{name}.npz")
@@ -133,18 +133,15 @@ def test_a_run_resumed_on_the_same_devices_is_bit_identical(runs):
     assert largest_difference(straight, resumed) == 0.0
 
 
-def test_num_envs_that_does_not_split_over_the_devices_is_refused_with_the_nearest_values(tmp_path):
-    run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "rlfit", "train", TOY_ENV, "--preset", "smoke",
-                           *[arg for o in TOY_TRAIN_OVERRIDES for arg in ("--set", o)], "--set", "ppo.num_envs=32",
-                           "--set", "ppo.batch_size=48", "--set", "run.devices=3", "--run-dir", str(run_dir)],
-                          cwd=tmp_path, env={**cli_environment(), **FOUR_DEVICES}, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+def test_num_envs_that_does_not_split_over_the_devices_is_refused_with_the_nearest_values(runs):
+    """`rlfit train ... --set ppo.num_envs=32 --set run.devices=3`, run by the CLI's main in the worker (which sees 4
+    devices)."""
+    done = runs("refused")
+    assert done["returncode"] == 2
+    assert done["stderr"].strip().splitlines() == [
         "rlfit: error: ppo.num_envs=32 does not split over 3 devices (it is the total over all of them); "
         "use ppo.num_envs=24 or 48 or run.devices=2"]
-    assert not run_dir.exists()
+    assert not (runs.out / "refused").exists()
 
 
 def test_run_devices_is_auto_or_a_positive_count():
