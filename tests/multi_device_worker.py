@@ -1,5 +1,5 @@
 """Runs in its own interpreter with XLA_FLAGS=--xla_force_host_platform_device_count=4 (a test cannot change the
-device count of the test process): trains the toy environment on 1, 2 and 4 CPU devices and writes what
+device count of the test process): trains the toy environments on 1, 2 and 4 CPU devices and writes what
 tests/parallel/test_mesh.py checks into OUT (parameters as .npz, summaries and shardings as JSON).
 
     python tests/multi_device_worker.py OUT
@@ -17,7 +17,7 @@ import numpy as np
 import rlfit
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.run.resume import resume
-from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_in_process
 
 PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0", "run.save_interval=2"]
 """5 iterations of 2560 env steps, 32 environments."""
@@ -25,13 +25,21 @@ SAC = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("ppo.")] + [
     "algo=sac", "sac.num_envs=16", "sac.batch_size=32", "sac.min_replay_size=64", "sac.max_replay_size=65536",
     "run.num_timesteps=3000", "run.eval_every=0"]
 """16 environments; a replay buffer of 65536 transitions, most of SAC's state (tests/parallel/test_mesh.py checks its split)."""
-SAC_PIXELS = ["algo=sac", "env.observation=pixels", "env.image_size=16", "env.frames=2", "network.encoder=simple2dcnn",
-              "run.num_eval_envs=4", "sac.min_replay_size=0"]
-RANDOMIZED = ["env.randomization=tests.envs.randomizers:scaled_masses", "run.num_timesteps=128", "run.eval_every=0"]
-"""CartpoleBalance at the smoke preset with the tests' randomizer: every environment its own masses and damping."""
-"""CartpoleBalance seen by the JAX camera (16x16, 2 frames), SAC's smoke sizes: 8 environments, 512 transitions. It
-learns from an empty buffer: no prefill in the starting-state program (camera renders; the run alone took 102 CPU
-seconds with it, 73 without), whose split over devices the SAC run on the toy environment shows."""
+WEIGHTED_ENV = "tests.toy_env:make_weighted"
+"""The toy environment on a MuJoCo model (tests/toy_env.py): the point's mass and damping slow it, and the JAX camera
+draws it."""
+SAC_PIXELS = ["env.episode_length=100", "algo=sac", "env.observation=pixels", "env.image_size=16", "env.frames=2",
+              "network.encoder=simple2dcnn", "run.num_eval_envs=4", "sac.min_replay_size=0"]
+"""The weighted toy seen by the JAX camera (16x16, 2 frames), SAC's smoke sizes: 8 environments, 512 transitions,
+from an empty buffer (no prefill in the starting-state program), whose split over devices the SAC run on the toy
+environment shows. (On CartpoleBalance this run alone took 39 CPU seconds, most of them compiling its physics.)"""
+RANDOMIZED = [*TOY_TRAIN_OVERRIDES, "env.randomization=tests.envs.randomizers:scaled_masses", "run.num_timesteps=5120",
+              "run.eval_every=0"]
+"""The weighted toy with the tests' randomizer: every environment its own mass and damping; 2 iterations of PPO's
+sizes."""
+
+REFUSED = [*TOY_TRAIN_OVERRIDES, "ppo.num_envs=32", "ppo.batch_size=48", "run.devices=3"]
+"""32 environments do not split over 3 devices: `rlfit train` (the CLI's main, in this 4-device process) refuses."""
 
 
 def save(out: Path, name: str, result) -> None:
@@ -91,11 +99,11 @@ def main(out: Path) -> None:
     for devices in (1, 2):
         save(out, f"sac-{devices}", rlfit.train(TOY_ENV, "smoke", overrides=[*SAC, f"run.devices={devices}"],
                                                 run_dir=out / f"sac-{devices}", quiet=True))
-    save(out, "sac-pixels-2", rlfit.train("CartpoleBalance", "smoke", overrides=[*SAC_PIXELS, "run.devices=2"],
+    save(out, "sac-pixels-2", rlfit.train(WEIGHTED_ENV, "smoke", overrides=[*SAC_PIXELS, "run.devices=2"],
                                           run_dir=out / "sac-pixels-2", quiet=True))
     for devices in (1, 2):  # domain randomization: each device steps its own share of the models
         name = f"ppo-randomized-{devices}"
-        result = rlfit.train("CartpoleBalance", "smoke", overrides=[*RANDOMIZED, f"run.devices={devices}"],
+        result = rlfit.train(WEIGHTED_ENV, "smoke", overrides=[*RANDOMIZED, f"run.devices={devices}"],
                              run_dir=out / name, quiet=True)
         save(out, name, result)
         save_models(out, name, result)
@@ -110,6 +118,10 @@ def main(out: Path) -> None:
     rlfit.train(TOY_ENV, "smoke", overrides=[*PPO, "run.devices=2", "run.num_timesteps=5120"], run_dir=same,
                 quiet=True)
     save(out, "ppo-2-2", resume(same, iterations=5))
+
+    refused = cli_in_process(None, "train", TOY_ENV, "--preset", "smoke", *[arg for o in REFUSED for arg in ("--set", o)],
+                             "--run-dir", str(out / "refused"), cwd=out)
+    (out / "refused.json").write_text(json.dumps({"returncode": refused.returncode, "stderr": refused.stderr}))
 
 
 if __name__ == "__main__":

@@ -104,3 +104,71 @@ class SlowPointReach(PointReach):
 def make_slow(**overrides: Any) -> SlowPointReach:
     """Factory for `--env tests.toy_env:make_slow`."""
     return SlowPointReach(**overrides)
+
+
+WEIGHTED_POINT_XML = """
+<mujoco>
+  <statistic center="0 0 0" extent="2"/>
+  <worldbody>
+    <body name="point">
+      <joint name="slide" type="slide" axis="1 0 0" damping="1"/>
+      <geom type="sphere" size="0.3" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+"""One body (mass 1) on a slide joint (damping 1): body_mass [2] (the world's, 0, and the point's), dof_damping [1];
+its sphere is the one geom a camera draws, seen whole from MuJoCo's free view of [-2, 2]."""
+
+
+@flax.struct.dataclass
+class PointPose:
+    """What a camera (`rlfit.envs.camera.render`) reads of MJX's data: the sphere's world position and rotation."""
+
+    geom_xpos: jax.Array
+    """[1, 3]: (position, 0, 0)."""
+    geom_xmat: jax.Array
+    """[1, 9]: the identity."""
+
+
+def pose(position: jax.Array) -> PointPose:
+    return PointPose(jnp.stack([position, 0.0, 0.0])[None], jnp.eye(3).reshape(1, 9))
+
+
+class WeightedPointReach(PointReach):
+    """PointReach with a MuJoCo model, for domain randomization (`env.randomization`) and pixel observations
+    (`env.observation=pixels`) at the toy's compile cost: the action is divided by `mass * damping` before PointReach's
+    step (which clips it to [-1, 1] and moves by `speed` times it), the point's body mass and its joint's damping read
+    from `mjx_model` (1 and 1 on the nominal model: PointReach's moves), so a randomizer that scales them
+    (`tests.envs.randomizers`) gives each environment its own dynamics. No physics is simulated: the model's fields
+    alone enter the step, and the state's `data` is the sphere's pose (`PointPose`), which the JAX camera draws."""
+
+    def __init__(self, **overrides: Any):
+        import mujoco
+        from mujoco import mjx
+
+        super().__init__(**overrides)
+        self._mj_model = mujoco.MjModel.from_xml_string(WEIGHTED_POINT_XML)
+        self._mjx_model = mjx.put_model(self._mj_model)
+
+    @property
+    def mj_model(self) -> Any:
+        return self._mj_model
+
+    @property
+    def mjx_model(self) -> Any:
+        return self._mjx_model
+
+    def reset(self, rng: jax.Array) -> ToyState:
+        state = super().reset(rng)
+        return state.replace(data=pose(state.obs[0]))
+
+    def step(self, state: ToyState, action: jax.Array) -> ToyState:
+        slowed = action / (self.mjx_model.body_mass[1] * self.mjx_model.dof_damping[0])
+        moved = super().step(state, slowed)
+        return moved.replace(data=pose(moved.obs[0]))
+
+
+def make_weighted(**overrides: Any) -> WeightedPointReach:
+    """Factory for `--env tests.toy_env:make_weighted`."""
+    return WeightedPointReach(**overrides)
