@@ -39,14 +39,38 @@ def result(done: subprocess.CompletedProcess) -> dict:
     return json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
 
 
-def test_on_a_cpu_only_jax_mjx_finds_warp_missing_silently_and_warp_imports_afterwards():
-    done = fresh_python(IMPORT_MJX, JAX_PLATFORMS="cpu")
-    assert result(done) == {"mjx_has_warp": False, "blocked": [], "warp_importable": True}
+IMPORT_MJX_AND_STEP = IMPORT_MJX.replace("import warp\n", (
+    "import jax, jax.numpy as jnp, numpy as np\n"
+    "from mujoco_playground import registry\n"
+    "env = registry.load('CartpoleBalance', config_overrides={'impl': 'jax'})\n"
+    "physics = jax.jit(env.reset)(jax.random.PRNGKey(3))\n"
+    "step = jax.jit(env.step)\n"
+    "for _ in range(5): physics = step(physics, jnp.full(env.action_size, 0.3))\n"
+    "state['physics'] = [np.asarray(physics.obs).tolist(), float(physics.reward)]\n"
+    "import warp\n"))
+"""IMPORT_MJX, and before Warp's import five MJX steps of CartpoleBalance (impl jax): what MJX computes."""
+
+
+@pytest.fixture(scope="module")
+def mjx_imported():
+    """{RLFIT_MJX_WARP: IMPORT_MJX_AND_STEP's process} on a CPU-only JAX, without ("") and with ("1") the variable:
+    one fresh interpreter each, shared by the tests of MJX's import and of its physics. Both compile into the
+    session's cache: the second reads the first's programs where its traced program is the same (Warp's import
+    changing what MJX traces would change the cache key, and the second would compile its own)."""
+    cache = {"JAX_COMPILATION_CACHE_DIR": os.environ["RLFIT_CACHE_DIR"], "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    return {"": fresh_python(IMPORT_MJX_AND_STEP, JAX_PLATFORMS="cpu", **cache),
+            "1": fresh_python(IMPORT_MJX_AND_STEP, JAX_PLATFORMS="cpu", RLFIT_MJX_WARP="1", **cache)}
+
+
+def test_on_a_cpu_only_jax_mjx_finds_warp_missing_silently_and_warp_imports_afterwards(mjx_imported):
+    done = mjx_imported[""]
+    assert {k: v for k, v in result(done).items() if k != "physics"} == {
+        "mjx_has_warp": False, "blocked": [], "warp_importable": True}
     assert "Failed to import" not in done.stdout + done.stderr
 
 
-def test_rlfit_mjx_warp_keeps_mjx_import_as_it_is():
-    assert result(fresh_python(IMPORT_MJX, JAX_PLATFORMS="cpu", RLFIT_MJX_WARP="1"))["mjx_has_warp"] is True
+def test_rlfit_mjx_warp_keeps_mjx_import_as_it_is(mjx_imported):
+    assert result(mjx_imported["1"])["mjx_has_warp"] is True
 
 
 def test_without_rlfit_mjx_imports_warp():
@@ -67,18 +91,10 @@ def test_a_cuda_plugin_or_a_gpu_platform_means_warp_is_wanted(tmp_path, monkeypa
     assert fresh_python(code).stdout.split()[-1] == "False"  # no plugin installed here
 
 
-def test_mjx_steps_the_same_with_and_without_warp_imported():
+def test_mjx_steps_the_same_with_and_without_warp_imported(mjx_imported):
     """The physics MJX computes (impl jax) does not depend on whether Warp was imported."""
-    code = (
-        "import json, jax, jax.numpy as jnp, numpy as np, rlfit\n"
-        "from mujoco_playground import registry\n"
-        "env = registry.load('CartpoleBalance', config_overrides={'impl': 'jax'})\n"
-        "state = jax.jit(env.reset)(jax.random.PRNGKey(3))\n"
-        "step = jax.jit(env.step)\n"
-        "for _ in range(5): state = step(state, jnp.full(env.action_size, 0.3))\n"
-        "print('RESULT ' + json.dumps([np.asarray(state.obs).tolist(), float(state.reward)]))\n")
-    without = result(fresh_python(code, JAX_PLATFORMS="cpu"))
-    assert without == result(fresh_python(code, JAX_PLATFORMS="cpu", RLFIT_MJX_WARP="1"))
+    without, with_warp = (result(mjx_imported[variable])["physics"] for variable in ("", "1"))
+    assert without == with_warp and len(without[0]) > 0
 
 
 class _PrintingLoader(importlib.abc.Loader):

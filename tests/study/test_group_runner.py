@@ -104,8 +104,8 @@ def test_a_killed_group_resumes_together_bit_identically(capfd, tmp_path):
 
     from tests.conftest import cli_environment
 
-    long = [o for o in SHORT if not o.startswith("run.num_timesteps")] + ["run.num_timesteps=153600",
-                                                                          "run.save_interval=2"]  # 60 iterations
+    long = [o for o in SHORT if not o.startswith("run.num_timesteps")] + ["run.num_timesteps=61440",
+                                                                          "run.save_interval=2"]  # 24 iterations
     manifest = {**MANIFEST, "seeds": 2, "suites": {}, "set": long}
     (tmp_path / "kill.yaml").write_text(yaml.safe_dump(manifest))
     process = subprocess.Popen([sys.executable, "-m", "rlfit", "experiment", str(tmp_path / "kill.yaml"), "--dir",
@@ -131,12 +131,12 @@ def test_a_killed_group_resumes_together_bit_identically(capfd, tmp_path):
     for seed in (0, 1):
         ours = summary(killed / "trials" / "base" / f"seed-{seed}")
         theirs = summary(uninterrupted / "trials" / "base" / f"seed-{seed}")
-        assert ours["iterations"] == theirs["iterations"] == 60
+        assert ours["iterations"] == theirs["iterations"] == 24
         assert ours["params_digest"] == theirs["params_digest"]
         assert ours["final_eval_reward"] == theirs["final_eval_reward"]
         rows = [r["iteration"] for r in read_rows(killed / "trials" / "base" / f"seed-{seed}" / "metrics.jsonl")
                 if r["kind"] == "train"]
-        assert rows == list(range(1, 61))
+        assert rows == list(range(1, 25))
 
 
 def test_a_lane_s_summary_and_plan_are_the_records_they_are_written_from(grouped):
