@@ -32,14 +32,13 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     from rlfit.planning.plan import make_plan
     from rlfit.deploy.policy_file import save_policy
     from rlfit.run.new_run import create_run_dir
-    from rlfit.envs.vec_env import observation_example
     from rlfit.run.build import Trainer
 
     config = resolve(env_name, preset, None, overrides)
     plan = make_plan(config)
     trainer = Trainer.build(config, plan)
     params, _ = trainer.learner.acting(trainer.learner.init(seed))
-    obs = observation_example(trainer.env)
+    obs = trainer.obs_example  # `observation_example(trainer.env)`, which the build traced (or read) already
     _, lock = create_run_dir(Path(run_dir), config)
     lock.release()
     save_policy(Path(run_dir) / "policy", params, random_stats(obs, seed), trainer.learner.policy, obs,
