@@ -8,13 +8,14 @@ that also gives the triangle's normal (mjx.ray returns no face). All work is in 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mujoco.mjx._src.ray import ray_geom
-from mujoco.mjx._src.types import GeomType
+
+if TYPE_CHECKING:
+    from mujoco.mjx._src.types import GeomType
 
 
 class Hits(NamedTuple):
@@ -41,6 +42,8 @@ def intersect(groups: tuple[tuple[int, int, int], ...], sizes: jax.Array, triang
     `triangles` [T, 3, 3] geom-local vertices; `column_slot` [Gp + T] the geom slot of each candidate (0..Gp-1,
     then each triangle's geom); `geom_xpos` [G, 3], `geom_xmat` [G, 3, 3] poses of the drawable geoms.
     """
+    from mujoco.mjx._src.types import GeomType  # here, not at the top: importing MJX costs a second per process
+
     local_pnt = jnp.einsum("gji,gj->gi", geom_xmat, origin - geom_xpos)
     local_vec = jnp.einsum("gji,pj->pgi", geom_xmat, dirs)
     columns = [_primitive_dists(GeomType(kind), sizes[start:end], local_pnt[start:end], local_vec[:, start:end])
@@ -88,6 +91,8 @@ def triangle_normals(triangles: np.ndarray) -> np.ndarray:
 
 def _primitive_dists(kind: GeomType, sizes: jax.Array, pnt: jax.Array, vec: jax.Array) -> jax.Array:
     """[P, g] distances from rays to g geoms of one type (inf on a miss), via mjx's `ray_geom`."""
+    from mujoco.mjx._src.ray import ray_geom
+
     per_geom = jax.vmap(lambda size, p, v: ray_geom(size, p, v, kind))
     return jax.vmap(per_geom, in_axes=(None, None, 0))(sizes, pnt, vec)
 
@@ -109,6 +114,8 @@ def _triangle_dists(triangles: jax.Array, pnt: jax.Array, vec: jax.Array) -> jax
 
 def _primitive_normal(kind: jax.Array, size: jax.Array, p: jax.Array) -> jax.Array:
     """[3] unit outward normal of a plane/sphere/capsule/ellipsoid/box (type `kind`) at local point `p` [3]."""
+    from mujoco.mjx._src.types import GeomType
+
     safe = jnp.where(size > 0, size, 1.0)
     capsule = p - jnp.array([0.0, 0.0, 1.0]) * jnp.clip(p[2], -size[1], size[1])
     ratio = jnp.abs(p) / safe
