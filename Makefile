@@ -4,13 +4,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# pytest-xdist's workers: two for a 2-core machine (CI's); `make test TEST_WORKERS=4` on a bigger one.
+TEST_WORKERS ?= 2
 
 .PHONY: quickstart test install clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# --no-compile: no bytecode for every installed file up front (half the install's CPU time); Python writes it
+	@# for the modules it imports, on first import.
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	@# Headless OpenGL for `rlfit play` videos: Mesa's EGL, installed only when no EGL/OSMesa is found (root, apt).
 	@if ! ldconfig -p 2>/dev/null | grep -q -E 'libEGL_mesa\.so|libEGL_nvidia\.so|libOSMesa\.so'; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -30,7 +34,7 @@ test: $(BIN)/.installed
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site
