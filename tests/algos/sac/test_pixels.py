@@ -212,14 +212,14 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_loads_and_exports(tmp_path, 
 def test_a_pixel_policy_plays_with_the_agents_view_beside_the_scene(tmp_path, capfd):
     """`rlfit play` of a pixel policy shows the agent's frames beside the scene. On CartpoleBalance, since play runs
     the scene's physics in native MuJoCo in place of Playground's `mjx_env.step`, which the toy has not; the policy
-    is written untrained (`make_policy_run`: what play reads, without compiling a training step), and play runs in
-    this process (the CLI's main, as tests/deploy/play/test_play.py runs it too)."""
+    is written untrained (`make_policy_run`: what play reads, nothing compiled), and play runs in this process (the
+    CLI's main, as tests/deploy/play/test_play.py runs it too)."""
     from tests.checkpoints.conftest import ToyCli
     from tests.deploy.play.support import make_policy_run
 
     pixels = ["algo=sac", "sac.min_replay_size=0", "env.observation=pixels", f"env.image_size={SIZE}",
               f"env.frames={T}", "network.encoder=simple2dcnn", "network.encoder_features=8"]
-    run = make_policy_run(tmp_path / "run", "CartpoleBalance", pixels)
+    run = make_policy_run(tmp_path / "run", "CartpoleBalance", pixels, traced=True)
     video = tmp_path / "play.mp4"
     played = ToyCli(tmp_path, capfd=capfd).run("play", str(run), "--seconds", "0.1", "--out", str(video))
     assert played.returncode == 0, played.stderr
