@@ -37,9 +37,16 @@ def plan_for(config, **request):
     return sizing.plan_for(config, StepProbes(), **request)
 
 
+BOUNDS: dict[tuple[str, str], object] = {}
+
+
 def bound_at(config, target_backend):
-    """The bound from the lowered step at the sizes the planner bounds for `target_backend` (no compile)."""
-    return StepProbes().bound(config, unlimited_choice(config, num_envs_cap(target_backend)))
+    """The bound from the lowered step at the sizes the planner bounds for `target_backend` (no compile); once per
+    config and target in this module."""
+    key = (repr(config), target_backend)
+    if key not in BOUNDS:
+        BOUNDS[key] = StepProbes().bound(config, unlimited_choice(config, num_envs_cap(target_backend)))
+    return BOUNDS[key]
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +67,19 @@ def test_points_add_up_as_xla_reports(model):
     assert model.bytes_per_env > 0 and model.backend == "cpu"
 
 
+ANALYSES: dict[tuple[str, int], object] = {}
+"""`training_analysis`'s results in this module, by (config, num_envs): the cap's is the reference of five checks."""
+
+
 def training_analysis(config, num_envs: int):
     """Independent reference: XLA's analysis of the step at `num_envs` compiled as training compiles it (the
-    Trainer's own compile, its own options), not by the planner's code."""
-    sizes = scale_sizes(config_sizes(config), num_envs)
-    trainer = Trainer.build(config, make_plan(config, sizes, devices=1))
-    return analyze_compiled(config, sizes, trainer.compile_iteration())
+    Trainer's own compile, its own options), not by the planner's code; once per config and size in this module."""
+    key = (repr(config), num_envs)
+    if key not in ANALYSES:
+        sizes = scale_sizes(config_sizes(config), num_envs)
+        trainer = Trainer.build(config, make_plan(config, sizes, devices=1))
+        ANALYSES[key] = analyze_compiled(config, sizes, trainer.compile_iteration())
+    return ANALYSES[key]
 
 
 @pytest.mark.parametrize("num_envs", [512, 4096])

@@ -63,14 +63,20 @@ def test_the_critic_trains_the_encoder_and_the_actor_does_not(pixel_networks):
     assert jax.tree.all(jax.tree.map(jnp.array_equal, params.policy["params"][ENCODER], params.q["params"][ENCODER]))
     assert set(params.target_q["params"]) == {"head"}, "the target network follows only the Q heads"
     batch, key = batch_of(jax.random.PRNGKey(1)), jax.random.PRNGKey(2)
-    # the features every loss sees are the Q encoder's, computed once per batch
-    features = networks.encode(params.q, batch.obs)
-    direct = make_encoder(pixel_networks[1].encoder).apply({"params": params.q["params"][ENCODER]},
+    # the features every loss sees are the Q encoder's, computed once per batch (each computation compiled whole:
+    # op by op, the convolutions' gradients took seconds)
+    features = jax.jit(networks.encode)(params.q, batch.obs)
+    direct = jax.jit(make_encoder(networks.encoder).apply)({"params": params.q["params"][ENCODER]},
                                                            batch.obs[PIXELS_KEY])
     np.testing.assert_allclose(features.q, direct, rtol=1e-6)
     np.testing.assert_array_equal(features.policy, features.q)
-    (loss, encoded), critic_grad = jax.value_and_grad(critic_loss, has_aux=True)(
-        params.q, params.policy, params.target_q, 0.1, networks, batch, 1.0, 0.99, key)
+
+    @jax.jit
+    def critic_value_and_grad(q, policy, target_q, batch, key):
+        return jax.value_and_grad(critic_loss, has_aux=True)(q, policy, target_q, 0.1, networks, batch, 1.0, 0.99,
+                                                             key)
+
+    (loss, encoded), critic_grad = critic_value_and_grad(params.q, params.policy, params.target_q, batch, key)
     np.testing.assert_allclose(encoded.q, direct, rtol=1e-6)
     assert norm(critic_grad["params"][ENCODER]) > 0 and norm(critic_grad["params"]["head"]) > 0
     # the actor loss through the whole network (policy encoder included) leaves the encoder untouched
@@ -80,8 +86,8 @@ def test_the_critic_trains_the_encoder_and_the_actor_does_not(pixel_networks):
     actor_grad = jax.jit(jax.grad(actor_from_frames))(params.policy)
     assert norm(actor_grad["params"][ENCODER]) == 0.0 and norm(actor_grad["params"]["head"]) > 0
     # and the policy head on those features is the acting network on the frames
-    np.testing.assert_allclose(networks.policy_head(params.policy, features.policy),
-                               networks.policy_logits(params.policy, batch.obs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(jax.jit(networks.policy_head)(params.policy, features.policy),
+                               jax.jit(networks.policy_logits)(params.policy, batch.obs), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("freeze", [False, True])
@@ -124,11 +130,14 @@ def test_frozen_batch_norm_statistics_never_change():
                                                               jax.tree.leaves(variables["params"])))
 
 
-PIXEL_RUN = ["CartpoleBalance", "--algo", "sac", "--preset", "smoke", "--set", "env.observation=pixels",
+WEIGHTED_ENV = "tests.toy_env:make_weighted"
+"""The toy environment on a MuJoCo model whose point the JAX camera draws (tests/toy_env.py): a pixel run at the
+toy's compile cost (on CartpoleBalance this test compiled its physics with the camera, ~40 CPU seconds)."""
+PIXEL_RUN = [WEIGHTED_ENV, "--algo", "sac", "--preset", "smoke", "--set", "env.observation=pixels",
              "--set", f"env.image_size={SIZE}", "--set", f"env.frames={T}", "--set", "network.encoder=simple2dcnn",
              "--set", "network.encoder_features=8", "--set", "run.save_interval=1", "--set", "run.eval_every=0",
              "--set", "run.num_eval_envs=4", "--set", "env.episode_length=100", "--quiet"]
-"""Each run evaluates at its end: 4 episodes of 100 steps (not 1000), each step drawn."""
+"""Each run evaluates at its end: 4 episodes of 100 steps, each step drawn."""
 
 
 def pretrained_file(path, spec: EncoderSpec) -> dict:
@@ -143,13 +152,12 @@ def pretrained_file(path, spec: EncoderSpec) -> dict:
 
 
 @pytest.mark.slow
-def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path, capfd):
+def test_a_pixel_run_resumes_exactly_and_its_policy_loads_and_exports(tmp_path, capfd):
     """A pixel run from pretrained, frozen encoder weights: straight 2 iterations vs 1 + resume to 2 give the
     same parameters bit for bit; the policy file holds the encoder, the file's weights unchanged and its input
-    normalization; load_policy and the ONNX export agree with the training networks; `rlfit play` shows the
-    agent's frames beside the scene. Train, resume and export run in this process (the CLI's main); play, which
-    sets up OpenGL for its process, runs as a subprocess."""
-    from tests.checkpoints.conftest import ToyCli, rlfit
+    normalization; load_policy and the ONNX export agree with the training networks. Train, resume and export run
+    in this process (the CLI's main)."""
+    from tests.checkpoints.conftest import ToyCli
 
     normalized = EncoderSpec("simple2dcnn", features=8, frames=T, image_size=SIZE, channels=C, mean=(0.5, 0.4, 0.3),
                              std=(0.2, 0.25, 0.3))
@@ -199,8 +207,21 @@ def test_a_pixel_run_resumes_exactly_and_its_policy_plays_and_loads(tmp_path, ca
     (onnx_actions,) = session.run(["action"], {PIXELS_KEY: np.asarray(frames)})
     np.testing.assert_allclose(onnx_actions, np.tanh(np.asarray(mean)), atol=1e-5)
 
+
+@pytest.mark.slow
+def test_a_pixel_policy_plays_with_the_agents_view_beside_the_scene(tmp_path, capfd):
+    """`rlfit play` of a pixel policy shows the agent's frames beside the scene. On CartpoleBalance, since play runs
+    the scene's physics in native MuJoCo in place of Playground's `mjx_env.step`, which the toy has not; the policy
+    is written untrained (`make_policy_run`: what play reads, nothing compiled), and play runs in this process (the
+    CLI's main, as tests/deploy/play/test_play.py runs it too)."""
+    from tests.checkpoints.conftest import ToyCli
+    from tests.deploy.play.support import make_policy_run
+
+    pixels = ["algo=sac", "sac.min_replay_size=0", "env.observation=pixels", f"env.image_size={SIZE}",
+              f"env.frames={T}", "network.encoder=simple2dcnn", "network.encoder_features=8"]
+    run = make_policy_run(tmp_path / "run", "CartpoleBalance", pixels, traced=True)
     video = tmp_path / "play.mp4"
-    played = rlfit(tmp_path, "play", str(full), "--seconds", "0.5", "--out", str(video))
+    played = ToyCli(tmp_path, capfd=capfd).run("play", str(run), "--seconds", "0.1", "--out", str(video))
     assert played.returncode == 0, played.stderr
     import imageio.v3 as iio
 

@@ -70,8 +70,11 @@ def test_bisection_and_capacity_rounding():
 
 @pytest.mark.slow
 def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(capsys, tmp_path):
-    """The CLI end to end on the toy environment; the prediction is checked against XLA's own analysis."""
-    from rlfit.run.probes import analyze_iteration
+    """The CLI end to end on the toy environment; the prediction is checked against XLA's own analysis of the step
+    at the chosen size compiled as training compiles it (so that training below reads it from the compile cache)."""
+    from rlfit.planning.plan import make_plan
+    from rlfit.run.build import Trainer
+    from rlfit.run.probes import analyze_compiled
 
     sets = [arg for item in BIG for arg in ("--set", item)]
     base = ["--algo", "sac", "--preset", "smoke", *sets, "--device-memory", "8MiB"]
@@ -80,7 +83,9 @@ def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(caps
     chosen = planned["chosen"]
     assert 1000 <= chosen["max_replay_size"] < 1_000_000 and chosen["predicted_bytes"] <= planned["budget_bytes"]
     assert planned["memory_model"]["bytes_per_transition"] == pytest.approx(24, rel=0.05)  # 2 + 1 floats + 12 B
-    measured = analyze_iteration(sac_config(), ReplaySizes(8, 8, chosen["max_replay_size"], 8))
+    sizes = ReplaySizes(8, 8, chosen["max_replay_size"], 8)
+    trainer = Trainer.build(sac_config(), make_plan(sac_config(), sizes, devices=1))
+    measured = analyze_compiled(sac_config(), sizes, trainer.compile_iteration())
     assert chosen["estimate_bytes"] == pytest.approx(measured.total_bytes, rel=0.01)
 
     run = tmp_path / "run"

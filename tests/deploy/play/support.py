@@ -26,8 +26,10 @@ def random_stats(obs_example, seed: int = 0, count: float = 100.0):
 
 
 def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (), preset: str = "smoke",
-                    seed: int = 0) -> Path:
-    """Writes RUN_DIR/config.yaml and RUN_DIR/policy/ for `env_name`; returns RUN_DIR."""
+                    seed: int = 0, traced: bool = False) -> Path:
+    """Writes RUN_DIR/config.yaml and RUN_DIR/policy/ for `env_name`; returns RUN_DIR. With `traced`, the learner's
+    initial state is only traced (nothing compiled or run: a pixel environment's reset compiles for seconds) and the
+    policy's parameters are drawn from N(0, 0.1^2) in its shapes."""
     from rlfit.config.schema import resolve
     from rlfit.planning.plan import make_plan
     from rlfit.deploy.policy_file import save_policy
@@ -37,7 +39,13 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     config = resolve(env_name, preset, None, overrides)
     plan = make_plan(config)
     trainer = Trainer.build(config, plan)
-    params, _ = trainer.learner.acting(trainer.learner.init(seed))
+    if traced:
+        shapes, _ = jax.eval_shape(lambda: trainer.learner.acting(trainer.learner.init(seed)))
+        leaves, treedef = jax.tree.flatten(shapes)
+        keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
+        params = jax.tree.unflatten(treedef, [0.1 * jax.random.normal(k, s.shape, s.dtype) for k, s in zip(keys, leaves)])
+    else:
+        params, _ = trainer.learner.acting(trainer.learner.init(seed))
     obs = trainer.obs_example  # `observation_example(trainer.env)`, which the build traced (or read) already
     _, lock = create_run_dir(Path(run_dir), config)
     lock.release()
