@@ -50,6 +50,10 @@ PPO_CASES = {
     # The G1 recipe's other discount, clip, scale and a gradient-norm clip (optax chain in front of Adam).
     "clipped_grads": {**DM_CONTROL, "discounting": 0.97, "clipping_epsilon": 0.2, "entropy_cost": 5e-3,
                       "reward_scaling": 1.0, "learning_rate": 3e-4, "max_grad_norm": 1.0},
+    # Brax's adaptive-KL learning-rate schedule (learning_rate_schedule=ADAPTIVE_KL), its desired KL low enough
+    # that the 16 updates move the step size both up (KL under half of it) and down (KL over twice it).
+    "adaptive_kl": {**DM_CONTROL, "learning_rate_schedule": "ADAPTIVE_KL", "desired_kl": 0.002,
+                    "learning_rate_schedule_min_lr": 1e-5, "learning_rate_schedule_max_lr": 1e-2},
 }
 SAC_SETTINGS = {"discounting": 0.99, "reward_scaling": 3.0, "log_alpha": -0.4}
 
@@ -163,6 +167,7 @@ def ppo_reference() -> dict:
               "data/termination": termination, "data/truncation": data.extras["state_extras"]["truncation"],
               "data/raw_action": data.extras["policy_extras"]["raw_action"],
               "data/log_prob": data.extras["policy_extras"]["log_prob"],
+              "data/logits": data.extras["policy_extras"]["distribution_params"],
               "keys/loss": k_loss, "keys/sgd": k_sgd}
     for name, case in PPO_CASES.items():
         loss_fn = functools.partial(
@@ -173,6 +178,7 @@ def ppo_reference() -> dict:
         (total, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, None, data, k_loss)
         arrays.update({f"{name}/loss/total": total, f"{name}/loss/policy": metrics["policy_loss"],
                        f"{name}/loss/value": metrics["v_loss"], f"{name}/loss/entropy": metrics["entropy_loss"],
+                       f"{name}/loss/kl_mean": metrics["kl_mean"],
                        **flat(f"{name}/grads/policy", grads.policy), **flat(f"{name}/grads/value", grads.value)})
         # Brax's targets for the same batch and parameters (time-major [T, S]).
         time_major = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), data)
@@ -183,22 +189,30 @@ def ppo_reference() -> dict:
             rewards=time_major.reward * case["reward_scaling"], values=values, bootstrap_value=bootstrap,
             lambda_=case["gae_lambda"], discount=case["discounting"])
         arrays.update({f"{name}/targets/vs": vs, f"{name}/targets/advantages": advantages})
-        updated = epochs_of_updates(loss_fn, case, params, data, k_sgd)
+        updated, update_metrics = epochs_of_updates(loss_fn, case, params, data, k_sgd)
         arrays.update({**flat(f"{name}/updated/policy", updated.policy),
-                       **flat(f"{name}/updated/value", updated.value)})
+                       **flat(f"{name}/updated/value", updated.value),
+                       f"{name}/updates/learning_rate": update_metrics["learning_rate"],
+                       f"{name}/updates/kl_mean": update_metrics["kl_mean"]})
     return arrays
 
 
 def epochs_of_updates(loss_fn, case, params, data, key_sgd):
     """Brax 0.14.2 ppo/train.py's training_step after collection: `num_updates_per_batch` sgd_steps over `data`
-    [S, T] with Brax's key splits and permutation, each a scan of minibatch_steps (its code, without pmap, the
-    adaptive-KL schedule and pixel augmentation, which these settings leave off)."""
+    [S, T] with Brax's key splits and permutation, each a scan of minibatch_steps (its code, without pmap and
+    pixel augmentation, which these settings leave off; the adaptive-KL schedule with Brax's own
+    `adaptive_kl_learning_rate`). Returns the parameters after the updates and each update's step size and
+    `kl_mean` [num_updates_per_batch, num_minibatches]."""
     import jax
     import jax.numpy as jnp
     import optax
     from brax.training import gradients
+    from brax.training.agents.ppo import optimizer as ppo_optimizer
 
+    adaptive_kl = case.get("learning_rate_schedule") == "ADAPTIVE_KL"
     optimizer = optax.adam(learning_rate=case["learning_rate"])
+    if adaptive_kl:
+        optimizer = optax.inject_hyperparams(optax.adam)(learning_rate=case["learning_rate"])
     if case["max_grad_norm"] is not None:
         optimizer = optax.chain(optax.clip_by_global_norm(case["max_grad_norm"]), optimizer)
     loss_and_pgrad_fn = gradients.loss_and_pgrad(loss_fn, pmap_axis_name=None, has_aux=True)
@@ -208,6 +222,14 @@ def epochs_of_updates(loss_fn, case, params, data, key_sgd):
         optimizer_state, params, key = carry
         key, key_loss = jax.random.split(key)
         (_, metrics), grads = loss_and_pgrad_fn(params, normalizer_params, data, key_loss)
+        if adaptive_kl:
+            optimizer_state, lr = ppo_optimizer.adaptive_kl_learning_rate(
+                optimizer_state, metrics["kl_mean"], case["desired_kl"],
+                min_learning_rate=case["learning_rate_schedule_min_lr"],
+                max_learning_rate=case["learning_rate_schedule_max_lr"])
+        else:
+            lr = jnp.array(case["learning_rate"])
+        metrics["learning_rate"] = lr
         params_update, optimizer_state = optimizer.update(grads, optimizer_state)
         params = optax.apply_updates(params, params_update)
         return (optimizer_state, params, key), metrics
@@ -227,10 +249,10 @@ def epochs_of_updates(loss_fn, case, params, data, key_sgd):
             (optimizer_state, params, key_grad), shuffled_data, length=num_minibatches)
         return (optimizer_state, params, key), metrics
 
-    (_, new_params, _), _ = jax.lax.scan(
+    (_, new_params, _), metrics = jax.lax.scan(
         functools.partial(sgd_step, data=data, normalizer_params=None),
         (optimizer.init(params), params, key_sgd), (), length=case["num_updates_per_batch"])
-    return new_params
+    return new_params, metrics
 
 
 def sac_reference() -> dict:

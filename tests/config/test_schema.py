@@ -219,6 +219,10 @@ def test_to_dict_round_trips():
     ("ppo.activation=sigmoidal", "ppo.activation must be one of"),
     ("env.impl=cuda", "env.impl must be one of"),
     ("ppo.advantages=gae", "ppo.advantages must be one of brax, gae_once, got 'gae'"),
+    ("ppo.learning_rate_schedule=cosine", "ppo.learning_rate_schedule must be one of none, adaptive_kl, got 'cosine'"),
+    ("ppo.desired_kl=0", "ppo.desired_kl must be greater than 0"),
+    ("ppo.learning_rate_schedule_min_lr=0.1", "ppo.learning_rate_schedule_min_lr (0.1) is above "
+                                              "ppo.learning_rate_schedule_max_lr (0.01)"),
     ("ppo.policy_hidden=[]", "ppo.policy_hidden must be a non-empty list"),
     ("ppo.value_hidden=[8, 0]", "ppo.value_hidden must be a non-empty list"),
 ])

@@ -102,6 +102,13 @@ class TanhGaussian(NamedTuple):
         gaussian = jnp.sum(0.5 + 0.5 * jnp.log(2 * jnp.pi) + jnp.log(self.std), axis=-1)
         return gaussian + jnp.sum(tanh_log_det_jacobian(self.sample_raw(key)), axis=-1)
 
+    def kl_from(self, old: TanhGaussian) -> jax.Array:
+        """KL(old || self) of the Gaussians over raw actions, summed over action dims: [...]. As Brax's
+        `NormalDistribution.kl_divergence` computes it (with its 1e-5 inside the log of the scale ratio), for the
+        `adaptive_kl` learning-rate schedule."""
+        return jnp.sum(jnp.log(self.std / old.std + 1e-5)
+                       + (old.std**2 + (old.mean - self.mean) ** 2) / (2.0 * self.std**2) - 0.5, axis=-1)
+
     def mode(self) -> jax.Array:
         """The deterministic action tanh(mean)."""
         return jnp.tanh(self.mean)
@@ -133,6 +140,10 @@ class Categorical(NamedTuple):
     def entropy(self, key: jax.Array | None = None) -> jax.Array:
         """Exact entropy -sum p log p: [...] (`key` unused; the same signature as TanhGaussian's)."""
         return -jnp.sum(jnp.exp(self.logits) * self.logits, axis=-1)
+
+    def kl_from(self, old: Categorical) -> jax.Array:
+        """Exact KL(old || self) = sum p_old (log p_old - log p_self): [...]."""
+        return jnp.sum(jnp.exp(old.logits) * (old.logits - self.logits), axis=-1)
 
     def mode(self) -> jax.Array:
         """The most likely action: [...] int32."""

@@ -25,6 +25,7 @@ from rlfit.algos.ppo.config import PPOConfig
 from rlfit.algos.ppo.gae import brax_targets
 from rlfit.algos.ppo.step import TrainState, loss_batch, make_epochs, make_optimizer
 from rlfit.algos.ppo.losses import ppo_loss
+from rlfit.algos.ppo.schedule import learning_rate
 from rlfit.algos.ppo.rollout import Transition
 from rlfit.algos.ppo.sizes import BatchSizes
 
@@ -59,7 +60,11 @@ def config_for(case: str) -> PPOConfig:
         entropy_cost=settings["entropy_cost"], discounting=settings["discounting"], gae_lambda=settings["gae_lambda"],
         clipping_epsilon=settings["clipping_epsilon"], reward_scaling=settings["reward_scaling"],
         max_grad_norm=settings["max_grad_norm"] or 0.0, normalize_observations=False,
-        normalize_advantage=settings["normalize_advantage"])
+        normalize_advantage=settings["normalize_advantage"],
+        learning_rate_schedule=settings.get("learning_rate_schedule", "none").lower(),
+        desired_kl=settings.get("desired_kl", 0.01),
+        learning_rate_schedule_min_lr=settings.get("learning_rate_schedule_min_lr", 1e-5),
+        learning_rate_schedule_max_lr=settings.get("learning_rate_schedule_max_lr", 1e-2))
 
 
 def setup(reference: dict, case: str):
@@ -78,7 +83,7 @@ def setup(reference: dict, case: str):
                       reward=time_major("reward"), termination=time_major("termination"),
                       truncation=time_major("truncation"), next_obs=time_major("next_obs"),
                       latent_noise=jnp.zeros((steps, sequences, 0)), finished_return=jnp.zeros((steps, sequences)),
-                      finished_length=jnp.zeros((steps, sequences)))
+                      finished_length=jnp.zeros((steps, sequences)), logits=time_major("logits"))
     state = TrainState(params, make_optimizer(ppo).init(params), init_stats(jnp.zeros(SETTINGS["obs_size"])), None,
                        jnp.zeros(2, jnp.uint32))
     _, batch = loss_batch(agent, ppo, state, data)
@@ -89,6 +94,14 @@ def assert_trees_close(actual, expected):
     assert jax.tree.structure(actual) == jax.tree.structure(expected)
     for got, want in zip(jax.tree.leaves(actual), jax.tree.leaves(expected)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=RTOL, atol=ATOL)
+
+
+def test_the_adaptive_kl_case_moves_the_step_size_both_ways_and_to_its_floor(reference):
+    """The schedule's branches all happen in Brax's updates: up by 1.5 (KL under half the target), down by 1.5
+    (KL over twice it), and held at the minimum."""
+    rates = reference["adaptive_kl/updates/learning_rate"].ravel()
+    start = SETTINGS["cases"]["adaptive_kl"]["learning_rate"]
+    assert rates[0] == pytest.approx(start * 1.5) and rates.min() == pytest.approx(1e-5) and rates[-1] < start / 10
 
 
 def test_the_fixture_mixes_terminations_truncations_and_ordinary_steps(reference):
@@ -124,6 +137,8 @@ def test_loss_terms_and_gradients_match_brax_compute_ppo_loss(reference, case):
         np.testing.assert_allclose(getattr(terms, ours), reference[f"{case}/loss/{theirs}"], rtol=RTOL, atol=ATOL,
                                    err_msg=ours)
     np.testing.assert_allclose(total, reference[f"{case}/loss/total"], rtol=RTOL, atol=ATOL)
+    # the collecting policy's logits are these parameters' own: only Brax's 1e-5 in the log of the scale ratio
+    np.testing.assert_allclose(terms.kl_mean, reference[f"{case}/loss/kl_mean"], rtol=RTOL, atol=1e-8)
     assert_trees_close(grads, AgentParams(tree(reference, f"{case}/grads/policy"),
                                           tree(reference, f"{case}/grads/value")))
 
@@ -134,9 +149,13 @@ def test_epochs_of_minibatch_updates_match_brax_training_step(reference, case):
     sizes = BatchSizes(ppo.num_envs, ppo.batch_size, ppo.num_minibatches, ppo.unroll_length)
     optimizer = make_optimizer(ppo)
     epochs = jax.jit(make_epochs(agent, optimizer, ppo, sizes))
-    (updated, _, _), (_, _, applied) = epochs((params, optimizer.init(params), None), batch,
-                                              jnp.asarray(reference["keys/sgd"]))
+    (updated, opt_state, _), (terms, _, applied) = epochs((params, optimizer.init(params), None), batch,
+                                                          jnp.asarray(reference["keys/sgd"]))
     assert applied.shape == (ppo.num_updates_per_batch, ppo.num_minibatches)
+    # each update's KL from the collecting policy, before its step (Brax's `kl_mean`), and the step size after
+    np.testing.assert_allclose(terms.kl_mean, reference[f"{case}/updates/kl_mean"], rtol=1e-4, atol=ATOL)
+    np.testing.assert_allclose(learning_rate(opt_state, ppo), reference[f"{case}/updates/learning_rate"][-1, -1],
+                               rtol=RTOL)
     assert_trees_close(updated, AgentParams(tree(reference, f"{case}/updated/policy"),
                                             tree(reference, f"{case}/updated/value")))
     moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(updated), jax.tree.leaves(params)))

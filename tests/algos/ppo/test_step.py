@@ -155,3 +155,33 @@ def test_gae_once_trains_its_own_way_from_the_same_state(toy_env_name, trainer, 
                                      jax.tree.leaves(brax.params)):
         assert not np.allclose(initial, ours)
         assert not np.allclose(ours, theirs)
+
+
+def test_adaptive_kl_carries_its_step_size_in_the_state_in_powers_of_one_and_a_half(toy_env_name):
+    """`ppo.learning_rate_schedule: adaptive_kl` (behind the gradient clip): the state keeps its shapes from one
+    iteration to the next, each iteration's step size is the last one times 1.5^k with |k| at most the iteration's
+    updates (2 epochs x 4 minibatches), and the rows log it with the mean KL (Brax's values: the fixtures of
+    test_brax_reference.py)."""
+    from rlfit.algos.ppo.algorithm import metrics_row
+    from rlfit.algos.ppo.schedule import learning_rate
+
+    config = resolve(toy_env_name, "smoke", None, SIZES + ["ppo.max_grad_norm=1.0", "ppo.learning_rate=1e-3",
+                                                          "ppo.learning_rate_schedule=adaptive_kl",
+                                                          "ppo.desired_kl=0.001",
+                                                          "ppo.learning_rate_schedule_min_lr=1e-9"])  # no floor met
+    adaptive = Trainer.build(config, make_plan(config))
+    state = adaptive.init_state()
+    before = avals(state)
+    step = jax.jit(adaptive.train_iteration_fn())
+    rate, moved = 1e-3, False
+    for _ in range(3):
+        state, metrics = step(state)
+        assert avals(state) == before
+        assert float(learning_rate(state.opt_state, config.ppo)) == float(metrics.learning_rate)
+        exponent = np.log(float(metrics.learning_rate) / rate) / np.log(1.5)
+        assert abs(exponent - round(exponent)) < 1e-3 and abs(round(exponent)) <= 8, exponent
+        moved |= round(exponent) != 0
+        rate = float(metrics.learning_rate)
+        row = metrics_row(jax.device_get(metrics))
+        assert row["learning_rate"] == pytest.approx(rate) and row["loss/kl_mean"] > 0
+    assert moved

@@ -30,6 +30,8 @@ def metrics_row(metrics: IterationMetrics) -> dict[str, float | int]:
     row = {f"loss/{name}": float(value) for name, value in metrics.loss._asdict().items() if value is not None}
     row["grad_norm"] = float(metrics.grad_norm)
     row["updates"] = int(metrics.updates)
+    if metrics.learning_rate is not None:
+        row["learning_rate"] = float(metrics.learning_rate)
     return {**row, **loss_scale_row(metrics)}
 
 

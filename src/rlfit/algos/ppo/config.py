@@ -40,6 +40,18 @@ class PPOConfig:
     """Rewards are multiplied by this before the loss."""
     max_grad_norm: float = 0.0
     """Global gradient-norm clip; 0 disables it."""
+    learning_rate_schedule: str = "none"
+    """`none`: Adam at `learning_rate` throughout. `adaptive_kl`: Brax's (and rsl_rl's) adaptive schedule: before
+    each minibatch update the step size is divided by 1.5 when the mean KL from the collecting policy to the
+    current one exceeds 2 x `desired_kl`, multiplied by 1.5 when it is below `desired_kl` / 2 (and above 0), kept
+    within [`learning_rate_schedule_min_lr`, `learning_rate_schedule_max_lr`], and carried from one iteration to
+    the next; `learning_rate` is where it starts."""
+    desired_kl: float = 0.01
+    """The KL the `adaptive_kl` schedule steers toward (Brax's `desired_kl`)."""
+    learning_rate_schedule_min_lr: float = 1e-5
+    """The `adaptive_kl` schedule's lowest step size."""
+    learning_rate_schedule_max_lr: float = 1e-2
+    """The `adaptive_kl` schedule's highest step size."""
     normalize_observations: bool = True
     """Running mean/std observation normalization."""
     normalize_advantage: bool = True
@@ -140,6 +152,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
 SECTION = PPOConfig
 TITLE = "PPO"
 ADVANTAGE_ESTIMATORS = ("brax", "gae_once")
+LEARNING_RATE_SCHEDULES = ("none", "adaptive_kl")
 
 
 def check(config: Any) -> None:
@@ -153,10 +166,16 @@ def check(config: Any) -> None:
                  positive_ints=("ppo.num_envs", "ppo.batch_size", "ppo.num_minibatches", "ppo.unroll_length",
                                 "ppo.num_updates_per_batch"),
                  non_negative=("ppo.entropy_cost", "ppo.max_grad_norm", "ppo.bottleneck", "ppo.bottleneck_beta"),
-                 positive_floats=("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling"),
+                 positive_floats=("ppo.learning_rate", "ppo.clipping_epsilon", "ppo.reward_scaling", "ppo.desired_kl",
+                                  "ppo.learning_rate_schedule_min_lr", "ppo.learning_rate_schedule_max_lr"),
                  unit_interval=("ppo.discounting", "ppo.gae_lambda"),
-                 choices={"ppo.advantages": ADVANTAGE_ESTIMATORS, "ppo.activation": ACTIVATIONS})
+                 choices={"ppo.advantages": ADVANTAGE_ESTIMATORS, "ppo.activation": ACTIVATIONS,
+                          "ppo.learning_rate_schedule": LEARNING_RATE_SCHEDULES})
     ppo = config.ppo
+    if ppo.learning_rate_schedule_min_lr > ppo.learning_rate_schedule_max_lr:
+        raise UserError(f"ppo.learning_rate_schedule_min_lr ({ppo.learning_rate_schedule_min_lr}) is above "
+                        f"ppo.learning_rate_schedule_max_lr ({ppo.learning_rate_schedule_max_lr}); set the minimum "
+                        "at or below the maximum")
     if ppo.bottleneck and config.env.observation == "pixels":
         raise UserError("ppo.bottleneck works on vector observations; set ppo.bottleneck: 0 with "
                         "env.observation: pixels")

@@ -42,6 +42,9 @@ class LossBatch(NamedTuple):
     """[T, b, Z] the bottleneck noise each action was chosen with (`rlfit.networks.bottleneck`); None without."""
     steps: Steps | None = None
     """Rewards and ends for Brax's estimator in the loss (`ppo.advantages: brax`); None with `advantages`."""
+    old_logits: jax.Array | None = None
+    """[T, b, logits_size] the logits each action was drawn from, for the mean KL that the `adaptive_kl`
+    learning-rate schedule reads; None without that schedule."""
 
 
 class LossTerms(NamedTuple):
@@ -57,6 +60,9 @@ class LossTerms(NamedTuple):
     """beta * mean rate (nats), the information bottleneck's part of `total`; None without a bottleneck."""
     rate_bits: jax.Array | None = None
     """Mean rate KL(q(z | obs) || N(0, I)) in bits over the minibatch; None without a bottleneck."""
+    kl_mean: jax.Array | None = None
+    """Mean KL(collecting policy || current policy) over the minibatch, as Brax's `kl_mean` (the Gaussians over raw
+    actions for a tanh-Gaussian); None without `batch.old_logits`."""
 
 
 def ppo_loss(
@@ -82,6 +88,7 @@ def ppo_loss(
                                                      see TanhGaussian.entropy; a categorical: exact)
         total   = policy + value + entropy [+ beta * mean(rate)]
 
+    With `batch.old_logits` the minibatch's mean KL(old || pi) is returned as `kl_mean` (no gradient).
     With an information bottleneck (`agent.latent_size` > 0) pi is evaluated with the noise each action was
     chosen with (`batch.latent_noise`), and its rate (nats) weighted by `bottleneck_beta` joins the total.
     """
@@ -125,5 +132,7 @@ def ppo_loss(
         clip_fraction=jnp.mean((jnp.abs(ratio - 1.0) > clipping_epsilon).astype(jnp.float32)),
         bottleneck=bottleneck,
         rate_bits=rate_bits,
+        kl_mean=None if batch.old_logits is None else jnp.mean(
+            dist.kl_from(agent.distribution.from_logits(batch.old_logits))),  # type: ignore[arg-type]
     )
     return total, jax.lax.stop_gradient(terms)

@@ -33,6 +33,9 @@ class Transition(NamedTuple):
     """[Z] the noise of the policy's information bottleneck at this step ([0] without one)."""
     finished_return: jax.Array
     finished_length: jax.Array
+    logits: jax.Array | None = None
+    """[logits_size] the logits the action was drawn from, kept (`collect(keep_logits=True)`) for the KL of the
+    `adaptive_kl` learning-rate schedule; None otherwise."""
 
 
 def policy_logits(agent: Agent, policy_params: Any, obs: Any, noise: jax.Array) -> jax.Array:
@@ -52,8 +55,10 @@ def collect(
     key: jax.Array,
     unroll_length: int,
     num_unrolls: int,
+    keep_logits: bool = False,
 ) -> tuple[EnvState, Transition]:
-    """Runs `num_unrolls` unrolls of `unroll_length` steps; returns transitions [T, num_unrolls * N]."""
+    """Runs `num_unrolls` unrolls of `unroll_length` steps; returns transitions [T, num_unrolls * N] (with the
+    acting logits when `keep_logits`)."""
 
     def act_and_step(state: EnvState, step_key: jax.Array) -> tuple[EnvState, Transition]:
         obs = state.inner.obs
@@ -61,11 +66,13 @@ def collect(
         if agent.latent_size:
             action_key, noise_key = jax.random.split(step_key)
             noise = jax.random.normal(noise_key, (env.num_envs, agent.latent_size))
-        dist = agent.distribution.from_logits(policy_logits(agent, policy_params, normalize(stats, obs), noise))
+        logits = policy_logits(agent, policy_params, normalize(stats, obs), noise)
+        dist = agent.distribution.from_logits(logits)
         raw_action = dist.sample_raw(action_key)
         next_state, out = env.step(state, dist.env_action(raw_action))
         transition = Transition(obs, raw_action, dist.log_prob(raw_action), out.reward, out.termination,
-                                out.truncation, out.next_obs, noise, out.finished_return, out.finished_length)
+                                out.truncation, out.next_obs, noise, out.finished_return, out.finished_length,
+                                logits if keep_logits else None)
         return next_state, transition
 
     def unroll(state: EnvState, unroll_key: jax.Array) -> tuple[EnvState, Transition]:

@@ -24,6 +24,7 @@ from rlfit.algos.ppo.gae import compute_gae
 from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
 from rlfit.algos.ppo.losses import LossBatch, LossTerms, Steps, ppo_loss
 from rlfit.algos.ppo.rollout import collect
+from rlfit.algos.ppo.schedule import adapt_learning_rate, adaptive, learning_rate, make_adam
 
 
 class TrainState(NamedTuple):
@@ -57,11 +58,14 @@ class IterationMetrics(NamedTuple):
     episode_length_sum: jax.Array
     all_finite: jax.Array
     """False if any loss term or parameter is NaN or infinite."""
+    learning_rate: jax.Array | None = None
+    """[] the step size after the iteration with `ppo.learning_rate_schedule: adaptive_kl`; None without."""
 
 
 def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
-    """Adam, with global-norm clipping first when `max_grad_norm` > 0."""
-    adam = optax.adam(ppo.learning_rate)
+    """Adam, with global-norm clipping first when `max_grad_norm` > 0 (its step size scheduled with
+    `ppo.learning_rate_schedule: adaptive_kl`, `rlfit.algos.ppo.schedule`)."""
+    adam = make_adam(ppo)
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), adam) if ppo.max_grad_norm > 0 else adam
 
 
@@ -83,7 +87,9 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
                           bottleneck_beta: float = 0.0):
     """`((params, opt_state, loss_scale), (batch, key)) -> (carry, (terms, grad_norm, applied))`: one Adam step
     on one minibatch, for `lax.scan`. With a loss scale (fp16) the loss is scaled before differentiation, the
-    gradients unscaled, and an update with non-finite gradients skipped."""
+    gradients unscaled, and an update with non-finite gradients skipped. With `ppo.learning_rate_schedule:
+    adaptive_kl` the step size is first moved by the minibatch's KL (`rlfit.algos.ppo.schedule`), as Brax's
+    `minibatch_step` does."""
 
     def loss_fn(params: AgentParams, batch: LossBatch, key: jax.Array) -> tuple[jax.Array, LossTerms]:
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key,
@@ -93,6 +99,8 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
         params, opt_state, loss_scale = carry
         batch, key = inputs
         grads, _, terms, finite = gradients_with(loss_fn, loss_scale)(params, batch, key)
+        if adaptive(ppo):
+            opt_state = adapt_learning_rate(opt_state, terms.kl_mean, ppo)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
         if loss_scale is not None:  # an overflowing fp16 update is skipped and the scale adjusted
@@ -167,12 +175,14 @@ def make_train_iteration(
     def train_iteration(state: TrainState) -> tuple[TrainState, IterationMetrics]:
         key, collect_key, epochs_key = jax.random.split(state.key, 3)
         env_state, data = collect(env, agent, state.params.policy, state.normalizer, state.env_state,
-                                  collect_key, sizes.unroll_length, num_unrolls)
+                                  collect_key, sizes.unroll_length, num_unrolls, keep_logits=adaptive(ppo))
         data = split_envs(data, axis=1)  # [T, B, ...]: sequences stay on the device that collected them
         stats, batch = loss_batch(agent, ppo, state, data)
         (params, opt_state, loss_scale), (terms, grad_norms, applied) = epochs(
             (state.params, state.opt_state, state.loss_scale), batch, epochs_key)
         metrics = iteration_metrics(terms, grad_norms, applied, loss_scale, params, data)
+        if adaptive(ppo):
+            metrics = metrics._replace(learning_rate=learning_rate(opt_state, ppo))
         return TrainState(params, opt_state, stats, env_state, key, loss_scale), metrics
 
     return train_iteration
@@ -188,14 +198,16 @@ def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tu
     if ppo.advantages == "brax":
         last_next_obs = normalize(stats, jax.tree.map(lambda x: x[-1:], data.next_obs))
         steps = Steps(data.reward * ppo.reward_scaling, data.termination, data.truncation, last_next_obs)
-        return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, None, None, noise, steps), axis=1)
+        return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, None, None, noise, steps,
+                                           data.logits), axis=1)
     next_obs = normalize(stats, data.next_obs)
     # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
     values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
     next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
     advantages, returns = compute_gae(data.reward * ppo.reward_scaling, values, next_values, data.termination,
                                       data.truncation, ppo.discounting, ppo.gae_lambda)
-    return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise), axis=1)
+    return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, advantages, returns, noise, None,
+                                       data.logits), axis=1)
 
 
 def iteration_metrics(terms: LossTerms, grad_norms: jax.Array, applied: jax.Array, loss_scale: LossScale | None,
