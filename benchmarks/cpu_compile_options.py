@@ -201,9 +201,8 @@ def main() -> None:
         with convolutions(impl):
             built = cases(args.quick)
         for label, (step, step_args) in built.items():
-            for where, fn, steps in (("alone", step, 1), ("in a scan", in_scan(step), SCAN_STEPS)):
-                if where not in wheres:
-                    continue
+            for where in wheres:
+                fn, steps = (step, 1) if where == "alone" else (in_scan(step), SCAN_STEPS)
                 print(f"{way}: {label}, {where} ...", flush=True)
                 result = timed(fn, step_args, options, reps, steps)
                 record["cases"].append({"way": way, "case": label, "where": where, "conv_impl": impl,
