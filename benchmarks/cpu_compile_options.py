@@ -22,7 +22,8 @@ machine's load falls on both; the table gives the median and the 10th percentile
 Writes results/cpu_compile_options.json. `--quick` checks the script, not the figures (to results/tmp/): the
 encoder on 2 clips of 16 x 16 frames (XLA's own convolution gradient in a scan took 5.6 CPU seconds at 64 x 64, 0.4
 at 16 x 16) and the state SAC update with the `smoke` preset's sizes (the pixel update, the same code with an
-encoder, left out: its four programs took 11 s to compile on a quiet machine), one rep, then the `smoke` preset's
+encoder, left out: its four programs took 11 s to compile on a quiet machine), in a scan only (the scan runs the step
+itself; "alone" as well doubled the compiles, the SAC update's 2-3 s each at load 9), one rep, then the `smoke` preset's
 PPO iteration (not SAC's: the same code, 1.6 CPU seconds more to compile) on the toy environment of
 tests/toy_env.py, 3 iteration reps.
 """
@@ -182,8 +183,8 @@ def timed_in_turn(algo: str, env: str, preset: str, reps: int) -> dict[str, Any]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="a check of the script: small batches and frames, the toy environment's iteration, "
-                             "one rep; to results/tmp")
+                        help="a check of the script: small batches and frames in a scan only, the toy "
+                             "environment's iteration, one rep; to results/tmp")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--iteration-reps", type=int, default=30)
     args = parser.parse_args()
@@ -195,17 +196,19 @@ def main() -> None:
         "backend": jax.default_backend(), "rlfit_options": CPU_COMPILER_OPTIONS, "scan_steps": SCAN_STEPS,
         "cases": []}
     rows = []
+    wheres = ("in a scan",) if args.quick else ("alone", "in a scan")
     for way, (impl, options) in WAYS.items():
         with convolutions(impl):
             built = cases(args.quick)
         for label, (step, step_args) in built.items():
-            for where, fn, steps in (("alone", step, 1), ("in a scan", in_scan(step), SCAN_STEPS)):
+            for where in wheres:
+                fn, steps = (step, 1) if where == "alone" else (in_scan(step), SCAN_STEPS)
                 print(f"{way}: {label}, {where} ...", flush=True)
                 result = timed(fn, step_args, options, reps, steps)
                 record["cases"].append({"way": way, "case": label, "where": where, "conv_impl": impl,
                                         "compiler_options": options, **result})
     for label in built:
-        for where in ("alone", "in a scan"):
+        for where in wheres:
             found = {c["way"]: c["median_s_per_step"] for c in record["cases"]
                      if c["case"] == label and c["where"] == where}
             rows.append([label, where, found["xla_default"], found["rlfit"],

@@ -21,14 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import TOY_ENV, REPO, RESULTS, finish_record, print_table, start_record  # noqa: E402
+from memory_prediction import overrides_for  # noqa: E402
 
 GIB = 1 << 30
 GPU_BUDGETS_GIB = (8, 12, 16, 24, 40, 80, 141)
 CPU_BUDGETS_GIB = (2, 4, 8, 16, 64)
 QUICK_ENV = TOY_ENV
 """--quick fits this environment's lines (the tests' point-reaching one, no physics: its probes compile in seconds)
-with the first environment's overrides, and compares them with that environment's figures: the code runs, the
-errors it prints mean nothing."""
+with memory_prediction.py --quick's overrides (its CPU probes are that check's, read from a shared compile cache),
+and compares them with the first environment's figures: the code runs, the errors it prints mean nothing."""
 
 
 def choices(config, models, old_model) -> list[dict]:
@@ -71,7 +72,8 @@ def main() -> None:
     record["results"] = []
     for result in before["results"][:1] if quick else before["results"]:
         env_name = QUICK_ENV if quick else result["env"]
-        config = resolve(env_name, "smoke", overrides=result["overrides"])  # as memory_prediction.py
+        overrides = overrides_for(QUICK_ENV) if quick else result["overrides"]
+        config = resolve(env_name, "smoke", overrides=list(overrides))  # as memory_prediction.py
         models = {target: fit_memory_model(config, StepProbes(), target_backend=target) for target in ("cpu", "gpu")}
         old = result["model"]
         old_model = MemoryModel(old["intercept_bytes"], old["bytes_per_env"], 0.0, (), jax.default_backend())

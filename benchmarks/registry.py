@@ -475,18 +475,18 @@ BENCHMARKS = (
 """Every benchmark, in the order `list` shows them within a category."""
 
 QUICK_MEASURED = {
-    "algo_compare": "63 s, load 10.6-11.3",
+    "algo_compare": "32 s, load 7.3-8.0",
     "brax_compare": "173 s, load 5.9-7.4",
     "checkpoint_save": "12 s, load 9.6-9.8",
-    "cpu_compile_options": "31 s, load 10.4-9.6",
+    "cpu_compile_options": "25 s, load 8.8-9.2",
     "encoders": "14 s, load 6.1-6.2",
     "eval_compile": "7 s, load 10.4-10.2",
     "first_step": "142 s, load 7.4-7.2",
     "jax_versions": "125 s, load 6.8-6.8",
     "kill9_stress": "29 s, load 11.8-11.8",
     "make_test_time": "1 s, load 10.1-10.1",
-    "memory_prediction": "42 s, load 11.7-11.7",
-    "plan_fit_check": "46 s, load 11.7-13.9",
+    "memory_prediction": "18 s, load 7.9-8.8",
+    "plan_fit_check": "18 s, load 9.0-10.0",
     "plan_time": "28 s, load 10.5-13.1",
     "planner_sweep": "43 s, load 7.5-10.0",
     "pointmass_collapse": "31 s, load 12.2-11.6",
@@ -501,9 +501,10 @@ QUICK_MEASURED = {
 }
 """Each quick check timed once on the 2-core CPU (`/usr/bin/time`, wall seconds, a fresh compile cache), with the
 1-minute load at its start and end: on 2026-11-28 after issue 48 (item 5) made them cheaper, on 2026-11-27 for those
-needing Brax's venv (brax_compare, first_step, jax_versions, suite); algo_compare, cpu_compile_options and
-kill9_stress again on 2026-11-28 after item 6 cut their quick checks (in tests/benchmarks/test_every_quick_check.py:
-the test's seconds, the load from the script's record; none of the three reads the test session's compile cache).
+needing Brax's venv (brax_compare, first_step, jax_versions, suite); algo_compare, cpu_compile_options,
+kill9_stress, memory_prediction and plan_fit_check again on 2026-11-28 after item 6 cut their quick checks (in
+tests/benchmarks/test_every_quick_check.py: the test's seconds, the load from the script's record; of these only
+plan_fit_check reads the test session's compile cache, memory_prediction's probes).
 Other engineers' jobs and a long benchmark shared the two cores throughout, so a quiet machine takes less."""
 BENCHMARKS = tuple(benchmark._replace(quick_seconds=QUICK_MEASURED.get(benchmark.name, benchmark.quick_seconds))
                    for benchmark in BENCHMARKS)
