@@ -1,9 +1,11 @@
 """One run trained by two processes through `jax.distributed` on this machine's CPU (gloo collectives), as on
 two hosts: process 0 alone writes, the checkpoint resumes in one process, a SIGTERM to either stops both.
 
-The runs over two processes are real processes; the one-process runs (the reference run and the resume in one
-process) are the CLI's main in the test's process (`tests.conftest.cli_in_process`: the code path of
-`python -m rlfit` without an interpreter start), whose JAX is one process with one CPU device."""
+One two-process run serves every test: its programs run out of memory above 32 environments (injected), so it
+backs off from 128 to 32 before it trains, and it is resumed last. The runs over two processes are real processes;
+the one-process runs (the reference run and the resume in one process) are the CLI's main in the test's process
+(`tests.conftest.cli_in_process`: the code path of `python -m rlfit` without an interpreter start), whose JAX is one
+process with one CPU device."""
 
 from __future__ import annotations
 
@@ -60,37 +62,68 @@ def train_iterations(run_dir) -> list[int]:
     return [row["iteration"] for row in map(json.loads, text[:text.rfind("\n") + 1].splitlines()) if "sps" in row]
 
 
+BACKED_OFF = [o for o in RUN if not o.startswith(("ppo.num_envs", "ppo.batch_size"))] + [
+    "ppo.num_envs=128", "ppo.batch_size=128", "run.num_timesteps=12800"]
+"""RUN with 4 times the environments: memory runs out above 32 (`tests.parallel.out_of_memory`), so the run backs off
+twice, 128 -> 64 -> 32, to RUN's sizes: 5 iterations of 2560 env steps."""
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A run of 5 iterations trained by two processes: (its run dir, what it held when they finished: summary,
-    training rows of metrics.jsonl, checkpoints, files of the last checkpoint's state). The SIGTERM test resumes
-    this run dir; the snapshot is what the other test reads."""
+    """A run trained by two processes whose programs run out of memory above 32 environments (the BACKED_OFF
+    overrides): (its run dir, what it held when they finished: summary, plan, metrics.jsonl's rows, checkpoints,
+    files of the last checkpoint's state). The SIGTERM test resumes this run dir; the snapshot is what the other
+    tests read."""
     root = tmp_path_factory.mktemp("distributed")
     run_dir = root / "run"
-    results = finish(start_processes(run_dir, [*RUN, "run.num_timesteps=12800"], root))
+    results = finish(start_processes(run_dir, BACKED_OFF, root, interpreter=("-m", "tests.parallel.out_of_memory")))
     assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
     return run_dir, {
-        "summary": json.loads((run_dir / "summary.json").read_text()), "iterations": train_iterations(run_dir),
+        "summary": json.loads((run_dir / "summary.json").read_text()),
+        "plan": json.loads((run_dir / "plan.json").read_text()),
+        "rows": [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()],
+        "iterations": train_iterations(run_dir),
         "checkpoints": sorted(p.name for p in (run_dir / "checkpoints").iterdir()),
         "state_files": {p.name for p in (run_dir / "checkpoints" / "00000005" / "state").iterdir()}}
 
 
-def test_two_processes_train_one_run_written_once_that_learns_what_one_process_learns(trained, tmp_path, capfd):
+def test_two_processes_train_one_run_written_once_that_learns_what_one_process_learns(trained, tmp_path, capfd,
+                                                                                       monkeypatch):
+    """The reference: the same overrides trained by one process on one device (the CLI's main in this process,
+    its programs running out of memory above 32 environments too, so it backs off as the two processes did)."""
+    from rlfit.run.build import Trainer
+    from tests.parallel.out_of_memory import running_out_above_most_envs
+
     _, written = trained
     summary = written["summary"]
     assert summary["devices"]["processes"] == 2 and summary["devices"]["devices"] == 2
     assert summary["iterations"] == 5
     assert written["iterations"] == [1, 2, 3, 4, 5]  # one set of metrics, not one per process
-    assert written["checkpoints"] == ["00000002", "00000004", "00000005"]
+    assert written["checkpoints"] == ["00000002", "00000004", "00000005"], written["checkpoints"]
     # each process wrote its own shards of the arrays (Orbax's OCDBT keeps one folder per process)
     assert {"ocdbt.process_0", "ocdbt.process_1"} <= written["state_files"], written["state_files"]
     # one device per process and the same global sizes: the run learns what one process on one device learns
+    monkeypatch.setattr(Trainer, "compile", running_out_above_most_envs(Trainer.compile))
     single = tmp_path / "single"
-    done = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", *[a for o in RUN for a in ("--set", o)],
-                          "--set", "run.num_timesteps=12800", "--run-dir", str(single), "--quiet", cwd=tmp_path)
+    done = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", *[a for o in BACKED_OFF for a in ("--set", o)],
+                          "--run-dir", str(single), "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     reference = json.loads((single / "summary.json").read_text())
+    assert reference["sizes"]["num_envs"] == 32 and reference["iterations"] == 5
     assert summary["final_eval_reward"] == pytest.approx(reference["final_eval_reward"], rel=1e-4)
+
+
+def test_two_processes_out_of_memory_together_back_off_together_from_the_checkpoint_and_finish(trained):
+    """Both processes hit RESOURCE_EXHAUSTED compiling at more than 32 environments (injected, as a program too
+    large for every device would): they agree, back off twice (128 -> 64 -> 32) reading the starting checkpoint
+    each time, and finish; process 0 alone records the back-offs."""
+    _, written = trained
+    summary = written["summary"]
+    assert [(e["from"]["num_envs"], e["to"]["num_envs"]) for e in summary["events"]] == [(128, 64), (64, 32)]
+    assert summary["sizes"]["num_envs"] == 32 and summary["devices"]["processes"] == 2
+    assert written["plan"]["sizes"]["num_envs"] == 32
+    assert [r["to"]["num_envs"] for r in written["rows"] if r["kind"] == "event"] == [64, 32]  # written once
+    assert written["iterations"] == list(range(1, summary["iterations"] + 1))
 
 
 def test_a_run_resumed_on_two_processes_stops_on_both_after_a_sigterm_to_either_with_a_checkpoint_and_resumes_in_one(
@@ -118,43 +151,3 @@ def test_a_run_resumed_on_two_processes_stops_on_both_after_a_sigterm_to_either_
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["iterations"] == newest + 2 and summary["devices"]["processes"] == 1
     assert train_iterations(run_dir) == list(range(1, newest + 3))
-
-
-OUT_OF_MEMORY_ABOVE_32_ENVS = """
-import sys
-import jax
-from rlfit.run.build import Trainer
-
-real_compile = Trainer.compile
-
-
-def compile_or_run_out(self, *args, **kwargs):
-    if self.plan.sizes.num_envs > 32:
-        raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={self.plan.sizes.num_envs}")
-    return real_compile(self, *args, **kwargs)
-
-
-Trainer.compile = compile_or_run_out
-from rlfit.cli import main
-
-raise SystemExit(main())
-"""
-
-
-def test_two_processes_out_of_memory_together_back_off_together_from_the_checkpoint_and_finish(tmp_path):
-    """Both processes hit RESOURCE_EXHAUSTED compiling at more than 32 environments (injected, as a program too
-    large for every device would): they agree, back off twice (128 -> 64 -> 32, to the sizes of RUN, whose
-    programs the other tests' runs compiled) reading the starting checkpoint each time, and finish; process 0
-    alone records the back-offs."""
-    run_dir = tmp_path / "run"
-    overrides = [o for o in RUN if not o.startswith(("run.num_timesteps", "ppo.num_envs", "ppo.batch_size"))] + [
-        "ppo.num_envs=128", "ppo.batch_size=128", "run.num_timesteps=5120"]
-    results = finish(start_processes(run_dir, overrides, tmp_path, interpreter=("-c", OUT_OF_MEMORY_ABOVE_32_ENVS)))
-    assert [code for code, _ in results] == [0, 0], [err[-2000:] for _, err in results]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert [(e["from"]["num_envs"], e["to"]["num_envs"]) for e in summary["events"]] == [(128, 64), (64, 32)]
-    assert summary["sizes"]["num_envs"] == 32 and summary["devices"]["processes"] == 2
-    assert json.loads((run_dir / "plan.json").read_text())["sizes"]["num_envs"] == 32
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["to"]["num_envs"] for r in rows if r["kind"] == "event"] == [64, 32]  # written once
-    assert train_iterations(run_dir) == list(range(1, summary["iterations"] + 1))
