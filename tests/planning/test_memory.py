@@ -49,6 +49,28 @@ def bound_at(config, target_backend):
     return BOUNDS[key]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def lowered_once():
+    """The step at each (config, sizes) traced and lowered once in this module (`rlfit.run.probes.lower_iteration`,
+    which every bound and probe goes through, remembered; the same lowered program compiles anew each time it is
+    compiled, so what the tests log of compiles is unchanged): lowering, not compiling, is most of the planner's
+    time on the toy environment, and the tests here plan the same sizes again and again."""
+    from rlfit.run import probes
+
+    original, lowered = probes.lower_iteration, {}
+
+    def lower_once(config, sizes, env=None):
+        key = (repr(config), sizes)
+        if key not in lowered:
+            lowered[key] = original(config, sizes, env)
+        return lowered[key]
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(probes, "lower_iteration", lower_once)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="module")
 def config():
     configure_jax("fp32")  # the compile cache lets plan_for below reuse these compiles
