@@ -29,5 +29,5 @@ if __name__ == "__main__":
     from rlfit.cli import main
     from rlfit.run.build import Trainer
 
-    Trainer.compile = running_out_above_most_envs(Trainer.compile)  # type: ignore[method-assign]
+    Trainer.compile = running_out_above_most_envs(Trainer.compile)
     raise SystemExit(main())
