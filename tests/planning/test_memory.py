@@ -89,16 +89,17 @@ def test_points_add_up_as_xla_reports(model):
     assert model.bytes_per_env > 0 and model.backend == "cpu"
 
 
-ANALYSES: dict[tuple[str, int], object] = {}
-"""`training_analysis`'s results in this module, by (config, num_envs): the cap's is the reference of five checks."""
+ANALYSES: dict[tuple[str, object], object] = {}
+"""`training_analysis`'s results in this module, by (config, sizes): the cap's is the reference of several checks."""
 
 
-def training_analysis(config, num_envs: int):
-    """Independent reference: XLA's analysis of the step at `num_envs` compiled as training compiles it (the
-    Trainer's own compile, its own options), not by the planner's code; once per config and size in this module."""
-    key = (repr(config), num_envs)
+def training_analysis(config, num_envs: int | None = None, sizes=None):
+    """Independent reference: XLA's analysis of the step at `sizes` (or PPO's sizes scaled to `num_envs`) compiled
+    as training compiles it (the Trainer's own compile, its own options), not by the planner's code; once per
+    config and sizes in this module."""
+    sizes = sizes if sizes is not None else scale_sizes(config_sizes(config), num_envs)
+    key = (repr(config), sizes)
     if key not in ANALYSES:
-        sizes = scale_sizes(config_sizes(config), num_envs)
         trainer = Trainer.build(config, make_plan(config, sizes, devices=1))
         ANALYSES[key] = analyze_compiled(config, sizes, trainer.compile_iteration())
     return ANALYSES[key]
@@ -194,8 +195,7 @@ def test_the_bound_lies_between_xla_and_the_factor_the_planner_hopes_within(algo
 
     algo_config = resolve(TOY, "smoke", overrides=[f"algo={algo}"])
     sizes = unlimited_choice(algo_config, num_envs_cap("cpu"))
-    trainer = Trainer.build(algo_config, make_plan(algo_config, sizes, devices=1))
-    xla = analyze_compiled(algo_config, sizes, trainer.compile_iteration()).total_bytes
+    xla = training_analysis(algo_config, sizes=sizes).total_bytes  # PPO's: the cap's, analysed above
     bound = bound_at(algo_config, "cpu")
     assert bound.sizes == sizes
     assert xla <= bound.total_bytes <= BOUND_OVER_XLA_AT_MOST * xla
