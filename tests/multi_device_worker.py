@@ -19,7 +19,7 @@ from rlfit.hardware.jax_setup import configure_jax
 from rlfit.run.resume import resume
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_in_process
 
-PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0", "run.save_interval=2"]
+PPO = [*TOY_TRAIN_OVERRIDES, "run.num_timesteps=12800", "run.eval_every=0"]
 """5 iterations of 2560 env steps, 32 environments."""
 SAC = [o for o in TOY_TRAIN_OVERRIDES if not o.startswith("ppo.")] + [
     "algo=sac", "sac.num_envs=16", "sac.batch_size=32", "sac.min_replay_size=64", "sac.max_replay_size=65536",

@@ -49,6 +49,28 @@ def bound_at(config, target_backend):
     return BOUNDS[key]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def lowered_once():
+    """The step at each (config, sizes) traced and lowered once in this module (`rlfit.run.probes.lower_iteration`,
+    which every bound and probe goes through, remembered; the same lowered program compiles anew each time it is
+    compiled, so what the tests log of compiles is unchanged): lowering, not compiling, is most of the planner's
+    time on the toy environment, and the tests here plan the same sizes again and again."""
+    from rlfit.run import probes
+
+    original, lowered = probes.lower_iteration, {}
+
+    def lower_once(config, sizes, env=None):
+        key = (repr(config), sizes)
+        if key not in lowered:
+            lowered[key] = original(config, sizes, env)
+        return lowered[key]
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(probes, "lower_iteration", lower_once)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="module")
 def config():
     configure_jax("fp32")  # the compile cache lets plan_for below reuse these compiles
@@ -67,16 +89,17 @@ def test_points_add_up_as_xla_reports(model):
     assert model.bytes_per_env > 0 and model.backend == "cpu"
 
 
-ANALYSES: dict[tuple[str, int], object] = {}
-"""`training_analysis`'s results in this module, by (config, num_envs): the cap's is the reference of five checks."""
+ANALYSES: dict[tuple[str, object], object] = {}
+"""`training_analysis`'s results in this module, by (config, sizes): the cap's is the reference of several checks."""
 
 
-def training_analysis(config, num_envs: int):
-    """Independent reference: XLA's analysis of the step at `num_envs` compiled as training compiles it (the
-    Trainer's own compile, its own options), not by the planner's code; once per config and size in this module."""
-    key = (repr(config), num_envs)
+def training_analysis(config, num_envs: int | None = None, sizes=None):
+    """Independent reference: XLA's analysis of the step at `sizes` (or PPO's sizes scaled to `num_envs`) compiled
+    as training compiles it (the Trainer's own compile, its own options), not by the planner's code; once per
+    config and sizes in this module."""
+    sizes = sizes if sizes is not None else scale_sizes(config_sizes(config), num_envs)
+    key = (repr(config), sizes)
     if key not in ANALYSES:
-        sizes = scale_sizes(config_sizes(config), num_envs)
         trainer = Trainer.build(config, make_plan(config, sizes, devices=1))
         ANALYSES[key] = analyze_compiled(config, sizes, trainer.compile_iteration())
     return ANALYSES[key]
@@ -172,8 +195,7 @@ def test_the_bound_lies_between_xla_and_the_factor_the_planner_hopes_within(algo
 
     algo_config = resolve(TOY, "smoke", overrides=[f"algo={algo}"])
     sizes = unlimited_choice(algo_config, num_envs_cap("cpu"))
-    trainer = Trainer.build(algo_config, make_plan(algo_config, sizes, devices=1))
-    xla = analyze_compiled(algo_config, sizes, trainer.compile_iteration()).total_bytes
+    xla = training_analysis(algo_config, sizes=sizes).total_bytes  # PPO's: the cap's, analysed above
     bound = bound_at(algo_config, "cpu")
     assert bound.sizes == sizes
     assert xla <= bound.total_bytes <= BOUND_OVER_XLA_AT_MOST * xla

@@ -15,7 +15,7 @@ from rlfit.planning.preset_choice import choose_preset
 from rlfit.run.session import preset_for_device
 from rlfit.planning.sizing import plan_for
 from rlfit.run.probes import StepProbes
-from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
+from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_in_process
 
 
 def test_a_named_preset_always_wins():
@@ -50,17 +50,19 @@ def test_a_config_file_naming_a_preset_wins_over_the_device(tmp_path):
     assert config.ppo.num_envs == PPO_PRESETS["smoke"]["ppo"]["num_envs"] and config.run.seed == 3
 
 
-def test_a_config_files_preset_must_be_a_name(tmp_path, run_cli):
+def test_a_config_files_preset_must_be_a_name(tmp_path, capfd):
     file = tmp_path / "run.yaml"
     file.write_text("preset: [quick]\n")
-    result = run_cli("train", "CartpoleBalance", "--config", str(file), "--run-dir", "r")
+    result = cli_in_process(capfd, "train", "CartpoleBalance", "--config", str(file), "--run-dir", "r", cwd=tmp_path)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "preset" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "r").exists()
 
 
 def test_train_without_a_preset_records_the_choice(tmp_path, capsys):
-    result = rlfit.train(TOY_ENV, overrides=[*TOY_TRAIN_OVERRIDES, "run.num_timesteps=2560"],
+    """quick and smoke differ only in `ppo.advantages` beside what TOY_TRAIN_OVERRIDES sets: set to smoke's, both runs
+    compile one program (the second reads it from the compile cache)."""
+    result = rlfit.train(TOY_ENV, overrides=[*TOY_TRAIN_OVERRIDES, "run.num_timesteps=2560", "ppo.advantages=brax"],
                          run_dir=tmp_path / "run", quiet=False, live=False)
     assert result.summary["preset"] == "quick"
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
@@ -72,17 +74,19 @@ def test_train_without_a_preset_records_the_choice(tmp_path, capsys):
     assert json.loads((tmp_path / "named" / "plan.json").read_text())["reasons"][-1] == "preset smoke: named"
 
 
-def test_plan_shows_the_same_choice(run_cli):
-    here = run_cli("plan", "CartpoleBalance", "--json")
+def test_plan_shows_the_same_choice(capfd, tmp_path):
+    """`rlfit plan` (the CLI's main, in this process) on the toy environment: the preset does not depend on the
+    environment, and the toy's step is lowered and bounded in a fraction of CartpoleBalance's time."""
+    here = cli_in_process(capfd, "plan", TOY_ENV, "--json", cwd=tmp_path)
     assert here.returncode == 0, here.stderr
     planned = json.loads(here.stdout)
     assert planned["preset"]["name"] == "quick"
     assert planned["requested"]["num_envs"] == PPO_PRESETS["quick"]["ppo"]["num_envs"]
-    gpu = run_cli("plan", "CartpoleBalance", "--device-memory", "12GiB", "--json")
+    gpu = cli_in_process(capfd, "plan", TOY_ENV, "--device-memory", "12GiB", "--json", cwd=tmp_path)
     assert gpu.returncode == 0, gpu.stderr
     planned = json.loads(gpu.stdout)
     assert planned["preset"]["name"] == "default"
-    assert planned["requested"]["num_envs"] == resolve("CartpoleBalance", "default").ppo.num_envs
+    assert planned["requested"]["num_envs"] == resolve(TOY_ENV, "default").ppo.num_envs
 
 
 @pytest.mark.parametrize("memory, shrunk", [("64GiB", False), ("4MiB", True)])

@@ -119,15 +119,26 @@ def test_a_seed_trained_after_another_equals_the_seed_trained_alone(killed_then_
     assert trial["compile_reused"] and not alone["compile_reused"]
 
 
-def test_ray_gives_the_same_trials_as_without_it(killed_then_resumed, tmp_path):
-    """The same manifest's seed 1 of both variants, as Ray tasks on a local Ray instance started here."""
-    pytest.importorskip("ray")
+def test_ray_gives_the_same_trials_as_without_it(killed_then_resumed, tmp_path, capfd, monkeypatch):
+    """The same manifest's seed 1 of both variants, as Ray tasks on a local Ray instance started by `rlfit experiment
+    --ray local`: the CLI's main in this process (the driver only waits and writes the report; Ray's workers, which
+    train, are processes of their own), Ray shut down and the signal handlers it installs put back afterwards. The
+    instance has one CPU (`RAY_OVERRIDE_RESOURCES`), so the two tasks run one after the other in one worker process,
+    which starts JAX once."""
+    ray = pytest.importorskip("ray")
     experiment, _, _ = killed_then_resumed
     manifest = tmp_path / "toy.yaml"
     manifest.write_text(yaml.safe_dump({**MANIFEST, "seeds": [1]}))
-    result = subprocess.run([sys.executable, "-m", "rlfit", "experiment", str(manifest), "--dir", str(tmp_path / "out"),
-                             "--ray", "local"], env=cli_environment(), cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600)
+    monkeypatch.setenv("PYTHONPATH", cli_environment()["PYTHONPATH"])  # the workers import tests.toy_env
+    monkeypatch.setenv("RAY_OVERRIDE_RESOURCES", json.dumps({"CPU": 1}))
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = cli_in_process(capfd, "experiment", str(manifest), "--dir", str(tmp_path / "out"), "--ray", "local",
+                                cwd=tmp_path)
+    finally:
+        ray.shutdown()
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ray: 2 tasks" in result.stdout
     [on_ray] = list((tmp_path / "out").iterdir())
