@@ -109,10 +109,10 @@ def test_edited_config_is_refused_naming_the_key_and_an_emptied_one_is_rebuilt(c
     assert cli.summary(run)["iterations"] == 9
 
 
-def test_kill_before_the_first_iteration_leaves_a_resumable_run(any_cli):
+def test_kill_before_the_first_iteration_leaves_a_resumable_run(any_cli, forked_rlfit):
     cli = any_cli
     run = cli.tmp_path / "run"
-    process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
+    process = forked_rlfit.start(["train", *cli.toy, *LONG, "--run-dir", str(run)], cli.tmp_path)
     wait_for(lambda: (run / "checkpoints" / "00000000" / "meta.json").exists(), process)
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
@@ -144,11 +144,12 @@ def test_a_run_without_any_checkpoint_gives_one_working_suggestion(cli, finished
     assert "rlfit resume" not in train_again.stderr
 
 
-def test_a_second_writer_is_refused_and_tensorboard_agrees_with_metrics_after_kill_9_and_sigterm(cli):
-    """One run, three real processes: the `train` refuses a second writer while it trains and is killed with -9,
-    a resume killed with -9 too, and a resume stopped by SIGTERM, which releases the run for the next writer."""
+def test_a_second_writer_is_refused_and_tensorboard_agrees_with_metrics_after_kill_9_and_sigterm(cli, forked_rlfit):
+    """One run, three real processes (`forked_rlfit`): the `train` refuses a second writer while it trains and is
+    killed with -9, a resume killed with -9 too, and a resume stopped by SIGTERM, which releases the run for the
+    next writer."""
     run = cli.tmp_path / "run"
-    process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
+    process = forked_rlfit.start(["train", *cli.toy, *LONG, "--run-dir", str(run)], cli.tmp_path)
     # past the first evaluation (iteration 4), so that TensorBoard's eval scalars are compared below
     wait_for(lambda: train_row_count(run) >= 5, process)
     for second in (cli.run("resume", str(run), "--iterations", "60"),
@@ -168,7 +169,7 @@ def test_a_second_writer_is_refused_and_tensorboard_agrees_with_metrics_after_ki
         logged = tensorboard_scalars(run)["loss/total"]
         # flushed every row: TensorBoard holds every logged row, but perhaps the one the kill interrupted
         assert {r["env_steps"] for r in rows[:-1]} <= set(logged)
-        process = cli.start("resume", str(run), "--quiet")
+        process = forked_rlfit.start(["resume", str(run), "--quiet"], cli.tmp_path)
     target = train_row_count(run) + 1  # the resume has cut the rows back to its checkpoint and trains again
     wait_for(lambda: train_row_count(run) >= target, process)
     process.send_signal(signal.SIGTERM)
