@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,12 +65,15 @@ class ForkServer:
     """The server process; `start` forks a `python -m rlfit ARGS` from it. Close it with `close`."""
 
     def __init__(self, env: dict[str, str]):
-        self.process = subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.exited: dict[int, int] = {}
         self.folder = Path(tempfile.mkdtemp(prefix="rlfit-forked-"))
+        self.server_err = self.folder / "server.err"
+        with self.server_err.open("wb") as err:
+            self.process = subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=err)
+        self.exited: dict[int, int] = {}
+        self.started = 0
         self._pending = b""
-        assert self._line(timeout=300) == ["ready"], self.process.communicate()
+        assert self._line(timeout=300) == ["ready"], self.server_err.read_text()
 
     def _line(self, timeout: float) -> list[str] | None:
         """The server's next reply (exits are recorded), or None when none came within `timeout` seconds."""
@@ -79,7 +83,7 @@ class ForkServer:
             if left <= 0 or not select.select([self.process.stdout], [], [], left)[0]:
                 return None
             data = os.read(self.process.stdout.fileno(), 65536)
-            assert data, f"the fork server ended: {self.process.communicate()}"
+            assert data, f"the fork server ended: {self.server_err.read_text()}"
             self._pending += data
         line, self._pending = self._pending.split(b"\n", 1)
         words = line.decode().split()
@@ -93,8 +97,8 @@ class ForkServer:
             timeout = 0.0
 
     def start(self, args: list[str], cwd: Path) -> Forked:
-        name = f"{len(list(self.folder.iterdir()))}"
-        out, err = self.folder / f"{name}.out", self.folder / f"{name}.err"
+        self.started += 1
+        out, err = self.folder / f"{self.started}.out", self.folder / f"{self.started}.err"
         request = {"args": list(args), "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
         self.process.stdin.write((json.dumps(request) + "\n").encode())
         self.process.stdin.flush()
@@ -104,8 +108,11 @@ class ForkServer:
         return Forked(self, int(words[1]), out, err)
 
     def close(self) -> None:
+        """Ends the server (a command still running goes on, as a `subprocess.Popen`'s would)."""
         self.process.stdin.close()
         self.process.wait(timeout=60)
+        self.process.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Forked:
