@@ -45,8 +45,9 @@ while True:
             os.dup2(null, 0)
             for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-            sys.stdin, sys.stdout, sys.stderr = (open(0, closefd=False), open(1, "w", closefd=False),
-                                                 open(2, "w", closefd=False))
+            sys.stdin, sys.stdout, sys.stderr = (  # as Python opens them: stderr line-buffered
+                open(0, closefd=False), open(1, "w", closefd=False),
+                open(2, "w", buffering=1, errors="backslashreplace", closefd=False))
             sys.argv = ["rlfit", *request["args"]]
             import runpy
             runpy.run_module("rlfit", run_name="__main__", alter_sys=True)
