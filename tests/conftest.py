@@ -136,6 +136,18 @@ def run_cli(tmp_path):
     return run
 
 
+@pytest.fixture(scope="module")
+def forked_rlfit():
+    """`forked_rlfit.start([args...], cwd)` -> a real `python -m rlfit args...` process (to signal or kill), forked
+    from a server that imported rlfit once for the module (`tests.forked_rlfit`), with `subprocess.Popen`'s `pid`,
+    `poll`, `send_signal`, `communicate` and `returncode`."""
+    from tests.forked_rlfit import ForkServer
+
+    server = ForkServer(cli_environment())
+    yield server
+    server.close()
+
+
 SCHEDULED_FIRST = (
     "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py", "tests/hardware/test_compile_cache.py",
     "tests/conformance/test_stops.py", "tests/test_plain_install.py", "tests/parallel/test_distributed.py",

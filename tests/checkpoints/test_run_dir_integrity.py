@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.checkpoints.conftest import TOY
+from tests.conftest import cli_in_process
+
 SMALL = ("--set", "run.save_interval=3", "--set", "run.eval_every=4", "--quiet")
 LONG = ("--timesteps", "6400000", "--set", "run.save_interval=3", "--set", "run.eval_every=4", "--quiet")
 
@@ -54,9 +57,24 @@ def assert_tensorboard_matches_metrics(cli, run: Path) -> None:
     assert sorted(scalars["eval/episode_reward"]) == [r["env_steps"] for r in evals]
 
 
-def test_edited_config_is_refused_naming_the_key_and_an_emptied_one_is_rebuilt(cli):
-    run = cli.tmp_path / "run"
-    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "384", "--run-dir", str(run)).returncode == 0
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished PPO run of 6 iterations with SMALL's settings (checkpoints 0, 3 and 6, an evaluation at 4), trained
+    once for the module in this process; each test damages a copy of it (`copy_of`)."""
+    root = tmp_path_factory.mktemp("finished")
+    done = cli_in_process(None, "train", *TOY, "--algo", "ppo", *SMALL, "--timesteps", "384", "--run-dir",
+                          str(root / "run"), cwd=root)
+    assert done.returncode == 0, done.stderr
+    return root / "run"
+
+
+def copy_of(finished_run: Path, cli) -> Path:
+    """A copy of the module's finished run in the test's own directory."""
+    return Path(shutil.copytree(finished_run, cli.tmp_path / "run"))
+
+
+def test_edited_config_is_refused_naming_the_key_and_an_emptied_one_is_rebuilt(cli, finished_run):
+    run = copy_of(finished_run, cli)
     original = (run / "config.yaml").read_text()
     edited = yaml.safe_load(original)
     edited["env"]["name"] = "tests.toy_env:other"
@@ -91,32 +109,10 @@ def test_edited_config_is_refused_naming_the_key_and_an_emptied_one_is_rebuilt(c
     assert cli.summary(run)["iterations"] == 9
 
 
-def test_a_second_writer_is_refused_while_the_first_finishes(cli):
-    run = cli.tmp_path / "run"
-    first = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
-    # past the first evaluation (iteration 4), so that TensorBoard's eval scalars are compared below
-    wait_for(lambda: train_row_count(run) >= 5, first)
-    for second in (cli.run("resume", str(run), "--iterations", "60"),
-                   cli.run("train", *cli.toy, "--run-dir", str(run))):
-        assert second.returncode == 2
-        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr
-        assert f"is in use by process {first.pid} on host {socket.gethostname()} (`rlfit train " in second.stderr
-        assert "`, training it); wait for it to finish" in second.stderr
-    assert first.poll() is None  # the first writer was not disturbed
-    first.send_signal(signal.SIGTERM)
-    _, stderr = first.communicate(timeout=300)
-    assert first.returncode == 143, stderr
-    done = cli.summary(run)["iterations"]
-    assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, done + 1))
-    assert_tensorboard_matches_metrics(cli, run)
-    assert (run / ".rlfit.lock").read_text() == ""  # released: nobody holds it
-    assert cli.run("resume", str(run), "--iterations", str(done + 2)).returncode == 0  # the next writer may start
-
-
-def test_kill_before_the_first_iteration_leaves_a_resumable_run(any_cli):
+def test_kill_before_the_first_iteration_leaves_a_resumable_run(any_cli, forked_rlfit):
     cli = any_cli
     run = cli.tmp_path / "run"
-    process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
+    process = forked_rlfit.start(["train", *cli.toy, *LONG, "--run-dir", str(run)], cli.tmp_path)
     wait_for(lambda: (run / "checkpoints" / "00000000" / "meta.json").exists(), process)
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
@@ -125,9 +121,8 @@ def test_kill_before_the_first_iteration_leaves_a_resumable_run(any_cli):
     assert [r["iteration"] for r in cli.train_rows(run)] == [1, 2, 3, 4]
 
 
-def test_a_run_without_any_checkpoint_gives_one_working_suggestion(cli):
-    run = cli.tmp_path / "run"
-    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "192", "--run-dir", str(run)).returncode == 0
+def test_a_run_without_any_checkpoint_gives_one_working_suggestion(cli, finished_run):
+    run = copy_of(finished_run, cli)
     reference = cli.summary(run)["params_digest"]
     for name in ("checkpoints", "policy", "tb"):  # as if killed before the first checkpoint was written
         shutil.rmtree(run / name)
@@ -149,30 +144,48 @@ def test_a_run_without_any_checkpoint_gives_one_working_suggestion(cli):
     assert "rlfit resume" not in train_again.stderr
 
 
-def test_tensorboard_agrees_with_metrics_after_repeated_kill_9(cli):
+def test_a_second_writer_is_refused_and_tensorboard_agrees_with_metrics_after_kill_9_and_sigterm(cli, forked_rlfit):
+    """One run, three real processes (`forked_rlfit`): the `train` refuses a second writer while it trains and is
+    killed with -9, a resume killed with -9 too, and a resume stopped by SIGTERM, which releases the run for the
+    next writer."""
     run = cli.tmp_path / "run"
-    process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(run))
-    for round_ in range(2):  # kill -9 a train, then a resume (the next resume is stopped by SIGTERM)
-        target = train_row_count(run) + 5
-        wait_for(lambda: train_row_count(run) >= target, process)
+    process = forked_rlfit.start(["train", *cli.toy, *LONG, "--run-dir", str(run)], cli.tmp_path)
+    # past the first evaluation (iteration 4), so that TensorBoard's eval scalars are compared below
+    wait_for(lambda: train_row_count(run) >= 5, process)
+    for second in (cli.run("resume", str(run), "--iterations", "60"),
+                   cli.run("train", *cli.toy, "--run-dir", str(run))):
+        assert second.returncode == 2
+        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr
+        assert f"is in use by process {process.pid} on host {socket.gethostname()} (`rlfit train " in second.stderr
+        assert "`, training it); wait for it to finish" in second.stderr
+    assert process.poll() is None  # the first writer was not disturbed
+    for round_ in range(2):  # kill -9 the train, then a resume
+        if round_:
+            target = train_row_count(run) + 5
+            wait_for(lambda: train_row_count(run) >= target, process)
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=60)
         rows = cli.train_rows(run)
         logged = tensorboard_scalars(run)["loss/total"]
         # flushed every row: TensorBoard holds every logged row, but perhaps the one the kill interrupted
         assert {r["env_steps"] for r in rows[:-1]} <= set(logged)
-        process = cli.start("resume", str(run), "--quiet")
+        process = forked_rlfit.start(["resume", str(run), "--quiet"], cli.tmp_path)
+    target = train_row_count(run) + 1  # the resume has cut the rows back to its checkpoint and trains again
+    wait_for(lambda: train_row_count(run) >= target, process)
     process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=120)
-    stop = max(r["iteration"] for r in cli.train_rows(run)) + 1
-    assert cli.run("resume", str(run), "--iterations", str(stop), "--quiet").returncode == 0
-    assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, stop + 1))
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 143, stderr
+    done = cli.summary(run)["iterations"]
+    assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, done + 1))
+    assert_tensorboard_matches_metrics(cli, run)
+    assert (run / ".rlfit.lock").read_text() == ""  # released: nobody holds it
+    assert cli.run("resume", str(run), "--iterations", str(done + 2), "--quiet").returncode == 0  # the next writer
+    assert [r["iteration"] for r in cli.train_rows(run)] == list(range(1, done + 3))
     assert_tensorboard_matches_metrics(cli, run)
 
 
-def test_damaged_middle_line_is_reported_and_repaired_from_the_checkpoint(cli):
-    run = cli.tmp_path / "run"
-    assert cli.run("train", *cli.toy, *SMALL, "--timesteps", "640", "--run-dir", str(run)).returncode == 0
+def test_damaged_middle_line_is_reported_and_repaired_from_the_checkpoint(cli, finished_run):
+    run = copy_of(finished_run, cli)  # its newest checkpoint, 6, holds a copy of every line before it
     lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
     damaged_at = next(n for n, line in enumerate(lines, 1) if '"iteration": 4,' in line and '"train"' in line)
     lines[damaged_at - 1] = lines[damaged_at - 1][:25] + "\x00garbage\n"

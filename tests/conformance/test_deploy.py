@@ -98,18 +98,24 @@ def test_the_onnx_export_acts_like_load_policy_without_the_algorithm_registered(
     np.testing.assert_allclose(actions, np.asarray(rlfit.load_policy(run)(obs)), atol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def gl_reason() -> str | None:
+    """Why videos cannot be rendered here (None when they can): probed once, in a fresh Python, for the module."""
+    return headless_gl_reason()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGORITHM_NAMES)
-def test_it_plays_a_video_in_native_mujoco(tmp_path, capfd, algo):
+def test_it_plays_a_video_in_native_mujoco(tmp_path, capfd, gl_reason, algo):
     """The policy file of an untrained CartpoleBalance run (`make_policy_run`: what training writes, no training),
-    without a replay prefill (which `make_policy_run` would collect and throw away: play reads no buffer)."""
-    reason = headless_gl_reason()
-    if reason:
-        pytest.skip(reason)
+    its parameters drawn in the algorithm's policy's shapes from the learner's traced initial state (`traced`:
+    nothing of the learner compiled or run; play reads the policy file alone), without a replay prefill to trace."""
+    if gl_reason:
+        pytest.skip(gl_reason)
     import imageio.v3 as iio
 
     no_prefill = [f"{algo}.min_replay_size=0"] if has_replay(algo) else []
-    run_dir = make_policy_run(tmp_path / "run", "CartpoleBalance", [f"algo={algo}", *no_prefill])
+    run_dir = make_policy_run(tmp_path / "run", "CartpoleBalance", [f"algo={algo}", *no_prefill], traced=True)
     out = tmp_path / f"{algo}.gif"
     result = cli_in_process(capfd, "play", str(run_dir), "--seconds", "0.3", "--out", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -25,19 +25,21 @@ EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGKILL: -signal.S
 
 
 @pytest.mark.parametrize("algo", ALGORITHM_NAMES)
-def test_a_run_stopped_by_each_signal_and_resumed_ends_bit_identical_to_a_straight_run(tmp_path, capfd, algo):
+def test_a_run_stopped_by_each_signal_and_resumed_ends_bit_identical_to_a_straight_run(tmp_path, capfd, forked_rlfit,
+                                                                                       algo):
     """SIGTERM/SIGINT: the iteration in flight saved, the session's summary written; kill -9: nothing saved or
     written by its session (saves every 1,000 iterations), so the resume trains its iterations again. Each stopped
-    session is a real process (`start`), the last resume and the straight run are not."""
+    session is a real process (`forked_rlfit`: forked from a server that imported rlfit once), the last resume and
+    the straight run are not."""
     cli = ToyCli(tmp_path, algo, capfd=capfd)
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     saved_before: list[int] = []  # the checkpoints the sessions before this one left
     logged = 0  # the last iteration the sessions before this one logged
     for session, signum in enumerate(SIGNALS[algo]):
         if session == 0:
-            process = cli.start("train", *cli.toy, *LONG, "--run-dir", str(stopped), "--quiet")
+            process = forked_rlfit.start(["train", *cli.toy, *LONG, "--run-dir", str(stopped), "--quiet"], tmp_path)
         else:  # appends to the `logged` rows of the session before (cut back to the same rows): the count only grows
-            process = cli.start("resume", str(stopped), "--quiet")
+            process = forked_rlfit.start(["resume", str(stopped), "--quiet"], tmp_path)
             summary_before = (stopped / "summary.json").read_bytes()
         wait_for_rows(stopped, logged + 3, process)
         process.send_signal(signum)

@@ -1,5 +1,5 @@
-"""MJX's first import skips NVIDIA Warp where JAX has no CUDA: each case in a fresh interpreter (MJX is imported
-once per process)."""
+"""MJX's first import skips NVIDIA Warp where JAX has no CUDA: each case of MJX's import in a fresh interpreter (MJX is
+imported once per process); the CLI's refusal of env.impl=warp on a CPU in this one."""
 
 from __future__ import annotations
 
@@ -41,14 +41,17 @@ def result(done: subprocess.CompletedProcess) -> dict:
 
 IMPORT_MJX_AND_STEP = IMPORT_MJX.replace("import warp\n", (
     "import jax, jax.numpy as jnp, numpy as np\n"
+    "from mujoco import mjx\n"
     "from mujoco_playground import registry\n"
-    "env = registry.load('CartpoleBalance', config_overrides={'impl': 'jax'})\n"
-    "physics = jax.jit(env.reset)(jax.random.PRNGKey(3))\n"
-    "step = jax.jit(env.step)\n"
-    "for _ in range(5): physics = step(physics, jnp.full(env.action_size, 0.3))\n"
-    "state['physics'] = [np.asarray(physics.obs).tolist(), float(physics.reward)]\n"
+    "model = registry.load('CartpoleBalance', config_overrides={'impl': 'jax'}).mjx_model\n"
+    "physics = mjx.make_data(model).replace(qpos=jnp.array([0.1, 0.2]), ctrl=jnp.full(model.nu, 0.3))\n"
+    "step = jax.jit(mjx.step)\n"
+    "for _ in range(5): physics = step(model, physics)\n"
+    "state['physics'] = [np.asarray(physics.qpos).tolist(), np.asarray(physics.qvel).tolist()]\n"
     "import warp\n"))
-"""IMPORT_MJX, and before Warp's import five MJX steps of CartpoleBalance (impl jax): what MJX computes."""
+"""IMPORT_MJX, and before Warp's import five MJX steps (`mjx.step`, which Playground's `step` runs for its physics)
+of CartpoleBalance's model (impl jax) from a tilted pole, pushed: what MJX computes. (MJX's own step rather than
+the environment's reset and step: the same physics at two thirds of the tracing and compiling.)"""
 
 
 @pytest.fixture(scope="module")
@@ -133,12 +136,12 @@ def test_warp_asked_for_on_a_cpu_is_one_line():
     assert choose_impl("auto", "cpu") == "jax" and choose_impl("warp", "gpu") == "warp"
 
 
-def test_the_cli_refuses_warp_on_a_cpu_with_exit_2(tmp_path):
-    from tests.conftest import cli_environment
+def test_the_cli_refuses_warp_on_a_cpu_with_exit_2(tmp_path, capfd):
+    """`rlfit train` as a user runs it, in this process (`cli_in_process`): the refusal needs no fresh import state."""
+    from tests.conftest import cli_in_process
 
-    done = subprocess.run([sys.executable, "-m", "rlfit", "train", "CartpoleBalance", "--preset", "smoke", "--set",
-                           "env.impl=warp", "--run-dir", str(tmp_path / "run")], env=cli_environment(),
-                          capture_output=True, text=True)
+    done = cli_in_process(capfd, "train", "CartpoleBalance", "--preset", "smoke", "--set", "env.impl=warp",
+                          "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "env.impl=warp" in done.stderr
     assert not Path(tmp_path / "run").exists()
