@@ -149,20 +149,21 @@ def forked_rlfit():
 
 
 SCHEDULED_FIRST = (
-    "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py", "tests/hardware/test_compile_cache.py",
-    "tests/conformance/test_stops.py", "tests/test_plain_install.py", "tests/parallel/test_distributed.py",
-    "tests/parallel/test_mesh.py", "tests/study/test_experiment.py", "tests/conformance/test_deploy.py",
-    "tests/planning/test_preset_choice.py", "tests/checkpoints/test_run_dir_integrity.py",
-    "tests/conformance/test_resume.py", "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py",
-    "tests/run/test_stop_grace.py", "tests/cli/test_plan_doctor.py", "tests/algos/sac/test_pixels.py",
-    "tests/algos/sac/test_planning.py", "tests/study/test_group_runner.py", "tests/networks/test_encoders.py",
-    "tests/sinks/test_wandb.py", "tests/deploy/play/test_play.py", "tests/cli/test_train_cli.py",
-    "tests/deploy/export/test_onnx_encoders.py", "tests/run/test_oom_backoff.py",
+    "tests/benchmarks/test_every_quick_check.py", "tests/test_plain_install.py", "tests/examples/test_colab.py",
+    "tests/hardware/test_compile_cache.py", "tests/conformance/test_stops.py", "tests/parallel/test_mesh.py",
+    "tests/study/test_experiment.py", "tests/parallel/test_distributed.py", "tests/conformance/test_deploy.py",
+    "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py", "tests/checkpoints/test_run_dir_integrity.py",
+    "tests/conformance/test_resume.py", "tests/run/test_stop_grace.py", "tests/cli/test_plan_doctor.py",
+    "tests/algos/sac/test_pixels.py", "tests/algos/sac/test_planning.py", "tests/study/test_group_runner.py",
+    "tests/networks/test_encoders.py", "tests/sinks/test_wandb.py", "tests/deploy/play/test_play.py",
+    "tests/cli/test_train_cli.py", "tests/deploy/export/test_onnx_encoders.py", "tests/run/test_oom_backoff.py",
+    "tests/planning/test_preset_choice.py",
 )
 """The test files that take longest (a fresh clone's `make test`, summed per file by benchmarks/make_test_time.py,
-2026-11-28), longest first. `make test` hands whole files to its workers in collection order (`--dist loadfile
---no-loadscope-reorder`), so these start first and the many short files fill in behind them: the workers finish
-within a short file of each other (tests/test_plain_install.py, missing here, ran last and alone for 97 s). (By
+2026-11-28, then reordered by the CPU seconds each file's last cut left), longest first. `make test` hands whole
+files to its workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these start first and the
+many short files fill in behind them: the workers finish within a short file of each other (when
+tests/test_plain_install.py was missing here, it ran last and alone for 97 s). (By
 default pytest-xdist starts the files with the most tests first, which left a one-test file of a minute or more
 running alone at the end.) A file missing from this list is only scheduled later, never skipped."""
 
