@@ -1,6 +1,7 @@
 # Two entry points (see README): `make quickstart` trains the default environment,
 # `make test` runs the checks: ruff, the import contracts, mypy (pyproject.toml's [tool.mypy]), the documentation
-# build (a broken link or a config field without a docstring fails it) and the test suite. Both create the virtual environment on first use.
+# build (a broken link or a config field without a docstring fails it) (`make checks`), and beside them the test
+# suite (`make unit`). Both create the virtual environment on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 # leaves its core to another (with two, the cores were idle 17% of `make test`); more on a bigger machine.
 TEST_WORKERS ?= 3
 
-.PHONY: quickstart test install clean
+.PHONY: quickstart test checks unit install clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +31,18 @@ install: $(BIN)/.installed
 quickstart: $(BIN)/.installed
 	$(BIN)/rlfit train CartpoleBalance --preset quick
 
+# The static checks (one core at a time) run beside the test suite rather than before it, so that the second core
+# is not idle meanwhile; `make test` fails if either fails, each tool's lines printed whole (-Oline).
 test: $(BIN)/.installed
+	@$(MAKE) --no-print-directory -j2 -Oline checks unit
+
+checks: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+unit: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 clean:

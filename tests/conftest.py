@@ -149,8 +149,8 @@ def forked_rlfit():
 
 
 SCHEDULED_FIRST = (
-    "tests/benchmarks/test_every_quick_check.py", "tests/test_plain_install.py", "tests/examples/test_colab.py",
-    "tests/hardware/test_compile_cache.py", "tests/conformance/test_stops.py", "tests/parallel/test_mesh.py",
+    "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py", "tests/hardware/test_compile_cache.py",
+    "tests/test_plain_install.py", "tests/conformance/test_stops.py", "tests/parallel/test_mesh.py",
     "tests/study/test_experiment.py", "tests/parallel/test_distributed.py", "tests/conformance/test_deploy.py",
     "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py", "tests/checkpoints/test_run_dir_integrity.py",
     "tests/conformance/test_resume.py", "tests/run/test_stop_grace.py", "tests/cli/test_plan_doctor.py",

@@ -133,6 +133,6 @@ def ppo_loss(
         bottleneck=bottleneck,
         rate_bits=rate_bits,
         kl_mean=None if batch.old_logits is None else jnp.mean(
-            dist.kl_from(agent.distribution.from_logits(batch.old_logits))),  # type: ignore[arg-type]
+            dist.kl_from(agent.distribution.from_logits(batch.old_logits))),  # type: ignore[arg-type]  # one class: old and new
     )
     return total, jax.lax.stop_gradient(terms)
