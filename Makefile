@@ -32,9 +32,15 @@ quickstart: $(BIN)/.installed
 	$(BIN)/rlfit train CartpoleBalance --preset quick
 
 # The static checks (one core at a time) run beside the test suite rather than before it, so that the second core
-# is not idle meanwhile; `make test` fails if either fails, each tool's lines printed whole (-Oline).
+# is not idle meanwhile: their output goes to $(VENV)/checks.log, printed after the tests; `make test` fails if
+# either fails. PYTEST_ARGS picks tests (e.g. `make test PYTEST_ARGS=tests/config`).
 test: $(BIN)/.installed
-	@$(MAKE) --no-print-directory -j2 -Oline checks unit
+	@$(MAKE) --no-print-directory -o $(BIN)/.installed checks > $(VENV)/checks.log 2>&1 & checks=$$!; \
+	$(MAKE) --no-print-directory -o $(BIN)/.installed unit; unit=$$?; \
+	wait $$checks; checked=$$?; \
+	echo "--- static checks (ruff, lint-imports, mypy, mkdocs) ---"; cat $(VENV)/checks.log; \
+	if [ $$checked -ne 0 ]; then echo "make test: the static checks failed"; fi; \
+	exit $$(( unit != 0 || checked != 0 ))
 
 checks: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
@@ -43,7 +49,7 @@ checks: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 unit: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site
