@@ -185,3 +185,26 @@ def test_adaptive_kl_carries_its_step_size_in_the_state_in_powers_of_one_and_a_h
         row = metrics_row(jax.device_get(metrics))
         assert row["learning_rate"] == pytest.approx(rate) and row["loss/kl_mean"] > 0
     assert moved
+
+
+def test_an_adaptive_kl_run_resumes_bit_identical_to_a_straight_run(capfd, tmp_path):
+    """The schedule's step size is part of the checkpointed optimizer state: a run stopped after 3 iterations and
+    resumed to 5 ends with the parameters of a run trained 5 iterations straight."""
+    import json
+
+    from tests.conftest import TOY_ENV, cli_in_process
+
+    schedule = ["--set", "ppo.learning_rate_schedule=adaptive_kl"]
+    first = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", "--set", "run.num_timesteps=192", *schedule,
+                           "--run-dir", "split", "--quiet", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    resumed = cli_in_process(capfd, "resume", "split", "--timesteps", "320", "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    straight = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", "--set", "run.num_timesteps=320",
+                              *schedule, "--run-dir", "straight", "--quiet", cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("split", "straight")]
+    assert summaries[0]["iterations"] == summaries[1]["iterations"] == 5
+    assert summaries[0]["params_digest"] == summaries[1]["params_digest"]
+    rates = [json.loads(line).get("learning_rate") for line in (tmp_path / "split" / "metrics.jsonl").open()]
+    assert len({rate for rate in rates if rate is not None}) > 1  # the step size moved, so the resume carried it
