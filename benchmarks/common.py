@@ -133,6 +133,13 @@ def fresh_cache_env(cache_dir: Path) -> dict[str, str]:
     return env
 
 
+def quick_cache(fresh: Path) -> Path:
+    """A `--quick` check's compile cache where its full run takes the empty `fresh`: the cache RLFIT_CACHE_DIR
+    already names (the test session's, where every quick check runs: the toy environment's smoke programs one check
+    compiled are cache hits in the next), else `fresh`. Only for checks whose figure is not a cold compile."""
+    return Path(os.environ["RLFIT_CACHE_DIR"]) if os.environ.get("RLFIT_CACHE_DIR") else fresh
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         if abs(value) >= 1000:

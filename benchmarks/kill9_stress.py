@@ -13,7 +13,9 @@ Lost work = last logged iteration - resumed iteration.
     .venv/bin/python benchmarks/kill9_stress.py --repeats 20
     .venv/bin/python benchmarks/kill9_stress.py --quick      # 2 rounds (seed 0: one late kill, within 1 s of the
                                                              # first row; one early, within 1 s of the start, before
-                                                             # the run directory exists): a check (results/tmp/)
+                                                             # the run directory exists): a check (results/tmp/),
+                                                             # the smoke preset's episodes, in the compile cache
+                                                             # RLFIT_CACHE_DIR names where set (the test session's)
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import finish_record, start_record
+from common import finish_record, quick_cache, start_record
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = ["tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50", "--set", "run.eval_every=0",
          "--timesteps", "800000", "--quiet"]
+QUICK_TRAIN = TRAIN[:3] + TRAIN[5:]
+"""--quick's run: the smoke preset as it is (episodes of 100 steps), whose programs quickstart.py's check compiled
+into the cache the test session's checks share (`quick_cache`): its round reads them instead of compiling."""
 
 
 def rlfit_command(*args: str) -> list[str]:
@@ -98,9 +103,9 @@ def kill_at_random(process: subprocess.Popen, metrics: Path, early: bool, max_de
 
 
 def one_round(work: Path, env: dict, save_interval: int, max_delay_s: float, rng: random.Random,
-              early: bool, max_early_s: float) -> dict:
+              early: bool, max_early_s: float, train: list[str] = TRAIN) -> dict:
     run_dir = work / f"run-{rng.getrandbits(32):08x}"
-    process = subprocess.Popen(rlfit_command("train", *TRAIN, "--set", f"run.save_interval={save_interval}",
+    process = subprocess.Popen(rlfit_command("train", *train, "--set", f"run.save_interval={save_interval}",
                                              "--run-dir", str(run_dir)), env=env, cwd=work,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = run_dir / "metrics.jsonl"
@@ -164,11 +169,13 @@ def main() -> None:
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(work / "cache"))
+        cache = quick_cache(work / "cache") if args.quick else work / "cache"
+        env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(cache))
         rounds = []
         for index in range(args.repeats):
             early = rng.random() < args.early_fraction
-            result = one_round(work, env, args.save_interval, args.max_delay, rng, early, args.max_early)
+            result = one_round(work, env, args.save_interval, args.max_delay, rng, early, args.max_early,
+                               QUICK_TRAIN if args.quick else TRAIN)
             rounds.append(result)
             if not result["run_dir_created"]:
                 print(f"{index + 1:2d}: killed {result['kill_delay_s']:.2f}s from start, before the run directory "

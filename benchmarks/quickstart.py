@@ -36,8 +36,8 @@ from typing import Any
 
 from rlfit.algos.registry import ALGORITHMS
 
-from common import (RLFIT, TMP, TOY_ENV, finish_record, fresh_cache_env, load_1min, print_table, run_timed,
-                    start_record, toy_env_importable)
+from common import (RLFIT, TMP, TOY_ENV, finish_record, fresh_cache_env, load_1min, print_table, quick_cache,
+                    run_timed, start_record, toy_env_importable)
 
 TARGET_REWARD = 900.0
 TARGET_WALL_S = 600.0
@@ -100,7 +100,9 @@ def run_seed(args: argparse.Namespace, seed: int, core: int | None = None) -> di
     TMP.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"quickstart-seed{seed}-", dir=TMP))
     run_dir = work / "run"
-    env = None if args.warm_cache else fresh_cache_env(work / "cache")
+    # --quick checks the script, not the cold compile: the cache RLFIT_CACHE_DIR names (the test session's) where set
+    cache = quick_cache(work / "cache") if args.quick else work / "cache"
+    env = None if args.warm_cache else fresh_cache_env(cache)
     argv = train_command(args, seed, run_dir)
     load_before = load_1min()
     pinned = ["taskset", "-c", str(core)] if core is not None else []
@@ -109,7 +111,7 @@ def run_seed(args: argparse.Namespace, seed: int, core: int | None = None) -> di
     result: dict[str, Any] = {"seed": seed, "argv": argv, "exit_code": code, "total_wall_s": wall_s,
                               "total_cpu_s": timed["cpu_s"],
                               "loadavg_1min_before": load_before, "loadavg_1min_after": load_1min(),
-                              "cold_compile_cache": not args.warm_cache, "run_dir": str(run_dir),
+                              "cold_compile_cache": not args.warm_cache and cache == work / "cache", "run_dir": str(run_dir),
                               "cpu_core": core}
     summary_path = run_dir / "summary.json"
     if code != 0 or not summary_path.exists():

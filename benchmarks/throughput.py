@@ -16,7 +16,9 @@ and the ratios train / vec_env (what the trainer keeps of the simulator), vec_en
 
 `--quick` checks the script, not the figures: every measurement on the toy environment of tests/toy_env.py with
 the `smoke` preset's sizes (the smallest programs rlfit compiles), 100 steps, 2 repeats, 2 iterations;
-`--env` and `--preset` given with it still win. Its JSON goes to results/tmp/throughput_quick.json.
+`--env` and `--preset` given with it still win; it compiles into the cache RLFIT_CACHE_DIR names where that is set
+(the test session's: the trainer's iteration is quickstart.py's check's) instead of a fresh one. Its JSON goes to
+results/tmp/throughput_quick.json.
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def build_trainer(args: argparse.Namespace) -> Trainer:
         sequences = math.lcm(args.num_envs, base.batch_size * base.num_minibatches)
         overrides += [f"ppo.num_envs={args.num_envs}", f"ppo.batch_size={sequences // base.num_minibatches}"]
     config = resolve(args.env, args.preset, overrides=overrides)
-    # A fresh compile cache, so the reported compile times are cold ones (they are not part of any rate).
+    # A fresh compile cache, so the reported compile times are cold ones (they are not part of any rate); --quick
+    # checks the script, not them: it keeps the cache RLFIT_CACHE_DIR names (the test session's) where set.
     TMP.mkdir(parents=True, exist_ok=True)
-    os.environ["RLFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="throughput-cache-", dir=TMP)
+    if not (args.quick and os.environ.get("RLFIT_CACHE_DIR")):
+        os.environ["RLFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="throughput-cache-", dir=TMP)
     configure_jax(config.run.precision)
     return Trainer.build(config, make_plan(config, config_sizes(config)))
 
