@@ -1,10 +1,12 @@
 """Every benchmark's `--quick` check, run as a user runs it (`python -m benchmarks run NAME --quick`): it ends with
 exit code 0, writes its JSON under benchmarks/results/tmp/ (which git ignores) and leaves every committed result as
 it was. The checks compile into the test session's cache (tests/conftest.py), so one finds the programs an earlier
-one compiled (plan_fit_check.py's probes are memory_prediction.py's); those that measure a cold compile make a
-fresh cache of their own, as their full runs do. Those needing Brax's venv or torch skip without them; the others
-take seconds to a minute or two each on 2 cores (benchmarks/registry.py's QUICK_MEASURED), so this file starts first
-in `make test` (tests/conftest.py's SCHEDULED_FIRST)."""
+one compiled (plan_fit_check.py's probes are memory_prediction.py's; the toy environment's smoke programs that
+quickstart.py's check compiles are throughput.py's, kill9_stress.py's, pointmass_collapse.py's and seeds_vmap.py's,
+whose quick modes keep the cache RLFIT_CACHE_DIR names: benchmarks/common.py's `quick_cache`); those that measure a
+cold compile make a fresh cache of their own, as their full runs do. Those needing Brax's venv or torch skip without
+them; the others take seconds to a minute or two each on 2 cores (benchmarks/registry.py's QUICK_MEASURED), so this
+file starts first in `make test` (tests/conftest.py's SCHEDULED_FIRST)."""
 
 from __future__ import annotations
 
