@@ -16,11 +16,11 @@ and `link_into` hard-links each one's files, as its RECORD lists them, into the 
 scripts outside it, which rlfit does not run, are left out), with the bytecode the session's imports already wrote
 for them (else the venv's first imports compile it: about 6 CPU seconds). rlfit itself is pip's work, as for a user:
 `pip install <a copy of the repo> --no-deps --no-compile` builds it, writes its metadata and the `rlfit` command
-(this venv's pip for the new venv's interpreter, `pip --python`, so the new venv needs no pip of its own). Then `pip
-check` must find every requirement of every installed distribution met (it does not follow a `pkg[x]` requirement's
-extra), and `test_the_plain_install_holds_what_a_resolver_gives_the_core` checks that uv resolves the core's
-requirements to exactly the venv's distributions, at the versions installed here. (A user installing later may get
-newer releases; the versions checked here are the ones every other test checks.)
+(the test session's pip run for the new venv's interpreter, `pip --python`, so the new venv needs no pip of its
+own). Then `pip check` must find every requirement of every installed distribution met (it does not follow a
+`pkg[x]` requirement's extra), and `test_the_plain_install_holds_what_a_resolver_gives_the_core` checks that uv
+resolves the core's requirements to exactly the venv's distributions, at the versions installed here. (A user
+installing later may get newer releases; the versions checked here are the ones every other test checks.)
 
 The programs compile into the test session's cache: XLA's compiled programs are shared with the other tests, the
 program store's entries (`rlfit.hardware.program_store`, whose digest holds the installed files) are the venv's
