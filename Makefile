@@ -11,12 +11,22 @@ TEST_WORKERS ?= 3
 
 .PHONY: quickstart test checks unit install clean
 
+# uv installs the packages: it fetches and unpacks them in parallel and links them from its cache (7 s against pip's
+# 38 s here, 2026-11-28), with no bytecode written up front (Python writes it for the modules it imports). It does not
+# read pip's configuration, so the indexes, wheel folders and constraints pip is configured with are handed to it, and
+# like pip it takes the newest version any index offers (--index-strategy unsafe-best-match). pip installs instead
+# when uv cannot.
+PIP_SETTING = $(shell $(PYTHON) -m pip config list 2>/dev/null | sed -n "s/^\(global\|install\)\.$(1)='\(.*\)'$$/\2/p")
+UV_FROM_PIP = $(foreach url,$(call PIP_SETTING,index-url) $(PIP_INDEX_URL),--index-url $(url)) \
+	$(foreach url,$(call PIP_SETTING,extra-index-url) $(PIP_EXTRA_INDEX_URL),--extra-index-url $(url)) \
+	$(foreach dir,$(sort $(call PIP_SETTING,find-links) $(PIP_FIND_LINKS)),--find-links $(dir)) \
+	$(foreach file,$(call PIP_SETTING,constraint) $(PIP_CONSTRAINT),--constraint $(file))
+
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	@# --no-compile: no bytecode for every installed file up front (half the install's CPU time); Python writes it
-	@# for the modules it imports, on first import.
-	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
+	$(BIN)/python -m pip install -q --upgrade pip uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match $(UV_FROM_PIP) -e '.[dev]' \
+	  || $(BIN)/python -m pip install -q --no-compile -e '.[dev]'
 	@# Headless OpenGL for `rlfit play` videos: Mesa's EGL, installed only when no EGL/OSMesa is found (root, apt).
 	@if ! ldconfig -p 2>/dev/null | grep -q -E 'libEGL_mesa\.so|libEGL_nvidia\.so|libOSMesa\.so'; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
