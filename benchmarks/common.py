@@ -133,11 +133,11 @@ def fresh_cache_env(cache_dir: Path) -> dict[str, str]:
     return env
 
 
-def quick_cache(fresh: Path) -> Path:
-    """A `--quick` check's compile cache where its full run takes the empty `fresh`: the cache RLFIT_CACHE_DIR
-    already names (the test session's, where every quick check runs: the toy environment's smoke programs one check
-    compiled are cache hits in the next), else `fresh`. Only for checks whose figure is not a cold compile."""
-    return Path(os.environ["RLFIT_CACHE_DIR"]) if os.environ.get("RLFIT_CACHE_DIR") else fresh
+def quick_cache(fresh: Path, quick: bool) -> Path:
+    """The compile cache of a check whose figure is not a cold compile: `fresh` (empty) for its full run; for its
+    `--quick` check the cache RLFIT_CACHE_DIR already names, where set (the test session's, where every quick check
+    runs: the toy environment's smoke programs one check compiled are cache hits in the next), else `fresh`."""
+    return Path(os.environ["RLFIT_CACHE_DIR"]) if quick and os.environ.get("RLFIT_CACHE_DIR") else fresh
 
 
 def _fmt(value: Any) -> str:

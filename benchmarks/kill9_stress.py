@@ -34,11 +34,12 @@ from pathlib import Path
 from common import finish_record, quick_cache, start_record
 
 REPO = Path(__file__).resolve().parents[1]
-TRAIN = ["tests.toy_env:make", "--preset", "smoke", "--set", "env.episode_length=50", "--set", "run.eval_every=0",
-         "--timesteps", "800000", "--quiet"]
-QUICK_TRAIN = TRAIN[:3] + TRAIN[5:]
+QUICK_TRAIN = ["tests.toy_env:make", "--preset", "smoke", "--set", "run.eval_every=0", "--timesteps", "800000",
+               "--quiet"]
 """--quick's run: the smoke preset as it is (episodes of 100 steps), whose programs quickstart.py's check compiled
 into the cache the test session's checks share (`quick_cache`): its round reads them instead of compiling."""
+TRAIN = [*QUICK_TRAIN, "--set", "env.episode_length=50"]
+"""The full run's: episodes of 50 steps."""
 
 
 def rlfit_command(*args: str) -> list[str]:
@@ -169,7 +170,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        cache = quick_cache(work / "cache") if args.quick else work / "cache"
+        cache = quick_cache(work / "cache", args.quick)
         env = dict(os.environ, PYTHONPATH=str(REPO), RLFIT_CACHE_DIR=str(cache))
         rounds = []
         for index in range(args.repeats):

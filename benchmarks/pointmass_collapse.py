@@ -97,7 +97,7 @@ def run_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     program = [sys.executable, str(BENCH_DIR / "reset_variant_train.py"), variant] if variant else [str(RLFIT)]
     argv = [*program, "train", args.env, "--preset", "quick", "--seed", str(seed), "--run-dir", str(work / "run")]
     argv += [arg for item in args.set for arg in ("--set", item)]
-    env = fresh_cache_env(quick_cache(work / "cache") if args.quick else work / "cache")
+    env = fresh_cache_env(quick_cache(work / "cache", args.quick))
     env["PYTHONPATH"] = os.pathsep.join([str(args.source.resolve()), env.get("PYTHONPATH", "")])
     load_before = load_1min()
     timed = run_timed(argv, env=env, log=work / "stdout.log")

@@ -101,7 +101,7 @@ def run_seed(args: argparse.Namespace, seed: int, core: int | None = None) -> di
     work = Path(tempfile.mkdtemp(prefix=f"quickstart-seed{seed}-", dir=TMP))
     run_dir = work / "run"
     # --quick checks the script, not the cold compile: the cache RLFIT_CACHE_DIR names (the test session's) where set
-    cache = quick_cache(work / "cache") if args.quick else work / "cache"
+    cache = quick_cache(work / "cache", args.quick)
     env = None if args.warm_cache else fresh_cache_env(cache)
     argv = train_command(args, seed, run_dir)
     load_before = load_1min()
