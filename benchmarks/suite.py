@@ -34,6 +34,7 @@ statistics (`rlfit.study.stats`; see suite_report.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -130,7 +131,20 @@ def shared_settings(env: str, preset: str, quick: bool, overrides: Sequence[str]
     iterations = QUICK_ITERATIONS if quick else periods * eval_every
     shared = ppo_shared_settings(argparse.Namespace(env=env, preset=preset, seed=0, iterations=iterations,
                                                     eval_every=eval_every), overrides)
-    return shared | {"overrides": list(overrides)}
+    rlfit_ppo = json.loads(json.dumps(dataclasses.asdict(config.ppo)))  # every PPO key rlfit resolved (tuples: lists)
+    return shared | {"overrides": list(overrides), "rlfit_ppo": rlfit_ppo}
+
+
+def settings_changed(stored: dict[str, Any], shared: dict[str, Any]) -> list[str]:
+    """The settings (`ppo.advantages`, `iterations`, ...) in which the runs already in a record (`stored`, their
+    shared settings) differ from what this command would run (`shared`): a preset changed since they ran. Keys
+    that only one side has are not compared (records written before `rlfit_ppo` was kept)."""
+    changed = [key for key in shared if key not in ("seed", "rlfit_ppo", "ppo") and key in stored
+               and stored[key] != shared[key]]
+    for section in ("ppo", "rlfit_ppo"):
+        old, new = stored.get(section) or {}, shared.get(section) or {}
+        changed += [f"ppo.{key}" for key in new if key in old and old[key] != new[key]]
+    return sorted(set(changed))
 
 
 def eval_curve(metrics_path: Path) -> list[dict[str, Any]]:
@@ -335,6 +349,12 @@ def run_suite(args: argparse.Namespace, record: dict[str, Any], work_root: Path,
     envs = suite_envs(args, record["costs"])
     todo = pending_runs(record, envs, args.seeds, args.brax_seeds)
     print(f"{len(todo)} runs to do on {len(envs)} environments: {', '.join(envs)}", flush=True)
+    for env in dict.fromkeys(env for env, _, _ in todo):
+        stored = record["runs"].get(env, {}).get("shared_settings")
+        if stored and (changed := settings_changed(stored, shared_settings(env, args.preset, args.quick,
+                                                                            args.overrides))):
+            user_error(f"{args.out}'s runs on {env} were made with other settings ({', '.join(changed)}: the preset "
+                       "changed since); pass another --out")
     if any(side == "brax" for _, side, _ in todo):
         record["brax_venv"] = ensure_brax_venv()
     for env, side, seed in todo:

@@ -267,3 +267,40 @@ def test_compare_with_a_missing_json_is_one_line_exit_2(suite, tmp_path, capsys,
     err = capsys.readouterr().err
     assert "nope.json does not exist" in err and err.count("\n") == 1
     assert suite.README.read_text() == "<!-- suite-variants:start -->\n<!-- suite-variants:end -->\n"
+
+
+def test_settings_changed_names_what_differs_from_the_runs_already_there(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = importlib.import_module("suite")
+    stored = {"env": "PointMass", "seed": 0, "iterations": 85, "ppo": {"num_updates_per_batch": 4},
+              "rlfit_ppo": {"num_updates_per_batch": 4, "advantages": "gae_once"}}
+    same = {**stored, "seed": 1}  # the seed is not a setting of the environment's runs
+    assert module.settings_changed(stored, same) == []
+    new = {"env": "PointMass", "seed": 0, "iterations": 90, "ppo": {"num_updates_per_batch": 8},
+           "rlfit_ppo": {"num_updates_per_batch": 8, "advantages": "brax"}}
+    assert module.settings_changed(stored, new) == ["iterations", "ppo.advantages", "ppo.num_updates_per_batch"]
+    older = {key: value for key, value in stored.items() if key != "rlfit_ppo"}  # a record from before rlfit_ppo
+    assert module.settings_changed(older, new) == ["iterations", "ppo.num_updates_per_batch"]
+
+
+def test_runs_of_settings_a_preset_no_longer_has_are_not_resumed(suite, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "suite.json"
+    record = costs({"PointMass": 200.0})
+    record["runs"] = {"PointMass": {"shared_settings": {"env": "PointMass", "rlfit_ppo": {"advantages": "gae_once"}},
+                                    "rlfit": {"0": {"seed": 0, "final_eval_reward": 5.0, "best_eval_reward": 5.0,
+                                                          "total_wall_s": 60.0}},
+                                    "brax": {}}}
+    out.write_text(json.dumps(record))
+    before = out.read_text()
+    monkeypatch.setattr(suite, "shared_settings",
+                        lambda env, preset, quick, overrides=(): {"env": env, "rlfit_ppo": {"advantages": "brax"}})
+    with pytest.raises(SystemExit) as stopped:
+        suite.main(["--out", str(out), "--envs", "PointMass", "--seeds", "0", "1", "--brax-seeds"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "PointMass" in err and "ppo.advantages" in err and "pass another --out" in err
+    assert out.read_text() == before and suite.calls == []
+    monkeypatch.setattr(suite, "shared_settings",
+                        lambda env, preset, quick, overrides=(): {"env": env, "rlfit_ppo": {"advantages": "gae_once"}})
+    suite.main(["--out", str(out), "--envs", "PointMass", "--seeds", "0", "1", "--brax-seeds"])
+    assert suite.calls == [("PointMass", "rlfit", 1)]  # the same settings: resumed
