@@ -154,8 +154,9 @@ def write_readme_table(record: dict[str, Any], readme: Path, known_envs: list[st
 
 
 def variant_label(record: dict[str, Any]) -> str:
-    """A suite record's name in tables: its preset and `--set` overrides (`quick`, `quick + ppo.advantages=brax`)."""
-    return " + ".join([record.get("preset", "?"), *record.get("overrides", [])])
+    """A suite record's name in tables: its `label` where it has one (a record of a preset since changed names the
+    settings it ran), else its preset and `--set` overrides (`quick`, `quick + ppo.advantages=brax`)."""
+    return record.get("label") or " + ".join([record.get("preset", "?"), *record.get("overrides", [])])
 
 
 def variants_table(records: list[dict[str, Any]]) -> str:

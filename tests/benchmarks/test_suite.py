@@ -304,3 +304,17 @@ def test_runs_of_settings_a_preset_no_longer_has_are_not_resumed(suite, tmp_path
                         lambda env, preset, quick, overrides=(): {"env": env, "rlfit_ppo": {"advantages": "gae_once"}})
     suite.main(["--out", str(out), "--envs", "PointMass", "--seeds", "0", "1", "--brax-seeds"])
     assert suite.calls == [("PointMass", "rlfit", 1)]  # the same settings: resumed
+
+
+def test_a_record_of_a_preset_since_changed_is_named_by_its_label(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    report = importlib.import_module("suite_report")
+    old = _variant([], {"A": [100.0]}, {})
+    assert report.variant_label(old) == "quick"
+    old["label"] = "quick before 0017 (4 epochs, gae_once)"
+    new = _variant(["ppo.learning_rate=3e-4"], {"A": [200.0]}, {})
+    for record in (old, new):
+        record["per_env"] = {env: report.env_summary(runs) for env, runs in record["runs"].items()}
+    text = report.variants_table([old, new])
+    assert "| environment | rlfit, quick before 0017 (4 epochs, gae_once): finals" in text
+    assert "- quick + ppo.learning_rate=3e-4 minus quick before 0017 (4 epochs, gae_once) (rlfit" in text
