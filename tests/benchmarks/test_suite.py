@@ -195,12 +195,13 @@ def test_report_without_markers_is_one_line_exit_2(suite, tmp_path, capsys, monk
 def test_an_override_reaches_both_sides(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     module = importlib.import_module("suite")
-    shared = module.shared_settings("PointMass", "quick", False, ["ppo.num_updates_per_batch=8"])
-    assert shared["ppo"]["num_updates_per_batch"] == 8  # what Brax's spec is built from
+    shared = module.shared_settings("PointMass", "quick", False, ["ppo.num_updates_per_batch=2"])
+    assert shared["ppo"]["num_updates_per_batch"] == 2  # what Brax's spec is built from
+    assert shared["rlfit_ppo"]["num_updates_per_batch"] == 2  # and what the record keeps of rlfit's settings
     argv = module.rlfit_argv(shared, 0, tmp_path)
-    assert argv[argv.index("ppo.num_updates_per_batch=8") - 1] == "--set"
+    assert argv[argv.index("ppo.num_updates_per_batch=2") - 1] == "--set"
     plain = module.shared_settings("PointMass", "quick", False)
-    assert plain["ppo"]["num_updates_per_batch"] == 4 and "ppo.num_updates_per_batch=8" not in module.rlfit_argv(
+    assert plain["ppo"]["num_updates_per_batch"] == 8 and "ppo.num_updates_per_batch=2" not in module.rlfit_argv(
         plain, 0, tmp_path)
 
 

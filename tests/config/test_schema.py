@@ -268,7 +268,7 @@ def test_batch_divisibility_through_resolve():
 CARTPOLE = "CartpoleBalance"
 PRESET_VALUES = {
     ("ppo", "quick"): {"ppo.num_envs": 512, "ppo.batch_size": 256, "ppo.num_minibatches": 16,
-                       "ppo.num_updates_per_batch": 4, "ppo.value_hidden": (64, 64),
+                       "ppo.num_updates_per_batch": 8, "ppo.value_hidden": (64, 64),
                        "run.num_timesteps": 10_000_000, "run.num_eval_envs": 32},
     ("ppo", "production"): {"ppo.num_envs": 8192, "ppo.batch_size": 2048, "ppo.num_minibatches": 32,
                             "run.eval_every": 20},
