@@ -474,9 +474,9 @@ NOTES = [
     "Brax evaluates once more than rlfit (before training, step 0).",
     "Brax's auto-reset (Playground's BraxAutoResetWrapper, full_reset=False) restores a cached first state; "
     "rlfit resets each finished environment with its own key.",
-    "Brax (bootstrap_on_timeout=False, its default) masks the GAE error at time-limit steps; rlfit bootstraps "
-    "from the value of the reached observation. CartpoleBalance has no terminal states; truncations come every "
-    "1000 steps.",
+    "Brax (bootstrap_on_timeout=False, its default) masks the GAE error at time-limit steps, as rlfit's default "
+    "estimator (ppo.advantages: brax) does; rlfit's gae_once bootstraps from the value of the reached observation. "
+    "CartpoleBalance has no terminal states; truncations come every 1000 steps.",
     "Brax runs on jax/jaxlib 0.9.2, rlfit on the main venv's jax; their XLA versions differ.",
     "total_cpu_s: user + system CPU seconds of the subprocess; less sensitive than wall time to other load.",
 ]

@@ -26,8 +26,9 @@ statistics (`rlfit.study.stats`; see suite_report.py).
     .venv/bin/python benchmarks/suite.py --budget-minutes 60 --commit          # the suite, in sittings
     .venv/bin/python benchmarks/suite.py --envs PointMass --seeds --brax-seeds 0 1 2   # Brax only, one env
     .venv/bin/python benchmarks/suite.py --report                              # README table from the JSON
-    .venv/bin/python benchmarks/suite.py --set ppo.num_updates_per_batch=8 --out results/suite_8_epochs.json
+    .venv/bin/python benchmarks/suite.py --set ppo.learning_rate=3e-4 --out results/suite_lr3e-4.json   # a variant
     .venv/bin/python benchmarks/suite.py --compare results/suite_8_epochs.json   # README: rlfit's settings side by side
+    .venv/bin/python benchmarks/suite.py --out results/suite_8_epochs.json --compare results/suite.json --print
     .venv/bin/python benchmarks/suite.py --quick --envs CartpoleBalance        # 2 iterations: checks the script
 """
 
@@ -49,8 +50,8 @@ from typing import Any
 
 from brax_compare import BRAX_PYTHON, CHILD, brax_spec, ensure_brax_venv, ppo_shared_settings
 from common import REPO, RESULTS, RLFIT, TMP, git_state, load_1min, machine, run_timed
-from suite_report import (COLLAPSE_RATIO, env_summary, print_costs, print_summary, suite_summary,
-                          user_error, write_readme_table, write_variants_table)
+from suite_report import (COLLAPSE_RATIO, env_summary, print_costs, print_summary, readme_table, suite_summary,
+                          user_error, variants_table, write_readme_table, write_variants_table)
 
 from rlfit.cli import OneLineParser
 
@@ -95,6 +96,8 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
                         help=f"the suite keeps environments whose run is estimated at most this long "
                              f"(default {MAX_RUN_MINUTES:g})")
     parser.add_argument("--commit", action="store_true", help="git-commit the JSON after each run")
+    parser.add_argument("--print", action="store_true", dest="print_only",
+                        help="--report/--compare: print the table instead of writing it into the README")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_ITERATIONS} iterations, eval every {QUICK_EVAL_EVERY}: checks the script only")
     parser.add_argument("--out", type=Path, default=None,
@@ -375,11 +378,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.compare:
         records = [json.loads(path.read_text()) for path in (args.out, *args.compare)]
+        if args.print_only:
+            print(variants_table(records))
+            return
         write_variants_table(records, README)
         print(f"wrote the variants table of {README} from {', '.join(map(str, (args.out, *args.compare)))}")
         return
     if args.report:
         record = json.loads(args.out.read_text())
+        if args.print_only:
+            print(readme_table(record, args.known_envs))
+            return
         write_readme_table(record, README, args.known_envs)
         print(f"wrote the suite table of {README} from {args.out}")
         return

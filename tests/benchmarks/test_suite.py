@@ -319,3 +319,27 @@ def test_a_record_of_a_preset_since_changed_is_named_by_its_label(monkeypatch):
     text = report.variants_table([old, new])
     assert "| environment | rlfit, quick before 0017 (4 epochs, gae_once): finals" in text
     assert "- quick + ppo.learning_rate=3e-4 minus quick before 0017 (4 epochs, gae_once) (rlfit" in text
+
+
+def test_print_shows_the_tables_and_leaves_the_readme_alone(suite, tmp_path, monkeypatch, capsys):
+    report = importlib.import_module("suite_report")
+    base = _variant([], {"A": [100.0, 300.0]}, {"A": [90.0]})
+    other = _variant(["ppo.num_updates_per_batch=2"], {"A": [200.0, 400.0]}, {})
+    paths = []
+    for name, record in (("suite.json", base), ("two.json", other)):
+        record["per_env"] = {env: report.env_summary(runs) for env, runs in record["runs"].items()}
+        record["summary"] = report.suite_summary(record["per_env"])
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(record))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- suite-variants:start -->\nold\n<!-- suite-variants:end -->\n"
+                      "<!-- suite-table:start -->\nold\n<!-- suite-table:end -->\n")
+    before = readme.read_text()
+    monkeypatch.setattr(suite, "README", readme)
+    capsys.readouterr()
+    suite.main(["--out", str(paths[0]), "--compare", str(paths[1]), "--print"])
+    printed = capsys.readouterr().out
+    assert "| A | 100.0 / 300.0 (200.0) [2/2] | 200.0 / 400.0 (300.0) [2/2] | 90.0 (quick) |" in printed
+    suite.main(["--out", str(paths[0]), "--report", "--print"])
+    assert "| A | - | 100.0 / 300.0 | 100.0 / 300.0 | yes / yes | 90.0 | 90.0 | +110.0 |" in capsys.readouterr().out
+    assert readme.read_text() == before
