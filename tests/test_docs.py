@@ -101,6 +101,7 @@ def test_the_benchmark_pages_are_the_benchmarks_own_files():
     records = sorted((REPO_ROOT / "benchmarks" / "decisions").glob("[0-9]*.md"))
     assert decisions.count("\n## ") + decisions.startswith("## ") == len(records) >= 16
     assert "## 0015 The quick preset keeps `gae_once`" in decisions
+    assert "## 0017 PPO's quick preset: 8 epochs per batch and Brax's estimator" in decisions
 
 
 @dataclass(frozen=True)
