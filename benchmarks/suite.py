@@ -352,10 +352,11 @@ def run_suite(args: argparse.Namespace, record: dict[str, Any], work_root: Path,
     envs = suite_envs(args, record["costs"])
     todo = pending_runs(record, envs, args.seeds, args.brax_seeds)
     print(f"{len(todo)} runs to do on {len(envs)} environments: {', '.join(envs)}", flush=True)
-    for env in dict.fromkeys(env for env, _, _ in todo):
+    shared_by_env = {env: shared_settings(env, args.preset, args.quick, args.overrides)
+                     for env in dict.fromkeys(env for env, _, _ in todo)}  # resolved once, checked, then run
+    for env, shared in shared_by_env.items():
         stored = record["runs"].get(env, {}).get("shared_settings")
-        if stored and (changed := settings_changed(stored, shared_settings(env, args.preset, args.quick,
-                                                                            args.overrides))):
+        if stored and (changed := settings_changed(stored, shared)):
             user_error(f"{args.out}'s runs on {env} were made with other settings ({', '.join(changed)}: the preset "
                        "changed since); pass another --out")
     if any(side == "brax" for _, side, _ in todo):
@@ -365,7 +366,7 @@ def run_suite(args: argparse.Namespace, record: dict[str, Any], work_root: Path,
             print(f"budget of {args.budget_minutes:g} minutes: {env} {side} seed {seed} (about "
                   f"{expected_run_s(record, env, side) / 60:.1f} min) would end past it; stopped", flush=True)
             break
-        shared = shared_settings(env, args.preset, args.quick, args.overrides)
+        shared = shared_by_env[env]
         work = work_root / env
         work.mkdir(exist_ok=True)
         runs = record["runs"].setdefault(env, {"shared_settings": shared, "rlfit": {}, "brax": {}})
