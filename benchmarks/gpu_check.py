@@ -4,17 +4,17 @@ In this order, each step in a new process with a time box of its own (a slow ste
 would start with too little time left is recorded "not reached"):
 
  1. doctor                       `rlfit doctor --json`: the device, its memory, JAX and driver versions
- 2. g1_ppo_cold                  G1JoystickFlatTerrain PPO `--preset g1 --num-envs auto`, empty compile cache: the
-                                 plan (sizes, predicted bytes, the bound's source, the MJX implementation),
-                                 time_to_first_step_s and each program's compile, then training until its box ends:
-                                 env steps/s, iterations per minute, device_peak_bytes against the prediction
- 3. g1_ppo_warm                  the same in a new process with step 2's cache: time_to_first_step_s
+ 2. g1_ppo_cold                  G1JoystickFlatTerrain PPO `--preset g1` at Playground's G1 sizes (8,192
+                                 environments, batch 256), empty compile cache: the plan, time_to_first_step_s and
+                                 each program's compile, the first iteration's env steps/s
+ 3. g1_ppo_warm                  the same in a new process with step 2's cache: time_to_first_step_s, then
+                                 training until its budget: env steps/s (median), iterations per minute
  4. cartpole_ppo_playground      CartpoleBalance PPO at Playground's DM Control settings (the default preset, 2,048
                                  environments): env steps/s, beside the Playground paper's A100 figure
  5. trace_bound ENV:PRESET:ALGO  (three cases) the planner's bound against XLA's memory analysis (trace_bound.py)
  6. memory_prediction            one size (CartpoleBalance, 1,024 environments; memory_prediction.py)
  7. fasttd3_g1                   FastTD3 on G1 (`--algo fasttd3 --preset g1`): env steps/s
- 8. g1_randomization_on / _off   G1 PPO with Playground's domain randomization (`env.randomization=auto`), then
+ 8. g1_randomization_on / _off   G1 PPO at step 2's sizes with Playground's domain randomization (`env.randomization=auto`), then
                                  without it (`off`): the cost of randomization in env steps/s and first step
 
 It writes DIR/gpu_check.json again after every step (a command cut off keeps what it measured; the step under way
@@ -68,6 +68,8 @@ class Setup(NamedTuple):
 
     g1: str
     g1_preset: str
+    g1_sizes: tuple[str, ...]
+    """The G1 PPO steps' size arguments (the GPU: Playground's G1 sizes; the dry run: `--num-envs auto`)."""
     cartpole: str
     cartpole_preset: str
     trace_cases: tuple[str, ...]
@@ -86,10 +88,17 @@ class Setup(NamedTuple):
     """Seconds between a time box's SIGTERM (rlfit saves a checkpoint and summary.json) and SIGKILL."""
 
 
-GPU = Setup(g1="G1JoystickFlatTerrain", g1_preset="g1", cartpole="CartpoleBalance", cartpole_preset="default",
+G1_PLAYGROUND_SIZES = ("--set", "ppo.num_envs=8192", "--set", "ppo.batch_size=256", "--set", "run.fit_to_device=false")
+"""Playground's G1 PPO sizes (8,192 environments, batch 256 x 32 minibatches x unroll 20: 163,840 env steps an
+iteration, 2.0 s on the H200: results/gpu/g1_8192/). Not `--num-envs auto`: on the H200 it chose 65,536
+environments, whose one iteration of 10.5M env steps took 98 s, longer than a warm step's box
+(results/gpu/gpu_check.json, 2026-11-28)."""
+
+GPU = Setup(g1="G1JoystickFlatTerrain", g1_preset="g1", g1_sizes=G1_PLAYGROUND_SIZES, cartpole="CartpoleBalance",
+            cartpole_preset="default",
             trace_cases=("CartpoleBalance:quick:ppo", "CartpoleBalance:quick:sac", "G1JoystickFlatTerrain:g1:ppo"),
-            memory_env="CartpoleBalance", memory_num_envs=1024, fasttd3_preset="g1", timesteps={"g1_ppo_warm": 1},
-            boxes={"doctor": 45, "g1_ppo_cold": 240, "g1_ppo_warm": 75, "cartpole_ppo_playground": 75,
+            memory_env="CartpoleBalance", memory_num_envs=1024, fasttd3_preset="g1", timesteps={},
+            boxes={"doctor": 45, "g1_ppo_cold": 240, "g1_ppo_warm": 90, "cartpole_ppo_playground": 130,
                    "trace_bound": 45, "memory_prediction": 60, "fasttd3_g1": 90, "g1_randomization": 60},
             deadline_s=490, min_start_s=20, grace_s=20)
 """490 s from the script's start, the install (about 20 s) included: within the command's 9 minutes (the device
@@ -100,7 +109,8 @@ def dry_setup(stand_in: str) -> Setup:
     """The rehearsal on this CPU: `stand_in` for G1 and CartpoleBalance, the smoke preset, seconds per step (a
     Playground stand-in: three times the toy's boxes, for its compiles of a minute each on 2 cores)."""
     scale = 1 if stand_in == TOY_ENV else 3
-    return Setup(g1=stand_in, g1_preset="smoke", cartpole=stand_in, cartpole_preset="smoke",
+    return Setup(g1=stand_in, g1_preset="smoke", g1_sizes=("--num-envs", "auto"), cartpole=stand_in,
+                 cartpole_preset="smoke",
                  trace_cases=(f"{stand_in}:smoke:ppo", f"{stand_in}:smoke:sac", f"{stand_in}:smoke:fasttd3"),
                  memory_env=stand_in, memory_num_envs=64, fasttd3_preset="smoke",
                  timesteps={"g1_ppo_cold": 20_000, "g1_ppo_warm": 1, "cartpole_ppo_playground": 640,
@@ -250,8 +260,8 @@ def randomization(ctx: Context, name: str, box_s: float, on: bool) -> dict[str, 
         return {"status": "not available", "figures": {},
                 "note": "env.randomization is not a config key in this rlfit (domain randomization not landed)"}
     setup = ctx.setup
-    return train(ctx, name, box_s, [setup.g1, "--preset", setup.g1_preset, "--num-envs", "auto", "--set",
-                                    f"env.randomization={'auto' if on else 'off'}"], "g1_randomization",
+    return train(ctx, name, box_s, [setup.g1, "--preset", setup.g1_preset, *setup.g1_sizes, "--set",
+                                    f"env.randomization={'auto' if on else 'off'}"], "g1_ppo",
                  setup.timesteps.get("g1_randomization"))
 
 
@@ -266,16 +276,17 @@ class Step(NamedTuple):
 
 def steps(setup: Setup) -> list[Step]:
     """The steps in their order (the most valuable first)."""
-    g1 = [setup.g1, "--preset", setup.g1_preset, "--num-envs", "auto"]
+    g1 = [setup.g1, "--preset", setup.g1_preset, *setup.g1_sizes]
 
     def training(argv: list[str], cache: str, key: str) -> Callable[[Context, str, float], dict[str, Any]]:
         return lambda ctx, name, box: train(ctx, name, box, argv, cache, setup.timesteps.get(key))
 
     found = [
         Step("doctor", "doctor", "the device, its memory, JAX and driver versions", "doctor", doctor),
-        Step("g1_ppo_cold", "train", "G1 PPO --num-envs auto, empty cache: plan, first step, training rates",
+        Step("g1_ppo_cold", "train", "G1 PPO, empty cache: plan, first step, its first iteration's rate",
              "g1_ppo_cold", training(g1, "g1_ppo", "g1_ppo_cold")),
-        Step("g1_ppo_warm", "train", "the same, new process, step 2's cache: time_to_first_step_s", "g1_ppo_warm",
+        Step("g1_ppo_warm", "train", "the same, new process, step 2's cache: time_to_first_step_s, training rates",
+             "g1_ppo_warm",
              training(g1, "g1_ppo", "g1_ppo_warm")),
         Step("cartpole_ppo_playground", "train", "CartpoleBalance PPO at Playground's DM Control settings: env "
              "steps/s", "cartpole_ppo_playground",

@@ -44,8 +44,25 @@ def test_training_rates_leave_out_the_first_iteration_and_count_evaluations_in_t
     assert rates["env_steps_per_s_median"] == 800.0  # median of 1000, 500, 800; the first (100) left out
     assert rates["iterations_per_min"] == pytest.approx(60 * 3 / 6)  # iterations 1 -> 4 in 10 s -> 16 s
     assert rates["iterations"] == 4 and rates["env_steps"] == 4000
+    assert rates["first_iteration_env_steps_per_s"] == 100.0  # the one left out of the median, kept apart
     one = gpu_figures.training_rates(train_rows()[:1])
     assert one["env_steps_per_s_median"] is None and one["iterations_per_min"] is None
+    assert one["first_iteration_env_steps_per_s"] == 100.0
+    assert gpu_figures.training_rates([])["first_iteration_env_steps_per_s"] is None
+
+
+def test_headline_takes_g1_rates_from_the_warm_step_and_falls_back_to_the_cold_one(gpu_figures):
+    def step(name: str, status: str, median: float | None) -> dict:
+        return {"name": name, "kind": "train", "status": status,
+                "figures": {"env_steps_per_s_median": median, "first_iteration_env_steps_per_s": 7.0}}
+
+    both = {"steps": [step("g1_ppo_cold", "ok", 1.0), step("g1_ppo_warm", "ok", 2.0)]}
+    assert gpu_figures.headline(both)["g1_env_steps_per_s"] == 2.0
+    assert gpu_figures.headline(both)["g1_first_iteration_env_steps_per_s"] == 7.0
+    warm_failed = {"steps": [step("g1_ppo_cold", "ok", 1.0), step("g1_ppo_warm", "failed", 2.0)]}
+    assert gpu_figures.headline(warm_failed)["g1_env_steps_per_s"] == 1.0
+    neither = {"steps": [step("g1_ppo_cold", "ok", None), step("g1_ppo_warm", "ok", None)]}
+    assert gpu_figures.headline(neither)["g1_env_steps_per_s"] is None
 
 
 def write_run(folder: Path, summary: dict | None) -> None:
@@ -79,7 +96,8 @@ def test_a_run_cut_off_before_its_summary_has_no_first_step(gpu_figures, tmp_pat
 
 def whole_record() -> dict:
     figures = {key: 1.0 for key in ("time_to_first_step_s", "init_s", "compile_s", "compile_wait_s",
-                                     "env_steps_per_s_median", "iterations_per_min", "sps_mean",
+                                     "env_steps_per_s_median", "first_iteration_env_steps_per_s",
+                                     "iterations_per_min", "sps_mean",
                                      "predicted_over_peak_minus_1", "final_eval_reward", "xla_compile_s_total")}
     figures.update(programs=[], iterations=3, env_steps=300, device_peak_bytes=None, predicted_bytes=10,
                    stopped_by="time_budget", versions={}, xla_compiles_over_1s=[],
@@ -231,7 +249,10 @@ def test_the_randomization_steps_pass_settings_rlfit_accepts(gpu_check, monkeypa
     taken = {}
     monkeypatch.setattr(gpu_check, "has_config_key", lambda ctx, section, key: True)
     monkeypatch.setattr(gpu_check, "train", lambda ctx, name, box_s, argv, cache, timesteps: taken.setdefault("argv", argv))
-    ctx = SimpleNamespace(setup=SimpleNamespace(g1="G1JoystickFlatTerrain", g1_preset="g1", timesteps={}))
+    ctx = SimpleNamespace(setup=gpu_check.GPU)
     gpu_check.randomization(ctx, "g1_randomization", 60.0, on)
-    assert taken["argv"][-2:] == ["--set", f"env.randomization={setting}"]
-    assert resolve("CartpoleBalance", "smoke", overrides=[taken["argv"][-1]]).env.randomization == setting
+    argv = taken["argv"]
+    assert argv[-2:] == ["--set", f"env.randomization={setting}"]
+    overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "--set"]
+    config = resolve("CartpoleBalance", "g1", overrides=overrides)  # the g1 preset at Playground's G1 sizes
+    assert config.env.randomization == setting and config.ppo.num_envs == 8192 and config.ppo.batch_size == 256

@@ -43,3 +43,16 @@ def test_handlers_are_restored_after_the_block():
     with StopFlag():
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_first_signal_says_its_line_in_one_write(monkeypatch):
+    """The stop-grace watcher says its own line at the same moment: one write each keeps the two lines apart."""
+    from rlfit.run.signals import StopFlag
+
+    writes: list[str] = []
+    monkeypatch.setattr(sys, "stderr", type("Stream", (), {"write": lambda self, text: writes.append(text),
+                                                          "flush": lambda self: None})())
+    flag = StopFlag()
+    flag._handle(signal.SIGTERM, None)
+    assert flag.signal_name == "SIGTERM"
+    assert writes == ["rlfit: SIGTERM received; finishing this iteration and saving (send it again to exit at once)\n"]

@@ -178,3 +178,13 @@ def test_sigterm_during_a_long_iteration_of_a_real_run(capfd, tmp_path):
     resumed = cli_in_process(capfd, "resume", str(run_dir), "--iterations", str(len(rows) + 1), "--quiet", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((run_dir / "summary.json").read_text())["iterations"] == len(rows) + 1
+
+
+def test_the_watcher_says_a_signal_in_one_write(monkeypatch):
+    """The main thread's signal handler says its own line at the same moment: one write each keeps them apart."""
+    writes: list[str] = []
+    monkeypatch.setattr(sys, "stderr", type("Stream", (), {"write": lambda self, text: writes.append(text),
+                                                          "flush": lambda self: None})())
+    watch, _, _, _, _ = watch_with_fakes(grace_s=25)
+    watch._heard(bytes([signal.SIGTERM]))
+    assert writes == ["rlfit: SIGTERM received; saving within 25s (send it again to exit at once)\n"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,15 @@ def progress(args: argparse.Namespace) -> Callable[[str], None]:
     """`say(line)` for progress: prints and flushes, or does nothing under `--quiet` or `--json`."""
     if silent(args):
         return lambda line: None
-    return lambda line: print(line, flush=True)
+    return say_line
+
+
+def say_line(line: str) -> None:
+    """Writes `line` and its newline to stdout in one write, then flushes: the compile threads' lines can no longer
+    run together (`print` writes the newline apart, so two threads made "compiling 2 of 3: evaluationcompiling 3
+    of 3" on a GPU)."""
+    sys.stdout.write(f"{line}\n")
+    sys.stdout.flush()
 
 
 def show_result(args: argparse.Namespace, text: str | None, data: dict[str, Any]) -> None:

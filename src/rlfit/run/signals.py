@@ -53,8 +53,10 @@ class StopFlag:
             print(f"rlfit: second {signal.Signals(signum).name}, exiting without saving", file=sys.stderr, flush=True)
             os._exit(EXIT_CODES[signum])
         self.signum = signum
-        print(f"rlfit: {signal.Signals(signum).name} received; finishing this iteration and saving "
-              "(send it again to exit at once)", file=sys.stderr, flush=True)
+        # One write (print writes the newline apart, and the stop-grace watcher may write at the same moment).
+        sys.stderr.write(f"rlfit: {signal.Signals(signum).name} received; finishing this iteration and saving "
+                         "(send it again to exit at once)\n")
+        sys.stderr.flush()
 
     @property
     def signal_name(self) -> str | None:

@@ -154,8 +154,10 @@ class GraceWatch:
                 self._exit(EXIT_CODES[signum])
                 return
             self._signum, self._requested_at = signum, time.monotonic()
-            print(f"rlfit: {signal.Signals(signum).name} received; saving within {self.grace_s:g}s "
-                  "(send it again to exit at once)", file=sys.stderr, flush=True)
+            # One write: the main thread's signal handler says its own line at the same moment.
+            sys.stderr.write(f"rlfit: {signal.Signals(signum).name} received; saving within {self.grace_s:g}s "
+                             "(send it again to exit at once)\n")
+            sys.stderr.flush()
 
     def _deadline(self) -> float | None:
         """When the watcher must save: where the running iteration would end too late for the grace (or the budget),
