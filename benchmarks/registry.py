@@ -364,7 +364,14 @@ def scaling_figures(record: dict) -> list[Figure]:
 
 
 def gpu_figures(record: dict) -> list[Figure]:
-    return [Figure(str(key), str(value), "") for key, value in (record.get("headline") or {}).items()
+    def written(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return _num(value, 3 if abs(value) < 10 else 1)
+        return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+    return [Figure(str(key), written(value), "") for key, value in (record.get("headline") or {}).items()
             if not isinstance(value, (dict, list))]
 
 
