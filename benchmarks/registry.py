@@ -369,10 +369,11 @@ def gpu_figures(record: dict) -> list[Figure]:
             return "yes" if value else "no"
         if isinstance(value, float):
             return _num(value, 3 if abs(value) < 10 else 1)
-        return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+        return f"{value:,}" if isinstance(value, int) else str(value)
 
+    # A figure the check did not measure (None) is left out: the record's steps say why.
     return [Figure(str(key), written(value), "") for key, value in (record.get("headline") or {}).items()
-            if not isinstance(value, (dict, list))]
+            if value is not None and not isinstance(value, (dict, list))]
 
 
 # --- the registry ---------------------------------------------------------------------------------------------------
