@@ -13,7 +13,8 @@ How a budget is imposed:
   (from `rlfit doctor --json`); `full` leaves JAX's defaults. The sweep goes up from `--sweep-min` until the
   first size that runs out of memory. A size that ran under a smaller budget is not run again under a
   larger one: the compiled program is the same and the cap only bounds the pool, so its figure is reused
-  (the JSON says under which budget it was measured). `summary.json`'s `device_peak_bytes` (JAX's
+  (the JSON says under which budget it was measured); so is the planner's own run at the sweep's size that
+  equals its choice (`planner_run`: the same program under the same cap). `summary.json`'s `device_peak_bytes` (JAX's
   `peak_bytes_in_use`) is recorded beside the planner's `predicted_bytes`.
 - CPU: XLA's CPU allocator has no cap, so nothing can run out of memory in the GPU sense. The budget goes
   to the planner as `--device-memory` (target cpu) and the sweep runs every size from `--sweep-min` to
@@ -25,7 +26,7 @@ How a budget is imposed:
     # On the CPU
     .venv/bin/python benchmarks/planner_sweep.py --env CartpoleBalance --preset quick --budgets 0.25 4 \
         --sweep-max 8192 --min-steps 8000000
-    .venv/bin/python benchmarks/planner_sweep.py --quick     # a check of the script (two tiny runs, one compile)
+    .venv/bin/python benchmarks/planner_sweep.py --quick     # a check of the script (one tiny run, one compile)
 """
 
 from __future__ import annotations
@@ -175,6 +176,10 @@ def measure_budget(name: str, budget: dict[str, Any], args: argparse.Namespace, 
         n = sizes["num_envs"]
         if n in measured and not measured[n]["out_of_memory"]:
             point = {**measured[n], "reused_from": measured[n]["measured_under"]}
+        elif planner["returncode"] == 0 and planner["sizes"] == sizes:
+            # The planner's run trained these very sizes under this budget: the same program, measured already.
+            point = {**planner, "measured_under": name, "planner_run": True}
+            measured[n] = point
         else:
             point = {**train(args.env, args.preset, overrides, sizes, [], iterations_for(sizes, args),
                              steps_per_iteration(sizes), budget["fraction"], work, args.timeout), "measured_under": name}
@@ -182,7 +187,8 @@ def measure_budget(name: str, budget: dict[str, Any], args: argparse.Namespace, 
                 measured[n] = point
         sweep.append({"num_envs": n, **point})
         print(f"[{name}] sweep num_envs={n}: exit {point['returncode']}, {point['sps_median']} env-steps/s"
-              + (f" (from budget {point['reused_from']})" if "reused_from" in point else ""), flush=True)
+              + (f" (from budget {point['reused_from']})" if "reused_from" in point else "")
+              + (" (the planner's run)" if point.get("planner_run") and "reused_from" not in point else ""), flush=True)
         if on_gpu and point["returncode"] != 0:
             break  # larger sizes need more memory still
     ran = [p for p in sweep if p["returncode"] == 0 and p["sps_median"]]
@@ -230,13 +236,13 @@ def main() -> None:
     parser.add_argument("--sweep-max", type=int, default=65536)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
     parser.add_argument("--out", type=Path, help="JSON path (default: results/planner_sweep_<cpu|gpu>.json)")
-    parser.add_argument("--quick", action="store_true", help="a check of the script: two tiny runs of the toy "
+    parser.add_argument("--quick", action="store_true", help="a check of the script: one tiny run of the toy "
                         "environment at the same sizes (one compile)")
     args = parser.parse_args()
     if args.quick:
         args.env, args.preset, args.budgets, args.iterations = "tests.toy_env:make", "smoke", ["0.05"], 2
-        # The toy's choice on a 2-core CPU (the cap, 256 environments a core): the sweep's run is the planner run's
-        # program, which it reads from the compile cache the children share (RLFIT_CACHE_DIR).
+        # The toy's choice on a 2-core CPU (the cap, 256 environments a core), so the sweep's one size is the
+        # planner's run, reused (`planner_run`), not trained again.
         args.sweep_min = args.sweep_max = 512
         args.set = args.set + ["env.episode_length=50", "ppo.value_hidden=[32,32]"]
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),

@@ -496,7 +496,7 @@ QUICK_MEASURED = {
     "memory_prediction": "18 s, load 7.9-8.8",
     "plan_fit_check": "18 s, load 9.0-10.0",
     "plan_time": "28 s, load 10.5-13.1",
-    "planner_sweep": "43 s, load 7.5-10.0",
+    "planner_sweep": "11 s, load 0.5",
     "pointmass_collapse": "7 s, load 3.7",
     "quickstart": "26 s, load 10.8-9.6",
     "render_throughput": "30 s, load 6.7-6.4",
@@ -514,7 +514,8 @@ kill9_stress, memory_prediction and plan_fit_check again on 2026-11-28 after ite
 tests/benchmarks/test_every_quick_check.py: the test's seconds, the load from the script's record; of these only
 plan_fit_check reads the test session's compile cache, memory_prediction's probes); kill9_stress and pointmass_collapse
 again in that test on 2026-11-28 after they moved to the smoke preset's programs, which quickstart's check compiles
-into the test session's cache and they read (load 4-5).
+into the test session's cache and they read (load 4-5); planner_sweep again on 2026-11-28 at 20:07 UTC after its
+planner's run became the sweep's point (one training process instead of two; quiet, its default cache warm).
 Other engineers' jobs and a long benchmark shared the two cores throughout, so a quiet machine takes less."""
 BENCHMARKS = tuple(benchmark._replace(quick_seconds=QUICK_MEASURED.get(benchmark.name, benchmark.quick_seconds))
                    for benchmark in BENCHMARKS)
