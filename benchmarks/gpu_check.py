@@ -14,8 +14,9 @@ would start with too little time left is recorded "not reached"):
  5. trace_bound ENV:PRESET:ALGO  (three cases) the planner's bound against XLA's memory analysis (trace_bound.py)
  6. memory_prediction            one size (CartpoleBalance, 1,024 environments; memory_prediction.py)
  7. fasttd3_g1                   FastTD3 on G1 (`--algo fasttd3 --preset g1`): env steps/s
- 8. g1_randomization_on / _off   G1 PPO at step 2's sizes with Playground's domain randomization (`env.randomization=auto`), then
-                                 without it (`off`): the cost of randomization in env steps/s and first step
+ 8. g1_randomization_on / _off   G1 PPO at step 2's sizes with Playground's domain randomization
+                                 (`env.randomization=auto`), then without it (`off`): the cost of randomization in
+                                 env steps/s and first step
 
 It writes DIR/gpu_check.json again after every step (a command cut off keeps what it measured; the step under way
 reads "running"), and per run DIR/runs/STEP/{summary.json,plan.json,metrics.jsonl} and DIR/logs/STEP.log.

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rlfit.console import say_line
 
 QUIET_HELP = "print nothing but errors (with --json: the JSON object too)"
 JSON_HELP = "print the result as one JSON object on stdout, and nothing else there"
@@ -36,15 +37,7 @@ def progress(args: argparse.Namespace) -> Callable[[str], None]:
     """`say(line)` for progress: prints and flushes, or does nothing under `--quiet` or `--json`."""
     if silent(args):
         return lambda line: None
-    return say_line
-
-
-def say_line(line: str) -> None:
-    """Writes `line` and its newline to stdout in one write, then flushes: the compile threads' lines can no longer
-    run together (`print` writes the newline apart, so two threads made "compiling 2 of 3: evaluationcompiling 3
-    of 3" on a GPU)."""
-    sys.stdout.write(f"{line}\n")
-    sys.stdout.flush()
+    return say_line  # one write a line: the compile threads' lines never run together
 
 
 def show_result(args: argparse.Namespace, text: str | None, data: dict[str, Any]) -> None:

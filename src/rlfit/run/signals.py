@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from rlfit.console import warn_line
 from rlfit.exit_codes import INTERRUPTED, TERMINATED
 
 EXIT_CODES: dict[int, int] = {signal.SIGTERM: TERMINATED, signal.SIGINT: INTERRUPTED}
@@ -50,13 +50,12 @@ class StopFlag:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:  # second signal: leave now
-            print(f"rlfit: second {signal.Signals(signum).name}, exiting without saving", file=sys.stderr, flush=True)
+            warn_line(f"rlfit: second {signal.Signals(signum).name}, exiting without saving")
             os._exit(EXIT_CODES[signum])
         self.signum = signum
-        # One write (print writes the newline apart, and the stop-grace watcher may write at the same moment).
-        sys.stderr.write(f"rlfit: {signal.Signals(signum).name} received; finishing this iteration and saving "
-                         "(send it again to exit at once)\n")
-        sys.stderr.flush()
+        # One write: the stop-grace watcher may announce the stop at the same moment.
+        warn_line(f"rlfit: {signal.Signals(signum).name} received; finishing this iteration and saving "
+                  "(send it again to exit at once)")
 
     @property
     def signal_name(self) -> str | None:

@@ -36,6 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.console import warn_line
 from rlfit.run.signals import EXIT_CODES
 
 RESERVE_MIN_S = 1.0
@@ -149,15 +150,13 @@ class GraceWatch:
             if signum not in EXIT_CODES:
                 continue
             if self._signum is not None:
-                print(f"rlfit: second {signal.Signals(signum).name}, exiting without saving", file=sys.stderr,
-                      flush=True)
+                warn_line(f"rlfit: second {signal.Signals(signum).name}, exiting without saving")
                 self._exit(EXIT_CODES[signum])
                 return
             self._signum, self._requested_at = signum, time.monotonic()
             # One write: the main thread's signal handler says its own line at the same moment.
-            sys.stderr.write(f"rlfit: {signal.Signals(signum).name} received; saving within {self.grace_s:g}s "
-                             "(send it again to exit at once)\n")
-            sys.stderr.flush()
+            warn_line(f"rlfit: {signal.Signals(signum).name} received; saving within {self.grace_s:g}s "
+                      "(send it again to exit at once)")
 
     def _deadline(self) -> float | None:
         """When the watcher must save: where the running iteration would end too late for the grace (or the budget),
@@ -190,7 +189,7 @@ class GraceWatch:
             self._save(state if newer else None, progress, reason)  # the checkpoint where newer, the summary
         where = (f"saved iteration {progress.iteration}, the last finished" if newer else
                  f"the newest checkpoint (iteration {self._saved_iteration}) is the last finished iteration")
-        print(f"rlfit: stopped by {reason} within run.stop_grace_s={self.grace_s:g}: {where}; the iteration "
-              "under way is lost", file=sys.stderr, flush=True)
+        warn_line(f"rlfit: stopped by {reason} within run.stop_grace_s={self.grace_s:g}: {where}; the iteration "
+                  "under way is lost")
         sys.stdout.flush()
         self._exit(code)
