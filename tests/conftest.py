@@ -149,7 +149,8 @@ def forked_rlfit():
 
 
 SCHEDULED_FIRST = (
-    "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py", "tests/hardware/test_compile_cache.py",
+    "tests/run/test_g1.py", "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py",
+    "tests/planning/test_randomization_memory.py", "tests/hardware/test_compile_cache.py",
     "tests/test_plain_install.py", "tests/conformance/test_stops.py", "tests/parallel/test_mesh.py",
     "tests/study/test_experiment.py", "tests/parallel/test_distributed.py", "tests/conformance/test_deploy.py",
     "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py", "tests/checkpoints/test_run_dir_integrity.py",
@@ -165,7 +166,12 @@ files to its workers in collection order (`--dist loadfile --no-loadscope-reorde
 many short files fill in behind them: the workers finish within a short file of each other (when
 tests/test_plain_install.py was missing here, it ran last and alone for 97 s). (By
 default pytest-xdist starts the files with the most tests first, which left a one-test file of a minute or more
-running alone at the end.) A file missing from this list is only scheduled later, never skipped."""
+running alone at the end.) A file missing from this list is only scheduled later, never skipped.
+
+The two G1 files run only where ../shared holds the robot's files (else they skip at once); there they are the
+longest two (311 s and 227 s in a `make test` of 2026-11-29), and tests/run/test_g1.py's smoke run compiles the G1
+step that test_randomization_memory.py's 8-environment case compiles too: one compile for both when the run starts
+first."""
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,6 +1,12 @@
 """The memory planner counts the randomized model batch: `rlfit plan` with and without randomization
 (CartpoleBalance with the tests' randomizer), and G1 with Playground's randomizer at two sizes against XLA's
-analysis of the compiled step (the offline Menagerie copy; G1 traces and compiles for minutes on two cores)."""
+analysis of the compiled step (the offline Menagerie copy; G1 traces and compiles for minutes on two cores).
+
+G1's step at 8 environments is the one tests/run/test_g1.py's smoke run trains (its preset's sizes): compiled here
+with the training step's own compiler options, it is one compile for both through the test session's cache (and one
+trace, through the program store), whichever file gets there first (tests/conftest.py's SCHEDULED_FIRST starts
+test_g1.py first). XLA's memory analysis is the same under a probe's cheaper options (tests/planning/test_memory.py),
+which the test session's XLA_FLAGS set for every compile anyway."""
 
 from __future__ import annotations
 
@@ -11,11 +17,11 @@ import pytest
 
 from rlfit.algos.ppo.candidates import scale_sizes
 from rlfit.config.schema import resolve
-from rlfit.hardware.jax_setup import configure_jax
+from rlfit.hardware.jax_setup import compiler_options, configure_jax
 from rlfit.hardware.program_memory import lowered_bound
 from rlfit.hardware.units import format_bytes
 from rlfit.planning.plan import config_sizes
-from rlfit.run.probes import analyze_compiled, lower_iteration, probe_options
+from rlfit.run.probes import analyze_compiled, lower_iteration
 from rlfit.planning.deciding import BOUND_OVER_XLA_AT_MOST
 from tests.conftest import cli_in_process
 
@@ -71,6 +77,6 @@ def test_g1s_randomized_step_is_planned_with_its_batch_and_bounds_xla(g1, num_en
     bound, bound_off = lowered_bound(lowered), lowered_bound(off)
     assert bound.argument_bytes - bound_off.argument_bytes == num_envs * trainer.randomization.bytes_per_env
 
-    xla = analyze_compiled(config, sizes, lowered.compile(compiler_options=probe_options(trainer.step_ynn_fusions)))
+    xla = analyze_compiled(config, sizes, lowered.compile(compiler_options=compiler_options(trainer.step_ynn_fusions)))
     predicted = bound.argument_bytes + bound.output_bytes + bound.temp_bytes
     assert xla.total_bytes <= predicted <= BOUND_OVER_XLA_AT_MOST * xla.total_bytes
