@@ -2,11 +2,13 @@
 2-core machine).
 
     .venv/bin/python benchmarks/make_test_time.py                   # git clone . into a temporary folder, make test there
-    .venv/bin/python benchmarks/make_test_time.py --clone /tmp/fresh   # the clone stays there (make quickstart after)
+    .venv/bin/python benchmarks/make_test_time.py --clone /tmp/ci/fresh   # the clone stays there (make quickstart after)
     .venv/bin/python benchmarks/make_test_time.py --quick           # checks the script: one small test file, this checkout
 
-The clone is of the committed HEAD, without `../shared` beside it unless the folder given has one (so the G1 tests
-skip, as in CI). `make test` runs as CI runs it, its virtual environment's install included, with pytest's JUnit
+The clone is of the committed HEAD, laid out as CI lays its clone: with this checkout's `../shared` beside it (a
+link), so the tests that read the offline G1 assets run as they do in CI. `--clone DIR` keeps the clone in DIR and
+links `../shared` beside it where DIR's parent has none; `--without-shared` times a clone without it (the G1 tests
+skip, as on a machine without the assets). `make test` runs as CI runs it, its virtual environment's install included, with pytest's JUnit
 XML asked for through `PYTEST_ADDOPTS`, and without this shell's PYTHONPATH, VIRTUAL_ENV and RLFIT_* variables.
 Records the wall and CPU seconds of the whole command (user + system of every process it started: the CPU's share
 is `cpu_s / (wall_s x nproc)`), pytest's own line, and per test file the seconds of its tests (setup, call and
@@ -92,15 +94,29 @@ def clone(target: Path) -> None:
         raise SystemExit(f"make_test_time.py: error: git clone into {target} failed: {done.stderr.strip()}")
 
 
+def lay_shared_beside(root: Path) -> None:
+    """A link to this checkout's `../shared` beside the clone at `root`, as CI lays a copy of shared/ beside its clone
+    (nothing where the clone's parent has one already, or this checkout has none)."""
+    beside, ours = root.parent / "shared", (REPO.parent / "shared").resolve()
+    if not beside.exists() and ours.is_dir():
+        beside.symlink_to(ours, target_is_directory=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clone", type=Path, help="clone into this folder and keep it (it must not exist yet)")
     parser.add_argument("--quick", action="store_true", help=f"pytest on {', '.join(QUICK_TESTS)} in this checkout")
     parser.add_argument("--out", type=Path, help="the JSON (default results/make_test_time.json)")
+    parser.add_argument("--without-shared", action="store_true",
+                        help="no ../shared beside the clone (CI has one: the G1 tests then skip)")
     args = parser.parse_args()
     if args.clone is not None and args.clone.exists() and any(args.clone.iterdir()):
         print(f"make_test_time.py: error: --clone {args.clone} exists and is not empty; name a new folder",
               file=sys.stderr)
+        return 2
+    if args.clone is not None and args.without_shared and (args.clone.resolve().parent / "shared").exists():
+        print(f"make_test_time.py: error: --without-shared, but {args.clone.resolve().parent / 'shared'} is beside "
+              "--clone; name a folder whose parent has no shared/", file=sys.stderr)
         return 2
 
     record = start_record("make_test_time_quick" if args.quick else "make_test_time")
@@ -114,8 +130,10 @@ def main() -> int:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *QUICK_TESTS]
         log = TMP / "make_test_time_quick.log"
     else:
-        root = args.clone or scratch / "clone"
+        root = (args.clone or scratch / "clone").resolve()
         clone(root)
+        if not args.without_shared:
+            lay_shared_beside(root)
         argv = ["make", "-C", str(root), "test"]
         log = TMP / "make_test_time.log"
         record["clone"] = str(root)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import pytest
 import jax.numpy as jnp
 import numpy as np
 
@@ -125,3 +126,70 @@ def test_what_an_ended_episode_computes_after_its_end_is_not_read():
     assert max(lengths) < 4 and np.isfinite(float(result.episode_reward))
     assert abs(float(result.episode_length) - np.mean(lengths)) < 1e-5
     assert abs(float(result.episode_reward) - np.mean(totals)) < 1e-3
+
+
+def weighted_envs(num_envs: int, episode_length: int) -> tuple[VecEnv, VecEnv]:
+    """(the weighted toy's N environments on its nominal model, N that draw their models with the tests' randomizer)."""
+    from tests.envs.randomizers import scaled_masses
+    from tests.toy_env import make_weighted
+
+    toy = make_weighted()
+    return (VecEnv(toy, num_envs, episode_length),
+            VecEnv(toy, num_envs, episode_length, randomizer=scaled_masses))
+
+
+def observed_position(params, obs):
+    """A policy rate of one bit per unit of |position|: differs per state, so a rate over the wrong states shows."""
+    return jnp.abs(obs[..., 0])
+
+
+def test_the_paired_evaluation_gives_what_the_two_evaluations_give_apart():
+    """One rollout of nominal and randomized environments together: the nominal figures (and the policy's rate)
+    equal the nominal evaluation's from the key, the randomized ones the randomized evaluation's from the key with
+    RANDOMIZED_EVAL_STREAM folded in: each rolled out alone, as before the pairing (to float32 rounding)."""
+    from rlfit.run.evaluate import RANDOMIZED_EVAL_STREAM, make_paired_evaluator
+
+    nominal_env, randomized_env = weighted_envs(16, 20)
+    key, stats, logits = jax.random.PRNGKey(3), init_stats(jnp.zeros(2)), constant_policy(0.4)
+    paired = jax.jit(make_paired_evaluator(nominal_env, randomized_env, logits, observed_position))(None, stats, key)
+    nominal = jax.jit(make_evaluator(nominal_env, logits, observed_position))(None, stats, key)
+    randomized = jax.jit(make_evaluator(randomized_env, logits))(None, stats,
+                                                                 jax.random.fold_in(key, RANDOMIZED_EVAL_STREAM))
+    for got, expected in ((paired, nominal), (paired.randomized, randomized)):
+        np.testing.assert_allclose([got.episode_reward, got.episode_reward_std, got.episode_length],
+                                   [expected.episode_reward, expected.episode_reward_std, expected.episode_length],
+                                   rtol=1e-6)
+    np.testing.assert_allclose(paired.rate_bits, nominal.rate_bits, rtol=1e-6)
+    assert paired.randomized.rate_bits is None
+    assert abs(float(paired.episode_reward) - float(paired.randomized.episode_reward)) > 1.0  # other models
+
+
+def test_the_paired_evaluation_traces_the_environments_step_once():
+    """The program holds one copy of the environment's step for both sides (two rollouts held two)."""
+    from rlfit.run.evaluate import make_paired_evaluator
+
+    nominal_env, randomized_env = weighted_envs(4, 5)
+    traced = {"steps": 0}
+    original = type(nominal_env.env).step
+
+    def counting_step(self, state, action):
+        traced["steps"] += 1
+        return original(self, state, action)
+
+    type(nominal_env.env).step = counting_step
+    try:
+        jax.make_jaxpr(make_paired_evaluator(nominal_env, randomized_env, constant_policy(0.0)))(
+            None, init_stats(jnp.zeros(2)), jax.random.PRNGKey(0))
+    finally:
+        type(nominal_env.env).step = original
+    assert traced["steps"] == 1
+
+
+def test_the_paired_evaluation_needs_a_randomized_environment_of_the_same_size():
+    from rlfit.run.evaluate import make_paired_evaluator
+
+    nominal_env, randomized_env = weighted_envs(4, 5)
+    with pytest.raises(ValueError, match="randomized environment"):
+        make_paired_evaluator(nominal_env, nominal_env, constant_policy(0.0))
+    with pytest.raises(ValueError, match="of the nominal one's size"):
+        make_paired_evaluator(VecEnv(nominal_env.env, 8, 5), randomized_env, constant_policy(0.0))

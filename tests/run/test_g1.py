@@ -73,29 +73,34 @@ def test_play_in_native_mujoco_writes_a_video_whose_frames_change(g1_run, tmp_pa
     assert np.abs(frames[-1].astype(int) - frames[0]).mean() > 1.0
 
 
-def test_onnx_export_matches_load_policy(g1_run, tmp_path):
-    onnxruntime = pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
-    out = tmp_path / "g1.onnx"
-    result = rlfit_cli("export", str(g1_run), "--format", "onnx", "--out", str(out), cwd=tmp_path)
+@pytest.fixture(scope="module")
+def g1_onnx(g1_run, tmp_path_factory) -> Path:
+    """`rlfit export RUN --format onnx` of the smoke run (once for the module); the ONNX file."""
+    pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
+    workdir = tmp_path_factory.mktemp("g1-onnx")
+    out = workdir / "g1.onnx"
+    result = rlfit_cli("export", str(g1_run), "--format", "onnx", "--out", str(out), cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
-    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    return out
+
+
+def test_onnx_export_matches_load_policy(g1_run, g1_onnx):
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(g1_onnx), providers=["CPUExecutionProvider"])
     assert [(i.name, i.shape) for i in session.get_inputs()] == [("state", ["batch", 103])]
     obs = np.random.default_rng(0).normal(size=(256, 103)).astype(np.float32)
     (actions,) = session.run(["action"], {"state": obs})
     assert np.max(np.abs(actions - np.asarray(rlfit.load_policy(g1_run)(obs)))) <= 1e-4
 
 
-
-def test_transfer_check_runs_the_exported_policy_on_randomized_models_with_pushes_and_noise(g1_run, tmp_path):
+def test_transfer_check_runs_the_exported_policy_on_randomized_models_with_pushes_and_noise(g1_run, g1_onnx, tmp_path):
     """`rlfit transfer-check` on the CPU with a tiny budget: the exported file in native MuJoCo on the nominal model
     and two models of Playground's G1 randomizer, with G1's own pushes and observation noise on, beside the
     run's MJX evaluation; its figures follow from its per-episode records."""
     import json
 
-    pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
-    onnx_file = tmp_path / "g1.onnx"
-    assert rlfit_cli("export", str(g1_run), "--out", str(onnx_file), cwd=tmp_path).returncode == 0
-    result = rlfit_cli("transfer-check", str(g1_run), "--onnx", str(onnx_file), "--models", "2",
+    result = rlfit_cli("transfer-check", str(g1_run), "--onnx", str(g1_onnx), "--models", "2",
                        "--episodes-per-model", "1", "--max-steps", "10", "--out", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "transfer_check.json").read_text())
@@ -109,6 +114,7 @@ def test_transfer_check_runs_the_exported_policy_on_randomized_models_with_pushe
         assert report["conditions"][name]["return_mean"] == pytest.approx(np.mean(returns))
         assert all(0 < e["length"] <= 10 for e in episodes if e["condition"] == condition)
     assert (tmp_path / "transfer_check.md").is_file()
+
 
 def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
     """`env.randomization: auto` (the default) is Playground's G1 randomizer: the run says so, and the models of its

@@ -33,7 +33,7 @@ from rlfit.envs.vec_env import episode_steps, observation_example
 from rlfit.hardware.program_store import result_shapes
 from rlfit.networks import select_obs
 from rlfit.networks.heads import action_head
-from rlfit.run.evaluate import EvalMetrics, make_evaluator, with_randomized
+from rlfit.run.evaluate import EvalMetrics, make_evaluator, make_paired_evaluator
 from rlfit.hardware.compile_log import ProgramCompile, in_background, timed_compile
 from rlfit.hardware.jax_setup import compile_ahead
 from rlfit.parallel.mesh import DeviceLayout, default_env_axes
@@ -273,11 +273,12 @@ class Trainer:
         state = self.abstract_of(state) if state is not None else self.abstract_state()
         policy_params, stats = self.learner.acting(state)
         replicated = self.layout.replicated if self.layout.parallel else None
-        evaluator = make_evaluator(self.eval_env, self.learner.policy_logits, self.learner.policy_rate,
-                                   self.learner.policy.head)
-        if self.randomized_eval_env is not None:  # the nominal model, then freshly drawn ones
-            evaluator = with_randomized(evaluator, make_evaluator(self.randomized_eval_env, self.learner.policy_logits,
-                                                                  None, self.learner.policy.head))
+        learner = self.learner
+        if self.randomized_eval_env is not None:  # the nominal model and freshly drawn ones, in one rollout
+            evaluator = make_paired_evaluator(self.eval_env, self.randomized_eval_env, learner.policy_logits,
+                                              learner.policy_rate, learner.policy.head)
+        else:
+            evaluator = make_evaluator(self.eval_env, learner.policy_logits, learner.policy_rate, learner.policy.head)
         with self.layout.compiling():
             return compile_ahead(evaluator, policy_params, stats, jax.ShapeDtypeStruct((2,), jnp.uint32),
                                  ynn_fusions=self.eval_ynn_fusions, in_shardings=replicated,
