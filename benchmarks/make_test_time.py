@@ -8,8 +8,9 @@
 The clone is of the committed HEAD, laid out as CI lays its clone: with this checkout's `../shared` beside it (a
 link), so the tests that read the offline G1 assets run as they do in CI. `--clone DIR` keeps the clone in DIR and
 links `../shared` beside it where DIR's parent has none; `--without-shared` times a clone without it (the G1 tests
-skip, as on a machine without the assets). `make test` runs as CI runs it, its virtual environment's install included, with pytest's JUnit
-XML asked for through `PYTEST_ADDOPTS`, and without this shell's PYTHONPATH, VIRTUAL_ENV and RLFIT_* variables.
+skip, as on a machine without the assets). `make test` runs as CI runs it, its virtual environment's install
+included, with pytest's JUnit XML asked for through `PYTEST_ADDOPTS`, and without this shell's PYTHONPATH,
+VIRTUAL_ENV and RLFIT_* variables.
 Records the wall and CPU seconds of the whole command (user + system of every process it started: the CPU's share
 is `cpu_s / (wall_s x nproc)`), pytest's own line, and per test file the seconds of its tests (setup, call and
 teardown summed: a module's shared fixture counts in the file that builds it), the slowest files and tests. With
