@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 
 from rlfit.algos.ppo.candidates import scale_sizes
@@ -67,31 +69,34 @@ def g1():
 
 @pytest.fixture(scope="module")
 def lowered_g1(g1):
-    """`lowered_g1(num_envs)` -> (G1's step lowered with randomization on, its Trainer, the step lowered with it off),
-    traced once per size for the module."""
+    """`lowered_g1(num_envs)` -> (G1's step lowered with randomization on, its Trainer), traced once per size."""
     config, env = g1
     made = {}
 
     def lowered(num_envs: int):
         if num_envs not in made:
-            sizes = scale_sizes(config_sizes(config), num_envs)
-            on, trainer = lower_iteration(config, sizes, env)
-            off, _ = lower_iteration(config.replace(env={"randomization": "off"}), sizes, env)
-            made[num_envs] = on, trainer, off
+            made[num_envs] = lower_iteration(config, scale_sizes(config_sizes(config), num_envs), env)
         return made[num_envs]
 
     return lowered
 
 
+def state_bytes(tree) -> int:
+    """Bytes of every array of an (abstract) state, from its shapes and dtypes."""
+    return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in jax.tree.leaves(tree))
+
+
 @pytest.mark.parametrize("num_envs", [4, 8])
 def test_g1s_randomized_step_holds_its_model_batch_at_each_size(lowered_g1, num_envs):
     """At each size, the bound read from the lowered step (the planner's prediction without compiling) holds the
-    randomized batch exactly: its arguments exceed the same step's with randomization off by num_envs times the
-    bytes per environment of Playground's five fields."""
-    lowered, trainer, off = lowered_g1(num_envs)
+    randomized batch exactly: its arguments are the training state's arrays to the byte, the model batch among them,
+    and that batch is num_envs times the bytes per environment of Playground's five fields."""
+    lowered, trainer = lowered_g1(num_envs)
     assert trainer.randomization.source == f"playground:{G1}" and trainer.randomization.fields == G1_FIELDS
-    bound, bound_off = lowered_bound(lowered), lowered_bound(off)
-    assert bound.argument_bytes - bound_off.argument_bytes == num_envs * trainer.randomization.bytes_per_env
+    state = trainer.abstract_state()
+    assert sorted(state.env_state.models) == list(G1_FIELDS)
+    assert state_bytes(state.env_state.models) == num_envs * trainer.randomization.bytes_per_env
+    assert lowered_bound(lowered).argument_bytes == state_bytes(state)
 
 
 def test_g1s_randomized_step_is_bounded_between_xla_and_its_allowance(g1, lowered_g1):
@@ -99,7 +104,7 @@ def test_g1s_randomized_step_is_bounded_between_xla_and_its_allowance(g1, lowere
     the planner allows without randomization; at the smoke run's 8 environments, whose compile tests/run/test_g1.py
     shares (a G1 compile is a minute on two cores; the batch's scaling is checked at two sizes above)."""
     config, _ = g1
-    lowered, trainer, _ = lowered_g1(8)
+    lowered, trainer = lowered_g1(8)
     sizes = scale_sizes(config_sizes(config), 8)
     bound = lowered_bound(lowered)
     xla = analyze_compiled(config, sizes, lowered.compile(compiler_options=compiler_options(trainer.step_ynn_fusions)))
