@@ -169,9 +169,10 @@ default pytest-xdist starts the files with the most tests first, which left a on
 running alone at the end.) A file missing from this list is only scheduled later, never skipped.
 
 The two G1 files run only where ../shared holds the robot's files (else they skip at once), as it does in CI; there
-tests/run/test_g1.py is the longest file (335 s in a `make test` of 2026-12-01; test_randomization_memory.py took 131 s
-there, lowering G1 four times and compiling it twice, where it now lowers it twice and compiles it once), and its smoke run compiles the G1 step that
-test_randomization_memory.py compiles at 8 environments: one compile for both when the run starts first."""
+tests/run/test_g1.py is the longest file (335 s in a `make test` of 2026-12-01; test_randomization_memory.py took
+131 s there, lowering G1 four times and compiling it twice, where it now lowers it twice and compiles it once), and
+its smoke run compiles the G1 step that test_randomization_memory.py compiles at 8 environments: one compile for
+both when the run starts first."""
 
 
 def pytest_collection_modifyitems(config, items):
