@@ -40,10 +40,11 @@ def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_lo
     """(policy params, stats, key) -> EvalMetrics of `nominal_env`'s N episodes on the nominal model, with
     `randomized` the same figures of `randomized_env`'s N episodes on models it draws (`randomized_env.randomizer`),
     both in one rollout of 2N environments: the nominal ones step on the nominal model's values of the randomized
-    fields, so the program holds one copy of the environment's step instead of two (for G1 on the CPU the
-    evaluation's compile roughly halves). Each side resets as it would alone: the nominal episodes from `key`, the
-    randomized models and episodes from `key` with RANDOMIZED_EVAL_STREAM folded in (never training's key, drawn
-    afresh at every evaluation). `policy_rate` (as in `make_evaluator`) is measured on the nominal episodes."""
+    fields, so the program holds one copy of the environment's step instead of two (G1's evaluation, `--preset g1`,
+    compiled in 73.1 s instead of 87.6 s on a 2-core CPU: benchmarks/README.md, eval_compile.py). Each side resets
+    as it would alone: the nominal episodes from `key`, the randomized models and episodes from `key` with
+    RANDOMIZED_EVAL_STREAM folded in (never training's key, drawn afresh at every evaluation). `policy_rate` (as in
+    `make_evaluator`) is measured on the nominal episodes."""
     if randomized_env.randomizer is None or nominal_env.num_envs != randomized_env.num_envs:
         raise ValueError("make_paired_evaluator needs a randomized environment of the nominal one's size")
     count = nominal_env.num_envs
@@ -60,8 +61,7 @@ def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_lo
         start = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), nominal, randomized)
         total, length, measured = episodes(both, act, measure, (policy_params, stats), start)
         first, second = slice(0, count), slice(count, 2 * count)
-        rate = (jnp.sum(measured[first]) / jnp.maximum(jnp.sum(length[first]), 1.0)
-                if measure is not None else None)
+        rate = mean_rate(measured[first], length[first]) if measure is not None else None
         return metrics(total[first], length[first], rate)._replace(randomized=metrics(total[second], length[second]))
 
     return evaluate
@@ -125,8 +125,7 @@ def make_action_evaluator(env: VecEnv, act: Callable[[Any, Any], jax.Array],
 
     def evaluate(policy: Any, key: jax.Array) -> EvalMetrics:
         total, length, measured = episodes(env, act, measure, policy, env.reset(key))
-        rate = jnp.sum(measured) / jnp.maximum(jnp.sum(length), 1.0) if measure is not None else None
-        return metrics(total, length, rate)
+        return metrics(total, length, mean_rate(measured, length) if measure is not None else None)
 
     return evaluate
 
@@ -154,6 +153,11 @@ def episodes(env: VecEnv, act: Acting, measure: Acting | None, policy: Any, star
     carry = split_envs((start, ones, zeros, zeros, zeros), 0)  # over several devices: each its share
     (_, _, total, length, measured), _ = jax.lax.scan(step, carry, None, length=env.episode_length)
     return total, length, measured
+
+
+def mean_rate(measured: jax.Array, length: jax.Array) -> jax.Array:
+    """[] the mean of a measure over every step of N episodes, from its per-episode sums and lengths [N]."""
+    return jnp.sum(measured) / jnp.maximum(jnp.sum(length), 1.0)
 
 
 def metrics(total: jax.Array, length: jax.Array, rate: jax.Array | None = None) -> EvalMetrics:
