@@ -1,6 +1,6 @@
 """PPO's quick preset on the DM Control environments Playground registers, with Brax's PPO beside it (issue 44).
 
-Three modes, one JSON (results/suite.json, or --out):
+Three modes, one JSON (results/suite_4ep_gae_once.json, or --out):
 
 - `--time-envs`: one short rlfit run per environment (the quick preset's sizes, PROBE_ITERATIONS iterations, an
   evaluation after each), its measured fixed cost (process start, compiling, writing) and its cost per iteration
@@ -27,8 +27,8 @@ statistics (`rlfit.study.stats`; see suite_report.py).
     .venv/bin/python benchmarks/suite.py --envs PointMass --seeds --brax-seeds 0 1 2   # Brax only, one env
     .venv/bin/python benchmarks/suite.py --report                              # README table from the JSON
     .venv/bin/python benchmarks/suite.py --set ppo.learning_rate=3e-4 --out results/suite_lr3e-4.json   # a variant
-    .venv/bin/python benchmarks/suite.py --compare results/suite_8_epochs.json   # README: rlfit's settings side by side
-    .venv/bin/python benchmarks/suite.py --out results/suite_8_epochs.json --compare results/suite.json --print
+    .venv/bin/python benchmarks/suite.py --compare results/suite_8ep_gae_once.json   # README: rlfit's settings side by side
+    .venv/bin/python benchmarks/suite.py --out results/suite_8ep_gae_once.json --compare results/suite_4ep_gae_once.json --print
     .venv/bin/python benchmarks/suite.py --quick --envs CartpoleBalance        # 2 iterations: checks the script
 """
 
@@ -80,7 +80,7 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
     modes.add_argument("--report", action="store_true", help="write the README table from the JSON and stop")
     modes.add_argument("--compare", type=Path, nargs="+", metavar="JSON", default=None,
                        help="write the README's variants table: rlfit at the JSON's (--out's) settings against "
-                            "each of these suite JSONs (e.g. results/suite_8_epochs.json), and stop")
+                            "each of these suite JSONs (e.g. results/suite_8ep_gae_once.json), and stop")
     parser.add_argument("--envs", nargs="+", default=None,
                         help="environments (default: every DM Control one; the suite: those that fit, cheapest first)")
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2], help="rlfit's seeds (default 0 1 2)")
@@ -101,7 +101,7 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_ITERATIONS} iterations, eval every {QUICK_EVAL_EVERY}: checks the script only")
     parser.add_argument("--out", type=Path, default=None,
-                        help="JSON path (default results/suite.json; --quick: results/tmp/suite_quick.json)")
+                        help="JSON path (default results/suite_4ep_gae_once.json; --quick: results/tmp/suite_quick.json)")
     args = parser.parse_args(argv)
     known = list(known_envs) if known_envs is not None else dm_control_envs()
     if args.envs and (unknown := [env for env in args.envs if env not in known]):
