@@ -45,10 +45,23 @@ def machine() -> dict[str, Any]:
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "nproc": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "git": git_state(),
     }
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (the same deterministic run can end differently on another CPU's
+    floating point), else platform.processor()."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def git_state() -> dict[str, Any]:

@@ -20,6 +20,13 @@ from pixels (issue 10, the SAC `pixels` preset): >= 800 within 3600 s.
     .venv/bin/python benchmarks/quickstart.py --preset none --set run.time_budget=6m --set run.eval_every=1 \
         --no-target --name device_preset_after       # and after: the preset chosen for this device
 
+Resumable: the JSON is rewritten after each seed and a seed already in it (same command line) is skipped, so a
+10-seed check can span sittings (`--commit` also commits the JSON after each seed). Each seed is judged twice: the
+target (final >= --target-reward within --target-wall-s) and reliability (final >= --target-reward and >=
+COLLAPSE_RATIO x its own best); `reliable_seeds` counts the second over the seeds in the file.
+
+    .venv/bin/python benchmarks/quickstart.py --seeds 0 1 2 3 4 5 6 7 8 9 --name quickstart_10_seeds --commit
+
 With `--parallel` the seeds train at the same time, each pinned to its own CPU core (`taskset`): a stricter test
 of a wall-clock target than one seed with every core.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,13 +44,15 @@ from typing import Any
 
 from rlfit.algos.registry import ALGORITHMS
 
-from common import (RLFIT, TMP, TOY_ENV, finish_record, fresh_cache_env, load_1min, print_table, quick_cache,
-                    run_timed, start_record, toy_env_importable)
+from common import (REPO, RESULTS, RLFIT, TMP, TOY_ENV, cpu_model, finish_record, fresh_cache_env, load_1min,
+                    print_table, quick_cache, run_timed, start_record, toy_env_importable)
 
 TARGET_REWARD = 900.0
 TARGET_WALL_S = 600.0
 QUICK_TIMESTEPS = 2 * 64  # two iterations of the smoke preset (64 env steps each), on the toy environment
 QUICK_SET = ("run.eval_every=1",)  # an eval row per iteration: the eval curve has points
+COLLAPSE_RATIO = 0.8
+"""A seed is reliable when its final eval reward is at least the target and at least this fraction of its best."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -61,6 +71,7 @@ def parse_args() -> argparse.Namespace:
                         help="use rlfit's normal compile cache (default: an empty one, as on a fresh machine)")
     parser.add_argument("--quick", action="store_true", help=f"train the toy environment (tests/toy_env.py), smoke "
                         f"preset, {QUICK_TIMESTEPS} steps: a check of the script, not a result")
+    parser.add_argument("--commit", action="store_true", help="git-commit the JSON after each seed")
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default results/quickstart[_sac].json; --quick: results/tmp/...)")
     args = parser.parse_args()
@@ -127,40 +138,100 @@ def run_seed(args: argparse.Namespace, seed: int, core: int | None = None) -> di
     result["overhead_s"] = round(wall_s - summary["compile_s"] - summary["train_wall_s"], 2)
     reached = [p for p in result["eval_curve"] if p["reward"] >= args.target_reward]
     result["first_eval_at_target"] = reached[0] if reached else None
+    result["cpu_model"] = cpu_model()
+    final, best = summary["final_eval_reward"], summary["best_eval_reward"]
+    result["reliable"] = bool(final is not None and best is not None and final >= args.target_reward
+                              and final >= COLLAPSE_RATIO * best)
     result["passed"] = None if args.quick or args.no_target else bool(
         summary["final_eval_reward"] is not None and summary["final_eval_reward"] >= args.target_reward
         and wall_s < args.target_wall_s)
     return result
 
 
+def settings_key(args: argparse.Namespace) -> list[str]:
+    """The command line a seed's run shares with every other seed of this record (seed and run directory left out)."""
+    argv = train_command(args, -1, Path("<run>"))
+    return [arg for arg in argv if arg not in ("-1", "<run>")]
+
+
+def load_or_start(args: argparse.Namespace, name: str, out: Path) -> dict:
+    """The record so far at `out` when it holds the same command line (its seeds are skipped), else a new one;
+    another command line in `out` is an error (one line, exit 2), nothing written."""
+    key = settings_key(args)
+    if out.exists():
+        record = json.loads(out.read_text())
+        if record.get("settings") != key:
+            raise SystemExit(f"quickstart.py: error: {out} holds runs of another command line "
+                             f"({' '.join(record.get('settings') or ['?'])}); pass another --out or --name")
+        record.setdefault("sittings", []).append(start_record(name))
+        return record
+    record = start_record(name)
+    record["settings"] = key
+    return record
+
+
+def summarize(record: dict, args: argparse.Namespace) -> None:
+    """Counts of seeds that met the target and that were reliable, over every seed in the record."""
+    runs = record["runs"]
+    record["target"] = None if args.no_target else {"final_eval_reward_at_least": args.target_reward,
+                                                    "total_wall_s_below": args.target_wall_s,
+                                                    "reliable": f"final >= {args.target_reward:g} and >= "
+                                                                f"{COLLAPSE_RATIO} x best"}
+    record["seeds"] = [r["seed"] for r in runs]
+    record["reliable_seeds"] = sum(bool(r.get("reliable")) for r in runs)
+    record["all_passed"] = None if args.quick or args.no_target else all(r["passed"] for r in runs)
+
+
+def commit(path: Path, message: str) -> None:
+    """`git commit` of `path` alone; a failure is printed and the next seed's save retries."""
+    for argv in (["git", "add", "--", str(path)], ["git", "commit", "-q", "-m", message, "--", str(path)]):
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"quickstart.py: git failed: {done.stderr.strip() or done.stdout.strip()}", flush=True)
+            return
+
+
 def main() -> None:
     args = parse_args()
     name = args.name or ("quickstart" + ("" if args.algo == "ppo" else f"_{args.algo}")
                          + ("" if args.preset == "quick" else f"_{args.preset}"))
-    record = start_record(name + ("_quick" if args.quick else ""))
-    record["target"] = None if args.no_target else {"final_eval_reward_at_least": args.target_reward,
-                                                    "total_wall_s_below": args.target_wall_s}
+    name += "_quick" if args.quick else ""
+    out = args.out or (TMP if args.quick else RESULTS) / f"{name}.json"
+    record = load_or_start(args, name, out)
     if args.quick:
         record["note"] = (f"--quick: the toy environment, smoke preset, {QUICK_TIMESTEPS} env steps; checks the "
                           "script, the target is not evaluated")
     record["parallel_one_core_each"] = args.parallel
-    for seed in args.seeds:
+    record.setdefault("runs", [])
+    done = {r["seed"] for r in record["runs"] if r.get("exit_code") == 0}
+    record["runs"] = [r for r in record["runs"] if r["seed"] in done]
+    todo = [seed for seed in args.seeds if seed not in done]
+    for seed in todo:
         print(f"seed {seed}: {' '.join(train_command(args, seed, Path('<tmp>')))}", flush=True)
     if args.parallel:
         cores = sorted(os.sched_getaffinity(0))
-        if len(cores) < len(args.seeds):
-            raise SystemExit(f"--parallel needs a core per seed: {len(args.seeds)} seeds, {len(cores)} cores")
-        with ThreadPoolExecutor(len(args.seeds)) as pool:
-            record["runs"] = list(pool.map(lambda pair: run_seed(args, *pair), zip(args.seeds, cores)))
+        if len(cores) < len(todo):
+            raise SystemExit(f"--parallel needs a core per seed: {len(todo)} seeds, {len(cores)} cores")
+        with ThreadPoolExecutor(max(len(todo), 1)) as pool:
+            record["runs"] += list(pool.map(lambda pair: run_seed(args, *pair), zip(todo, cores)))
     else:
-        record["runs"] = [run_seed(args, seed) for seed in args.seeds]
-    rows = [[r["seed"], r.get("final_eval_reward"), r["total_wall_s"], r.get("compile_s"), r.get("train_wall_s"),
-             r.get("overhead_s"), r.get("sps_mean"), r.get("env_steps"), r["loadavg_1min_before"], r["passed"]]
+        for seed in todo:
+            record["runs"].append(run_seed(args, seed))
+            record["runs"].sort(key=lambda r: r["seed"])
+            summarize(record, args)
+            finish_record(record, out)
+            if args.commit:
+                commit(out, f"quickstart: {name} seed {seed}")
+    record["runs"].sort(key=lambda r: r["seed"])
+    rows = [[r["seed"], r.get("final_eval_reward"), r.get("best_eval_reward"), r["total_wall_s"], r.get("compile_s"),
+             r.get("train_wall_s"), r.get("overhead_s"), r.get("sps_mean"), r.get("env_steps"),
+             r["loadavg_1min_before"], r["passed"], r.get("reliable")]
             for r in record["runs"]]
-    print_table(rows, ["seed", "final eval", "wall s", "compile s", "train s", "other s", "sps_mean", "env steps",
-                       "load", "pass"])
-    record["all_passed"] = None if args.quick or args.no_target else all(r["passed"] for r in record["runs"])
-    finish_record(record, args.out)
+    print_table(rows, ["seed", "final eval", "best eval", "wall s", "compile s", "train s", "other s", "sps_mean",
+                       "env steps", "load", "pass", "reliable"])
+    summarize(record, args)
+    print(f"reliable on {record['reliable_seeds']} of {len(record['runs'])} seeds")
+    finish_record(record, out)
 
 
 if __name__ == "__main__":

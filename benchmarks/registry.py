@@ -405,7 +405,7 @@ BENCHMARKS = (
               (Source("encoder_parity.json", encoder_parity_figures),), needs="torch"),
     Benchmark("suite", "Brax parity", "PPO's quick preset on the DM Control suite, rlfit seeds 0-2 and Brax seeds 0-1",
               ("docs/algorithms/ppo.md",), "cpu", "hours, in sittings (2.4-27 a run by environment, estimated)",
-              "suitepy-issue-28", (Source("suite.json", suite_figures),), quick="--quick --envs CartpoleBalance",
+              "suitepy-issue-28", (Source("suite_8ep_brax.json", suite_figures),), quick="--quick --envs CartpoleBalance",
               needs=BRAX_VENV),
     Benchmark("jax_versions", "Brax parity", "the same physics step and update under rlfit's JAX and Brax's",
               ("docs/architecture.md",), "cpu", "7 (G1, 64 envs)", "first_steppy-issue-29",
