@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.stats
+import statsmodels.formula.api as smf
 
 from rlfit.study import report
 from rlfit.study.plateau import MIN_EVALUATIONS, late_rise, plateau_entries, pooled_late_rise
@@ -116,7 +118,8 @@ def test_the_plateau_runs_on_the_headline_measure_when_it_is_recorded_along_trai
     assert headline["variants"]["a"]["mean"] == pytest.approx(0.6)  # twice the return's rise
     assert headline["pooled"]["over_trials"]["mean"] == pytest.approx(0.3)
     assert "**On the headline measure** (`final_description_length_bits`): recorded along training" in text
-    assert "Pooled late rise: over the 6 trials" in text
+    assert "Pooled late rise, with seeds as blocks (3 seeds shared between variants" in text
+    assert "**over the 3 seeds (each the mean over its variants)" in text and "for reference only: 6 trials" in text
 
 
 def test_a_headline_measured_on_the_final_policy_only_is_said_to_be_unchecked(tmp_path, monkeypatch):
@@ -133,3 +136,67 @@ def test_a_headline_measured_on_the_final_policy_only_is_said_to_be_unchecked(tm
     assert "measured on the final policy only" in numbers["plateau_headline"]["note"]
     assert "cannot be checked" in text
     assert numbers["plateau_pooled"]["over_trials"]["verdict"] == "no rise detected"
+
+
+# ---------------------------------------------------------------- issue 62: seeds as blocks
+
+def curves_with_rises(rises: dict[str, dict[int, float]]) -> tuple[dict, dict]:
+    """(curves, seeds) whose late rise is rises[variant][seed] exactly: each row is 0 until its last quarter,
+    then the rise; rows in the dict's seed order."""
+    ramp = np.r_[0.0, np.zeros(9), np.ones(3)]
+    curves = {v: (STEPS, np.stack([ramp * r for r in by_seed.values()])) for v, by_seed in rises.items()}
+    return curves, {v: list(by_seed) for v, by_seed in rises.items()}
+
+
+def test_the_pooled_late_rise_blocks_by_seed_as_a_mixed_model_with_seed_effects():
+    """4 variants x 5 seeds, a seed effect shared by every variant much larger than the trials' own noise: pooled
+    over trials the rise looks certain, with seeds as blocks it has 5 units. The blocked mean, standard error and p
+    equal statsmodels' MixedLM (variants as sum-coded fixed effects, a random intercept per seed, REML) with t on
+    S - 1 = 4 degrees of freedom; rows are listed in a different seed order per variant."""
+    rng = np.random.default_rng(7)
+    seed_effect = {0: 0.06, 1: -0.03, 2: 0.02, 3: 0.05, 4: -0.04}
+    variant_effect = {"a": 0.0, "b": 0.004, "c": -0.003, "d": 0.001}
+    rises = {}
+    for index, (variant, shift) in enumerate(variant_effect.items()):
+        order = np.roll(np.arange(5), index)
+        rises[variant] = {int(s): 0.01 + shift + seed_effect[int(s)] + float(rng.normal(0, 0.002)) for s in order}
+    curves, seeds = curves_with_rises(rises)
+    pooled = pooled_late_rise(curves, seeds)
+
+    frame = pd.DataFrame([(v, s, r) for v, by_seed in rises.items() for s, r in by_seed.items()],
+                         columns=["variant", "seed", "rise"])
+    mixed = smf.mixedlm("rise ~ C(variant, Sum)", frame, groups=frame["seed"]).fit(reml=True)
+    estimate, se = mixed.params["Intercept"], mixed.bse["Intercept"]
+    assert float(mixed.cov_re.iloc[0, 0]) > 0.001  # the seed variance is well inside its space
+    blocked = pooled["over_seeds"]
+    assert pooled["headline"] == "over_seeds" and pooled["seeds"] == [0, 1, 2, 3, 4] and pooled["shared_seeds"] == 5
+    assert blocked["n"] == 5 and blocked["mean"] == pytest.approx(estimate)
+    half = scipy.stats.t.ppf(0.975, 4) * se
+    assert (blocked["low"], blocked["high"]) == pytest.approx((estimate - half, estimate + half), rel=1e-3)
+    assert blocked["t"] == pytest.approx(estimate / se, rel=1e-3)
+    assert blocked["p_value"] == pytest.approx(2 * scipy.stats.t.sf(abs(estimate / se), 4), rel=1e-3)
+    assert blocked["verdict"] == "no rise detected" and blocked["p_value"] > 0.05
+    assert pooled["over_trials"]["p_value"] < 0.05  # the trials as independent units: the error this fixes
+
+
+def test_without_shared_seeds_the_trials_are_the_units():
+    rises = {"a": {0: 0.02, 1: 0.03, 2: 0.01}, "b": {3: 0.04, 4: 0.0, 5: 0.02}}
+    pooled = pooled_late_rise(*curves_with_rises(rises))
+    values = [0.02, 0.03, 0.01, 0.04, 0.0, 0.02]
+    assert pooled["headline"] == "over_trials" and "over_seeds" not in pooled
+    assert pooled["over_trials"]["p_value"] == pytest.approx(scipy.stats.ttest_1samp(values, 0.0).pvalue)
+
+
+def test_a_seed_shared_by_some_trials_is_one_block_and_an_unshared_seed_its_own():
+    """Seed 0 is shared by a and b, seeds 1 and 2 are a's alone: three units, seed 0's the mean of its two trials."""
+    rises = {"a": {0: 0.01, 1: 0.05, 2: 0.03}, "b": {0: 0.03}}
+    pooled = pooled_late_rise(*curves_with_rises(rises))
+    units = np.array([0.02, 0.05, 0.03])
+    reference = scipy.stats.ttest_1samp(units, 0.0)
+    blocked = pooled["over_seeds"]
+    assert pooled["shared_seeds"] == 1 and blocked["n"] == 3
+    assert (blocked["mean"], blocked["t"], blocked["p_value"]) == pytest.approx(
+        (units.mean(), reference.statistic, reference.pvalue))
+    assert (blocked["low"], blocked["high"]) == pytest.approx(tuple(reference.confidence_interval(0.95)))
+    one = pooled_late_rise(*curves_with_rises({"a": {0: 0.01}, "b": {0: 0.03}}))
+    assert one["headline"] == "over_seeds" and one["over_seeds"]["low"] is None and "one seed" in one["over_seeds"]["verdict"]

@@ -191,3 +191,17 @@ def means_fit_checks(ood: np.ndarray, in_distribution: np.ndarray, bits: np.ndar
             f"({noise['expected_sd']:.2g}; F = {noise['f']:.2f}, lower-tail p = {noise['p_lower']:.2g}), so its "
             "interval is narrower than the noise allows; the trial-level fit with seeds as blocks carries that noise")
     return checks
+
+
+def adjust_headlines(entries: list[dict[str, Any]], correction: str = "holm") -> None:
+    """Adds to each fitted report entry (`fit_entry`) `headline_p`, the p of c in its headline fit, and
+    `headline_p_adjusted`, that p adjusted over every fitted entry of the report (`rlfit.study.corrections`: the
+    report makes one headline test of c per entry, a family) with `headline_family` its size; in place."""
+    from rlfit.study.corrections import adjust
+
+    fitted = [e for e in entries if "refused" not in e and e.get("fits")]
+    p_values = [e["fits"][e.get("headline", VARIANT_MEANS)]["coefficients"]["log2_description_bits"]["p_value"]
+                for e in fitted]
+    for entry, p, adjusted in zip(fitted, p_values, adjust(p_values, correction)):
+        entry.update(headline_p=p, headline_p_adjusted=adjusted, headline_family=len(fitted),
+                     headline_correction=correction)

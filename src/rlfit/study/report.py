@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from rlfit.rundir.atomic import write_atomic
 from rlfit.errors import UserError
 from rlfit.rundir.layout import write_json
 from rlfit.study.experiment import (Experiment, failed_trials, measure_names)
+from rlfit.study.curves import variant_curve_seeds, variant_curves
 from rlfit.study.measures import SUITE_FIELDS
 from rlfit.study.report_zip import check_report_paths, write_zip
 from rlfit.study.trials import TrialResult, collect, paired_values, variant_seed_scores
@@ -106,30 +106,6 @@ def _reward_settings(measure: str, suites: Sequence[Any]) -> dict[str, Any]:
     suite = next((s for s in suites if measure == f"suite/{s.name}"), None)
     overrides = dict((suite.overrides.get("env.overrides") or {}) if suite is not None else {})
     return {k: v for k, v in overrides.items() if any(word in str(k).lower() for word in REWARD_WORDS)}
-
-
-def variant_curves(results: list[TrialResult], variants: list[str], clock: bool = False,
-                   column: str = "eval/episode_reward") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """variant -> (x (T,), values (num_seeds, T)) of the eval `column` (the return by default) over the evaluation
-    steps every seed reached; x is env steps, or with `clock` the mean over seeds of the training wall-clock seconds
-    at each of them."""
-    curves = {}
-    for variant in variants:
-        runs = [r for r in results if r.trial.variant == variant and r.curve[0].size]
-        if column != "eval/episode_reward":
-            runs = [replace(r, curve=(r.curve[0], r.training[column])) for r in runs if column in r.training]
-        if clock:
-            runs = [r for r in runs if r.wall.size == r.curve[0].size]
-        if not runs:
-            continue
-        common = sorted(set.intersection(*(set(r.curve[0].tolist()) for r in runs)))
-        if not common:
-            continue
-        index = [np.searchsorted(r.curve[0], common) for r in runs]
-        rewards = np.stack([r.curve[1][i] for r, i in zip(runs, index)])
-        x = np.mean([r.wall[i] for r, i in zip(runs, index)], axis=0) if clock else np.array(common)
-        curves[variant] = (x, rewards)
-    return curves
 
 
 def evaluation_noise(results: list[TrialResult], measure: str, scores: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -247,10 +223,13 @@ def report_numbers(experiment: Experiment, results: list[TrialResult], interval:
         entry.pop("_estimates")
     numbers["ratios"] = ratio_entries(results, manifest.ratios, variants, manifest.suites)
     numbers["generalization"] = generalization_entries(experiment, results)
+    from rlfit.study.generalization import adjust_headlines
+
+    adjust_headlines(numbers["generalization"], correction)
     from rlfit.study.plateau import plateau_entries, pooled_late_rise
 
     numbers["plateau"] = plateau_entries(curves)
-    numbers["plateau_pooled"] = pooled_late_rise(curves)
+    numbers["plateau_pooled"] = pooled_late_rise(curves, variant_curve_seeds(results, variants))
     numbers["plateau_headline"] = headline_plateau(results, manifest, variants)
     return numbers
 
@@ -280,7 +259,8 @@ def headline_plateau(results: list[TrialResult], manifest: Any, variants: list[s
     if not curves:
         return {**entry, "note": f"no trial recorded `{column}` at every evaluation, so the headline measure "
                                  f"`{measure}` cannot be checked along training"}
-    return {**entry, "variants": plateau_entries(curves), "pooled": pooled_late_rise(curves)}
+    return {**entry, "variants": plateau_entries(curves),
+            "pooled": pooled_late_rise(curves, variant_curve_seeds(results, variants, column=column))}
 
 
 def generalization_entries(experiment: Experiment, results: list[TrialResult]) -> list[dict[str, Any]]:

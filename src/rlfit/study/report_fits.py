@@ -61,7 +61,7 @@ def headline_lines(e: dict[str, Any]) -> list[str]:
     """Which fit is the headline, and the noise check behind the choice."""
     noise = e.get("noise") or {}
     if "f" not in noise:
-        return [f"Noise check: {noise['note']}." if "note" in noise else "", ""]
+        return [(f"Noise check: {noise['note']}." if "note" in noise else "") + adjusted_words(e), ""]
     blocks = "seeds as blocks" if noise["seeds_as_blocks"] else "no seed shared between variants"
     check = (f"Noise check: the means fit's residual SD is {noise['residual_sd']:.2g}, the seeds' noise of a variant "
              f"mean {noise['expected_sd']:.2g} ({blocks}); F = {noise['f']:.2f} (df {noise['df'][0]}, {noise['df'][1]}), "
@@ -69,8 +69,17 @@ def headline_lines(e: dict[str, Any]) -> list[str]:
     if e.get("headline") == BLOCKED:
         c = e["fits"][BLOCKED]["coefficients"][C_NAME]
         return [f"{check} **Headline: the trial-level fit with seeds as blocks, c = {fmt_c(c)}**, because "
-                f"{e['headline_reason']}.", ""]
-    return [f"{check} The means fit carries at least that noise, so it is the headline.", ""]
+                f"{e['headline_reason']}.{adjusted_words(e)}", ""]
+    return [f"{check} The means fit carries at least that noise, so it is the headline.{adjusted_words(e)}", ""]
+
+
+def adjusted_words(e: dict[str, Any]) -> str:
+    """' The headline p adjusted over the report's fits: ...' where the entry has it, else ''."""
+    if e.get("headline_p_adjusted") is None:
+        return ""
+    name = "Holm" if e.get("headline_correction", "holm") == "holm" else "BH"
+    return (f" **Its p ({fmt_p(e['headline_p'])}) adjusted over the report's {e['headline_family']} generalization "
+            f"fits ({name}): {fmt_p(e['headline_p_adjusted'])}.**")
 
 
 def influence_lines(check: dict[str, Any] | None) -> list[str]:
@@ -93,12 +102,26 @@ def influence_lines(check: dict[str, Any] | None) -> list[str]:
         low, high = check["range_without_flagged"]
         words.append(f"Without each flagged variant ({', '.join(f'`{n}`' for n in check['flagged'])}) c ranges from "
                      f"{low:+.3g} to {high:+.3g}.")
-    if check["rests_on"]:
-        words += [f"**The fit rests on `{name}`: without it c = {fmt_c(check['without'][name])}, an interval that "
-                  "covers 0.**" for name in check["rests_on"]]
-    else:
-        words.append("Leaving out any one variant keeps the interval on the same side of 0 (or it covered 0 already).")
+    words += verdict_change_words(check)
     return lines + [" ".join(words), ""]
+
+
+def verdict_change_words(check: dict[str, Any]) -> list[str]:
+    """A sentence per left-out variant that puts c's interval on another side of 0, either way, or one saying that
+    none does."""
+    without = check["without"]
+    words = [f"**The fit rests on `{name}`: without it c = {fmt_c(without[name])}, an interval that covers 0.**"
+             for name in check["rests_on"]]
+    words += [f"**Leaving out `{name}` moves the interval off 0: without it c = {fmt_c(without[name])}, so the "
+              "null result rests on that variant.**" for name in check.get("moves_off_zero", [])]
+    words += [f"**Leaving out `{name}` turns c's sign: without it c = {fmt_c(without[name])}.**"
+              for name in check.get("flips_sign", [])]
+    if not words:
+        full = check.get("full")
+        where = ("covering 0" if full["low"] <= 0 <= full["high"] else "on the same side of 0") if full else \
+            "on the same side of 0 (or covering it)"
+        words.append(f"Leaving out any one variant keeps the interval {where}.")
+    return words
 
 
 def step_lines(step: dict[str, Any] | None) -> list[str]:

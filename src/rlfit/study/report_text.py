@@ -125,21 +125,36 @@ def plateau_lines(plateau: dict[str, Any], pooled: dict[str, Any] | None = None,
     return lines
 
 
+POOLED_UNITS = {"over_seeds": "seeds (each the mean over its variants)", "over_trials": "trials",
+                "over_variant_means": "variant means"}
+
+
 def pooled_lines(pooled: dict[str, Any] | None) -> list[str]:
-    """The late rise pooled over every trial and over the variants' means, in a sentence."""
+    """The late rise pooled over seeds as blocks (where trials share seeds), every trial and the variants' means,
+    the headline first, in a sentence."""
     if not pooled:
         return []
     if "note" in pooled:
         return [f"Pooled: {pooled['note']}.", ""]
-    parts = []
-    for units, words in (("over_trials", "trials"), ("over_variant_means", "variant means")):
-        if units in pooled:
-            e = pooled[units]
-            parts.append(f"over the {e['n']} {words} {fmt_interval(e['mean'], e['low'], e['high'], sign=True)} "
-                         f"(t = {e['t']:.2f}, p = {fmt_p(e['p_value'])}: {e['verdict']})")
-    return [f"Pooled late rise: {'; '.join(parts)}; the mean rise is above 0 in {pooled['rising_variants']} of "
-            f"{pooled['variants']} variants. Each variant's interval above has few seeds; pooled, the test has the "
-            "power they lack.", ""]
+    headline = pooled.get("headline", "over_trials")
+    parts = [_pooled_part(pooled[units], POOLED_UNITS[units]) for units in POOLED_UNITS if units in pooled]
+    head, rest = parts[0], parts[1:]
+    if headline == "over_seeds":
+        text = (f"Pooled late rise, with seeds as blocks ({pooled['shared_seeds']} seeds shared between variants: "
+                f"a seed's evaluation episodes are the same for every variant, so its luck moves them alike): "
+                f"**over the {head}**. Treating the units as independent, which they are not here, for reference "
+                f"only: {'; '.join(rest)}.")
+    else:
+        text = f"Pooled late rise: **over the {head}**" + (f"; {'; '.join(rest)}." if rest else ".")
+    return [f"{text} The mean rise is above 0 in {pooled['rising_variants']} of {pooled['variants']} variants. Each "
+            "variant's interval above has few seeds; pooled, the test has more power.", ""]
+
+
+def _pooled_part(e: dict[str, Any], words: str) -> str:
+    if e.get("low") is None:
+        return f"{e['n']} {words} {fmt_number(e['mean'])} ({e['verdict']})"
+    return (f"{e['n']} {words} {fmt_interval(e['mean'], e['low'], e['high'], sign=True)} (t = {e['t']:.2f}, "
+            f"p = {fmt_p(e['p_value'])}: {e['verdict']})")
 
 
 def late_rise_table(plateau: dict[str, Any], what: str = "evaluation return") -> list[str]:
