@@ -17,7 +17,9 @@ import statsmodels.formula.api as smf
 
 from rlfit.study.dose_response import step_against_graded
 from rlfit.study.generalization import BLOCKED, VARIANT_MEANS, fit_entry
-from rlfit.study.influence import influence_check
+from rlfit.study.generalization import adjust_headlines
+from rlfit.study.influence import influence_check, verdict_changes
+from rlfit.study.report_fits import influence_lines
 
 
 def test_a_fit_driven_by_one_variant_is_flagged_and_said_to_rest_on_it():
@@ -152,3 +154,82 @@ def test_a_means_fit_that_carries_the_noise_keeps_its_headline():
                for o, i, d, v, s in zip(ood, in_dist, bits, labels, seed)]
     entry = fit_entry(results, "o", "i", "d")
     assert entry["noise"]["f"] > 1 and entry["headline"] == VARIANT_MEANS and "headline_reason" not in entry
+
+
+# ---------------------------------------------------------------- issue 62: influence both ways, adjusted headlines
+
+def t_interval_by_hand(design, y, column):
+    """The OLS coefficient's 95% t interval from the normal equations written out (numpy and scipy's t only)."""
+    inverse = np.linalg.inv(design.T @ design)
+    beta = inverse @ design.T @ y
+    residuals = y - design @ beta
+    df = y.size - design.shape[1]
+    se = np.sqrt(residuals @ residuals / df * inverse[column, column])
+    half = scipy.stats.t.ppf(0.975, df) * se
+    return beta[column] - half, beta[column] + half
+
+
+def test_a_null_result_made_by_one_variant_is_reported_as_moved_off_zero_without_it():
+    """Seven variants on a clear downward trend in x and an eighth far out (x = 30) that sits at 0, far above the trend: with it
+    the slope's interval covers 0, without it the interval lies below 0."""
+    rng = np.random.default_rng(5)
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 30.0])
+    covariate = rng.normal(0, 1, 8)
+    y = 0.1 * covariate - 0.05 * x + rng.normal(0, 0.01, 8)
+    y[-1] = 0.0
+    design = np.column_stack([np.ones(8), covariate, x])
+    names = [f"v{i}" for i in range(8)]
+    check = influence_check(design, y, names, column=2)
+
+    low, high = t_interval_by_hand(design, y, 2)
+    assert low <= 0 <= high and (check["full"]["low"], check["full"]["high"]) == pytest.approx((low, high))
+    without = t_interval_by_hand(design[:-1], y[:-1], 2)
+    assert without[1] < 0 and (check["without"]["v7"]["low"], check["without"]["v7"]["high"]) == pytest.approx(without)
+    assert check["moves_off_zero"] == ["v7"] and check["rests_on"] == [] and check["flips_sign"] == []
+    text = " ".join(influence_lines(check))
+    assert "Leaving out `v7` moves the interval off 0" in text and "keeps the interval" not in text
+
+
+def test_a_verdict_changes_either_way_and_an_unmoved_interval_is_no_change():
+    full_covers, full_below = {"low": -1.0, "high": 1.0}, {"low": -2.0, "high": -1.0}
+    refits = {"a": {"low": -3.0, "high": -0.5}, "b": {"low": 0.5, "high": 2.0}, "c": {"low": -0.5, "high": 0.5}}
+    assert verdict_changes(full_covers, refits) == {"rests_on": [], "moves_off_zero": ["a", "b"], "flips_sign": []}
+    assert verdict_changes(full_below, refits) == {"rests_on": ["c"], "moves_off_zero": [], "flips_sign": ["b"]}
+
+
+def test_the_headline_p_of_each_fit_is_holm_adjusted_over_the_reports_fits():
+    """Five fitted entries (and a refused one that is not in the family), headline p by hand: sorted 1e-10, 3e-05,
+    0.0122, 0.0123, 0.5 times 5, 4, 3, 2, 1, then a running maximum."""
+    def entry(p, headline=VARIANT_MEANS):
+        other = BLOCKED if headline == VARIANT_MEANS else VARIANT_MEANS
+        coefficients = lambda q: {"coefficients": {"log2_description_bits": {"p_value": q}}}  # noqa: E731
+        return {"headline": headline, "fits": {headline: coefficients(p), other: coefficients(0.9)}}
+
+    entries = [entry(0.0123), entry(1e-10, BLOCKED), entry(0.0122), entry(3e-5, BLOCKED), entry(0.5, BLOCKED),
+               {"refused": "too few variants"}]
+    adjust_headlines(entries)
+    expected = [max(0.0122 * 3, 0.0123 * 2), 1e-10 * 5, 0.0122 * 3, 3e-5 * 4, 0.5]
+    assert [e["headline_p_adjusted"] for e in entries[:5]] == pytest.approx(expected)
+    assert [e["headline_p"] for e in entries[:5]] == [0.0123, 1e-10, 0.0122, 3e-5, 0.5]
+    assert all(e["headline_family"] == 5 for e in entries[:5]) and "headline_p_adjusted" not in entries[5]
+
+
+def test_the_report_says_each_headline_p_adjusted_over_its_fits(tmp_path, monkeypatch):
+    """Two generalization entries (success rate, then return, out of distribution): each headline p Holm-adjusted
+    over the two, by hand: the smaller p doubled, the larger the maximum of itself and that."""
+    import json
+
+    from rlfit.study import report
+    from tests.study.test_report import generalization_experiment
+
+    monkeypatch.setattr(report, "BOOTSTRAP_REPS", 200)
+    experiment = generalization_experiment(tmp_path, ({"ood": "suite/shifted", "in_distribution": "suite/own/success_rate",
+                                                       "description": "suite/own/description_length_bits"},))
+    report.write_report(experiment)
+    entries = json.loads((tmp_path / "report" / "results.json").read_text())["generalization"]
+    p = [e["fits"][e["headline"]]["coefficients"]["log2_description_bits"]["p_value"] for e in entries]
+    low, high = sorted(p)
+    expected = {low: min(1.0, 2 * low), high: max(min(1.0, 2 * low), high)}
+    assert [e["headline_p_adjusted"] for e in entries] == pytest.approx([expected[v] for v in p])
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert text.count("adjusted over the report's 2 generalization fits (Holm)") == 2

@@ -148,6 +148,7 @@ def curves_with_rises(rises: dict[str, dict[int, float]]) -> tuple[dict, dict]:
     return curves, {v: list(by_seed) for v, by_seed in rises.items()}
 
 
+@pytest.mark.filterwarnings("ignore:The MLE may be on the boundary")  # statsmodels' check; its seed variance is asserted
 def test_the_pooled_late_rise_blocks_by_seed_as_a_mixed_model_with_seed_effects():
     """4 variants x 5 seeds, a seed effect shared by every variant much larger than the trials' own noise: pooled
     over trials the rise looks certain, with seeds as blocks it has 5 units. The blocked mean, standard error and p

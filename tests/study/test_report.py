@@ -244,15 +244,16 @@ def test_returns_are_also_shown_divided_by_the_manifests_reference_return(tmp_pa
     assert "mean / reference" not in bits  # bits are not a return
 
 
-def generalization_experiment(path) -> Experiment:
-    """Four variants x 3 seeds with success rates in and out of distribution and a description length per trial."""
+def generalization_experiment(path, more_fits: tuple[dict, ...] = ()) -> Experiment:
+    """Four variants x 3 seeds with success rates in and out of distribution and a description length per trial;
+    `more_fits`: generalization entries after the first."""
     rng = np.random.default_rng(4)
     raw = {"name": "gen", "env": "CartpoleBalance", "preset": "quick", "seeds": 3,
            "variants": [{"name": n, "set": {"ppo.learning_rate": lr}}
                         for n, lr in zip("abcd", (1e-3, 3e-4, 1e-4, 3e-5))],
            "suites": {"own": {"episodes": 100}, "shifted": {"episodes": 100}}, "measures": ["final_eval_reward"],
            "generalization": [{"ood": "suite/shifted/success_rate", "in_distribution": "suite/own/success_rate",
-                               "description": "suite/own/description_length_bits"}]}
+                               "description": "suite/own/description_length_bits"}, *more_fits]}
     experiment = Experiment(path, parse_manifest(raw))
     for index, trial in enumerate(experiment.manifest.trials()):
         run_dir = experiment.trial_dir(trial)
