@@ -145,6 +145,16 @@ def test_a_means_fit_tighter_than_the_seeds_noise_hands_its_headline_to_the_bloc
     width = lambda fit: fit["coefficients"]["log2_description_bits"]["high"] - fit["coefficients"]["log2_description_bits"]["low"]  # noqa: E731
     assert width(entry["fits"][BLOCKED]) > width(entry["fits"][VARIANT_MEANS])
 
+    # the headline fit without each variant's trials, against statsmodels' formula on the trials left
+    influence = entry["headline_influence"]
+    assert sorted(influence["without"]) == [f"v{v}" for v in range(6)]
+    for name, refit in influence["without"].items():
+        left = smf.ols("y ~ i + g + C(seed)", trials[trials["variant"] != name]).fit()
+        assert (refit["estimate"], refit["low"], refit["high"]) == pytest.approx(
+            (left.params["g"], *left.conf_int().loc["g"]))
+        assert refit["degrees_of_freedom"] == left.df_resid == 20 - 3 - 3
+    assert influence["full"]["estimate"] == pytest.approx(blocked.params["g"])
+
 
 def test_a_means_fit_that_carries_the_noise_keeps_its_headline():
     rng = np.random.default_rng(3)
@@ -233,3 +243,15 @@ def test_the_report_says_each_headline_p_adjusted_over_its_fits(tmp_path, monkey
     assert [e["headline_p_adjusted"] for e in entries] == pytest.approx([expected[v] for v in p])
     text = (tmp_path / "report" / "report.md").read_text()
     assert text.count("adjusted over the report's 2 generalization fits (Holm)") == 2
+
+
+def test_the_headline_fits_refits_are_said_in_words():
+    from rlfit.study.report_fits import headline_influence_lines
+
+    full = {"estimate": -0.2, "low": -0.6, "high": 0.2, "p_value": 0.3}
+    without = {"a": {"estimate": -0.5, "low": -0.9, "high": -0.1, "p_value": 0.02},
+               "b": {"estimate": 0.1, "low": -0.3, "high": 0.5, "p_value": 0.6}}
+    [text, _] = headline_influence_lines({"full": full, "without": without, **verdict_changes(full, without)})
+    assert text.startswith("Without each variant's trials, the headline fit (seeds as blocks) gives c from -0.5 to +0.1.")
+    assert "Leaving out `a` moves the interval off 0: without it c = -0.500 [-0.900, -0.100] (p 0.02)" in text
+    assert "`b`" not in text

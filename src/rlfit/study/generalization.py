@@ -26,7 +26,8 @@ about c. Two fits, both statsmodels' OLS:
 
 Every report entry also checks the means fit: which variants it rests on (`rlfit.study.influence`) and whether a
 step between two neighbouring variants explains the data as well as the graded log2 description length
-(`rlfit.study.dose_response`).
+(`rlfit.study.dose_response`). Where the headline is BLOCKED, that fit is refitted without each variant's trials
+too (`blocked_influence`), so a verdict that rests on one variant shows in the headline as well.
 
     fit = fit_generalization(ood, in_dist, bits, groups)      # arrays [n]; groups: the variant of each trial
     fit.coefficients["log2_description_bits"].low, .high     # its 95% interval
@@ -186,11 +187,33 @@ def means_fit_checks(ood: np.ndarray, in_distribution: np.ndarray, bits: np.ndar
                               "noise": noise, "headline": VARIANT_MEANS}
     if noise.get("too_tight"):
         checks["headline"] = BLOCKED
+        checks["headline_influence"] = blocked_influence(ood, in_distribution, bits, labels, seeds, confidence)
         checks["headline_reason"] = (
             f"the means fit's residual SD ({noise['residual_sd']:.2g}) is below the seeds' noise of a variant mean "
             f"({noise['expected_sd']:.2g}; F = {noise['f']:.2f}, lower-tail p = {noise['p_lower']:.2g}), so its "
             "interval is narrower than the noise allows; the trial-level fit with seeds as blocks carries that noise")
     return checks
+
+
+def blocked_influence(ood: np.ndarray, in_distribution: np.ndarray, bits: np.ndarray, labels: np.ndarray,
+                      seeds: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
+    """The BLOCKED fit's c (all [n] inputs) again without each variant's trials: `full`, `without` (variant -> its
+    estimate, interval, p and degrees of freedom; a variant whose removal leaves too few for the fit is skipped) and
+    the variants whose removal puts the interval on another side of 0 (`rlfit.study.influence.verdict_changes`)."""
+    from rlfit.study.influence import verdict_changes
+
+    def c_of(keep: np.ndarray) -> dict[str, float]:
+        fit = fit_generalization(ood[keep], in_distribution[keep], bits[keep], labels[keep], method=BLOCKED,
+                                 confidence=confidence, seeds=seeds[keep])
+        return {**fit.coefficients[PREDICTORS[2]]._asdict(), "degrees_of_freedom": fit.degrees_of_freedom}
+
+    full, without = c_of(np.ones(labels.size, bool)), {}
+    for name in sorted(set(labels.tolist())):
+        try:
+            without[name] = c_of(labels != name)
+        except UserError:
+            continue
+    return {"full": full, "without": without, **verdict_changes(full, without)}
 
 
 def adjust_headlines(entries: list[dict[str, Any]], correction: str = "holm") -> None:

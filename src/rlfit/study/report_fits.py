@@ -38,7 +38,8 @@ def generalization_lines(entries: list[dict[str, Any]]) -> list[str]:
             continue
         lines += fit_table(e) + [f"{e['n']} trials in {e['groups']} variants. The cluster-robust row uses the spread "
                                  "within variants too, and its intervals are too narrow with this few variants.", ""]
-        lines += headline_lines(e) + influence_lines(e.get("influence")) + step_lines(e.get("step"))
+        lines += (headline_lines(e) + headline_influence_lines(e.get("headline_influence"))
+                  + influence_lines(e.get("influence")) + step_lines(e.get("step")))
         if "figure" in e:
             lines += [f"![generalization]({e['figure']})", ""]
     return lines
@@ -104,6 +105,15 @@ def influence_lines(check: dict[str, Any] | None) -> list[str]:
                      f"{low:+.3g} to {high:+.3g}.")
     words += verdict_change_words(check)
     return lines + [" ".join(words), ""]
+
+
+def headline_influence_lines(check: dict[str, Any] | None) -> list[str]:
+    """The headline fit with seeds as blocks again without each variant's trials, in a sentence."""
+    if not check or not check["without"]:
+        return []
+    estimates = [c["estimate"] for c in check["without"].values()]
+    return [f"Without each variant's trials, the headline fit (seeds as blocks) gives c from {min(estimates):+.3g} to "
+            f"{max(estimates):+.3g}. " + " ".join(verdict_change_words(check)), ""]
 
 
 def verdict_change_words(check: dict[str, Any]) -> list[str]:
