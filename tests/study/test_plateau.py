@@ -201,3 +201,26 @@ def test_a_seed_shared_by_some_trials_is_one_block_and_an_unshared_seed_its_own(
     assert (blocked["low"], blocked["high"]) == pytest.approx(tuple(reference.confidence_interval(0.95)))
     one = pooled_late_rise(*curves_with_rises({"a": {0: 0.01}, "b": {0: 0.03}}))
     assert one["headline"] == "over_seeds" and one["over_seeds"]["low"] is None and "one seed" in one["over_seeds"]["verdict"]
+
+
+def test_the_report_blocks_the_pooled_rise_by_each_trials_own_seed(tmp_path, monkeypatch):
+    """Late rise 0.1 x seed, plus 0.05 in variant b, whose seed 2 recorded no evaluation: seed 0 and 1 are blocks of
+    two trials, seed 2 of one; the interval over the three seed means by hand."""
+    monkeypatch.setattr(report, "BOOTSTRAP_REPS", 200)
+    experiment = finished_experiment(tmp_path / "exp", {**MANIFEST, "ratios": []}, {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]})
+    for trial in experiment.manifest.trials():
+        rise = 0.1 * trial.seed + (0.05 if trial.variant == "b" else 0.0)
+        curve = np.r_[0.0, np.zeros(9), np.full(3, rise)]
+        rows = [] if (trial.variant, trial.seed) == ("b", 2) else [
+            {"kind": "eval", "env_steps": float(step), "eval/episode_reward": float(value)}
+            for step, value in zip(STEPS, curve)]
+        (experiment.trial_dir(trial) / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    report.write_report(experiment)
+    pooled = json.loads((experiment.report_dir / "results.json").read_text())["plateau_pooled"]
+    seed_means = np.array([(0.0 + 0.05) / 2, (0.1 + 0.15) / 2, 0.2])
+    reference = scipy.stats.ttest_1samp(seed_means, 0.0)
+    blocked = pooled["over_seeds"]
+    assert pooled["trials"] == 5 and pooled["seeds"] == [0, 1, 2] and pooled["shared_seeds"] == 2
+    assert (blocked["mean"], blocked["p_value"]) == pytest.approx((seed_means.mean(), reference.pvalue))
+    assert (blocked["low"], blocked["high"]) == pytest.approx(tuple(reference.confidence_interval(0.95)))

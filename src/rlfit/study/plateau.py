@@ -18,8 +18,8 @@ MixedLM it does not drop to the trials' own spread when that variance is estimat
 degrees of freedom. That is the headline; the same over the trials and over the variants' means (both treating
 their units as independent, too narrow where seeds are shared) are shown beside it. A seed that only one trial
 has is a block of its own; with no shared seed the trials are the units. Shapes: a variant's rewards are
-(num_seeds, T) over the evaluation steps every seed reached (`rlfit.study.report.variant_curves`), its seeds
-(num_seeds,) in the same order (`rlfit.study.report.variant_curve_seeds`).
+(num_seeds, T) over the evaluation steps every seed reached (`rlfit.study.curves.variant_curves`), its seeds
+(num_seeds,) in the same order (`rlfit.study.curves.variant_curve_seeds`).
 """
 
 from __future__ import annotations
