@@ -38,7 +38,8 @@ class Interval(NamedTuple):
 
 def pooled_iqm(strata: Sequence[np.ndarray]) -> np.ndarray:
     """rliable's aggregate IQM: the 25% trimmed mean of every run of every environment pooled; each stratum
-    (..., n_e) -> (...)."""
+    (..., n_e) -> (...). rliable assumes as many runs per environment; with unequal counts an environment with
+    more runs weighs more, which is why a protocol declares the same seeds everywhere."""
     return iqm(np.concatenate([np.asarray(s, dtype=float) for s in strata], axis=-1))
 
 
