@@ -43,8 +43,16 @@ SCALE = 1000.0
 """Headline scores are rewards / SCALE: every DM Control return lies in [0, 1000]."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports bad input in one line (no usage block) with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"protocol_report.py: error: {message} (--help lists the options)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("protocol", nargs="?", type=Path, default=DEFAULT_PROTOCOL, help="the protocol YAML")
     parser.add_argument("--quickstart", type=Path, default=DEFAULT_QUICKSTART,
                         help="quickstart.py's 10-seed record for the preset_change rule's check (1)")
