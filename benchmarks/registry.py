@@ -89,6 +89,9 @@ LIBRARIES = {
     "common.py": "shared helpers: machine context, JSON records, tables, timed subprocesses",
     "brax_child.py": "the Brax side of brax_compare.py, suite.py and first_step.py, run inside benchmarks/.venv-brax",
     "suite_report.py": "suite.py's arithmetic and README table",
+    "protocol_runs.py": "a comparison protocol read and checked, and the runs it declares taken from the suite's files",
+    "protocol_decisions.py": "the protocol's decision rules applied to protocol_report.py's figures",
+    "quoted_figures.py": "the check that every figure the documentation quotes still matches its results JSON",
     "reset_variant_train.py": "`rlfit` with the training resets changed, for pointmass_collapse.py's variants",
     "gpu_bundle.py": "the wheels and assets that travel to the GPU machine for gpu_check.py, and their install",
     "gpu_figures.py": "gpu_check.py's figures and the check of its record",
@@ -270,6 +273,34 @@ def suite_figures(record: dict) -> list[Figure]:
     return figures
 
 
+def protocol_report_figures(record: dict) -> list[Figure]:
+    """Per comparison (each provisional variant while an adoption is pending): the headline IQMs, their difference
+    and the probability of improvement with intervals (scores / 1000), and the decision; then the runs counted."""
+    def interval(value: dict) -> str:
+        return f"{value['point']:.3f} [{value['low']:.3f}, {value['high']:.3f}]"
+
+    figures = []
+    for name, result in record["comparisons"].items():
+        variants = result["provisional"].items() if "provisional" in result else [("", result)]
+        for choice, c in variants:
+            label = f"{name}, if {choice} is adopted (provisional)" if choice else name
+            head = c["headline"]
+            if "iqm_a" in head:
+                where = (f"scores / 1000, {head['runs_a']} / {head['runs_b']} runs over {len(head['environments'])} "
+                         "environments")
+                figures += [Figure(f"{label}: IQM, {c['a']} / {c['b']} ({where})",
+                                   f"{interval(head['iqm_a'])} / {interval(head['iqm_b'])}", ""),
+                            Figure(f"{label}: IQM of {c['a']} minus IQM of {c['b']}", interval(head["iqm_difference"]),
+                                   ""),
+                            Figure(f"{label}: P({c['a']} > {c['b']})", interval(head["probability_of_improvement"]),
+                                   "")]
+            figures.append(Figure(f"{label}: decision", c["decision"]["text"], ""))
+    figures.append(Figure("declared runs: used / missing (outside the protocol, shown apart)",
+                          f"{len(record['runs_used'])} / {len(record['runs_missing'])} "
+                          f"({len(record['runs_outside_protocol'])})", "runs"))
+    return figures
+
+
 def pointmass_figures(record: dict) -> list[Figure]:
     by_label: dict[str, list[dict]] = {}
     for run in record["runs"].values():
@@ -407,6 +438,12 @@ BENCHMARKS = (
               ("docs/algorithms/ppo.md",), "cpu", "hours, in sittings (2.4-27 a run by environment, estimated)",
               "suitepy-issue-28", (Source("suite_8ep_brax.json", suite_figures),), quick="--quick --envs CartpoleBalance",
               needs=BRAX_VENV),
+    Benchmark("protocol_report", "Brax parity", "a comparison declared before its runs (benchmarks/protocols/): "
+              "only the runs at its seeds, per environment and as rliable's IQM and probability of improvement with "
+              "stratified bootstrap intervals, its decisions, and the runs used, outside it and missing",
+              ("docs/algorithms/ppo.md",), "cpu",
+              "0.2 (13 s at load 8.9, FIGURES.md's refresh included; the runs are suite.py's)",
+              "protocol_reportpy-issue-62", (Source("quick_preset_2026_12_report.json", protocol_report_figures),)),
     Benchmark("jax_versions", "Brax parity", "the same physics step and update under rlfit's JAX and Brax's",
               ("docs/architecture.md",), "cpu", "7 (G1, 64 envs)", "first_steppy-issue-29",
               (Source("jax_versions_G1JoystickFlatTerrain_n64.json", jax_versions_figures),
@@ -498,6 +535,7 @@ QUICK_MEASURED = {
     "plan_time": "28 s, load 10.5-13.1",
     "planner_sweep": "11 s, load 0.5",
     "pointmass_collapse": "7 s, load 3.7",
+    "protocol_report": "8 s, load 9.1-9.3",
     "quickstart": "26 s, load 10.8-9.6",
     "render_throughput": "30 s, load 6.7-6.4",
     "resume_compile": "31 s, load 10.3-9.9",

@@ -29,8 +29,20 @@ os.environ["RLFIT_TEST_SESSION_CACHE"] = os.environ["RLFIT_CACHE_DIR"] = SESSION
 # tests/run/test_determinism.py 47 -> 31 CPU seconds). Set before JAX starts a backend; subprocesses inherit it.
 # A run's numbers may differ in the last bits from default flags; every comparison in the suite is between
 # runs made under the same flags, and the Brax fixtures' tolerances hold under both.
-FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
-                      "--xla_cpu_use_fusion_emitters=false")
+def _jaxlib_version() -> tuple[int, ...]:
+    """jaxlib's release as numbers, read without importing JAX (which would start no backend, but costs seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(part) for part in version("jaxlib").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return (0, 0)
+
+
+# XLA aborts the process on a flag it does not know, and jaxlib 0.12 removed the fusion emitters' switch (its CPU
+# backend has no older emitters to fall back to): the flag is passed only to the releases that still read it.
+FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true" + (
+    " --xla_cpu_use_fusion_emitters=false" if _jaxlib_version() < (0, 12) else "")
 if FAST_COMPILE_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # once, though xdist's workers load this file again
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAGS}".strip()
 if str(REPO_ROOT) not in sys.path:
