@@ -175,8 +175,8 @@ def robot_class(base: type, env_name: str) -> type:
 
 def apply_observation_set(env: Any, name: str, env_name: str) -> Any:
     """`env` for `env.observation_set` `name`: itself for `full`; for `robot`, a copy of it whose policy observation
-    drops what needs a state estimator (derived here, abstractly: the reset is traced, nothing compiles). UserError
-    where the set makes no sense for the environment."""
+    drops what needs a state estimator (derived here: the reset is traced, not compiled, and only the small program
+    of the observation's Jacobian compiles). UserError where the set makes no sense for the environment."""
     if name == "full":
         return env
     if not callable(getattr(type(env), "_get_obs", None)) or not hasattr(env, "mj_model"):
