@@ -155,13 +155,14 @@ def check_observation(obs: Any, env_name: str) -> None:
 def robot_class(base: type, env_name: str) -> type:
     """A subclass of Playground environment class `base` whose `_get_obs` keeps the `robot` set of entries of the
     policy's observation (derived at its first call, kept on the class as `rlfit_observation_set`)."""
+    original: Callable[..., Any] = base._get_obs  # type: ignore[attr-defined]  # a Playground environment's
 
     def _get_obs(self: Any, data: Any, info: Any, *extras: Any) -> Any:
-        obs = base._get_obs(self, data, info, *extras)
+        obs = original(self, data, info, *extras)
         chosen = type(self).rlfit_observation_set
         if chosen is None:
             check_observation(obs, env_name)
-            chosen = derive_robot_set(lambda *a: base._get_obs(self, *a), self.mj_model, data, info, extras)
+            chosen = derive_robot_set(lambda *a: original(self, *a), self.mj_model, data, info, extras)
             if not chosen.dropped:
                 raise UserError(f"env.observation_set=robot: no entry of {env_name}'s policy observation needs a state "
                                 "estimator (none depends on a linear velocity or a position in the world): use "
