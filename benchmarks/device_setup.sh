@@ -7,7 +7,7 @@
 #
 # `install` puts the wheels in /tmp/site, puts src/ on PYTHONPATH, and writes .venv/bin/python and
 # .venv/bin/rlfit as wrappers of the machine's python3, so the scripts run as written in the README.
-WHEELS=(mujoco==4.0.0 mujoco-core==4.0.0 mujoco-mjx==3.17.0 playground==0.2.0 brax==0.14.2 trimesh mediapy
+WHEELS=(mujoco==4.0.1 mujoco-core==4.0.1 mujoco-mjx==3.17.0 playground==0.2.0 brax==0.14.2 trimesh mediapy
         ml-collections==1.1.0 tensorboardX==2.6.5 jaxopt==0.8.5 glfw pyopengl)
 case "${1:-}" in
   fetch)

@@ -29,7 +29,7 @@ from common import MENAGERIE, REPO  # noqa: E402
 
 BUNDLE = REPO / ".gpu"
 """The one carried path (ignored by git)."""
-WHEELS = ("mujoco==4.0.0", "mujoco-core==4.0.0", "mujoco-mjx==3.17.0", "playground==0.2.0", "brax==0.14.2",
+WHEELS = ("mujoco==4.0.1", "mujoco-core==4.0.1", "mujoco-mjx==3.17.0", "playground==0.2.0", "brax==0.14.2",
           "trimesh==5.2.0", "ml-collections==1.1.0", "tensorboardX==2.6.5", "jaxopt==0.8.5", "glfw==2.11.0")
 """What a G1 or CartpoleBalance run imports that the GPU machine lacks (device_setup.sh's list less mediapy and
 PyOpenGL, which training never imports: 3.2 MB saved)."""

@@ -99,6 +99,22 @@ def test_plan_for_an_8gib_gpu_as_json(plan_cli):
 
 
 @pytest.mark.slow
+def test_plan_json_stays_json_where_playground_prints_about_a_missing_randomizer(plan_cli, monkeypatch):
+    """An environment with a MuJoCo model and no Playground randomizer makes Playground print a line to standard
+    output (its own code, as for Op3Joystick, whose assets are not here: the toy environment stands in, given a
+    model): `--json` still prints one JSON object."""
+    from mujoco_playground import registry
+    from mujoco_playground._src import locomotion
+
+    monkeypatch.setattr(registry, "get_domain_randomizer", lambda name: locomotion.get_domain_randomizer("Op3Joystick"))
+    monkeypatch.setattr("rlfit.envs.randomization.mjx_model_of", lambda env: object())
+    result = plan_cli("plan", TOY, "--device-memory", "8GiB", "--json")
+    assert result.returncode == 0, result.stderr
+    planned = json.loads(result.stdout)
+    assert "does not have a domain randomizer" in result.stderr
+    assert planned["randomization"]["note"].startswith("domain randomization: off")
+
+
 def test_plan_table_and_more_memory_never_fewer_envs(plan_cli):
     small = plan_cli("plan", TOY, "--preset", "smoke", "--device-memory", "4MiB", "--target", "cpu")
     assert small.returncode == 0, small.stderr

@@ -88,6 +88,15 @@ def test_auto_is_off_with_a_note_where_playground_has_no_randomizer(cartpole):
     assert not toy.enabled and toy.note == ""  # no MuJoCo model: nothing to say
 
 
+def test_playgrounds_line_for_an_environment_without_a_randomizer_goes_to_stderr(cartpole, capfd):
+    """Playground prints "Env 'Op3Joystick' does not have a domain randomizer ..." to standard output (its locomotion
+    registry's own code, run for a real name without a randomizer): standard output stays empty."""
+    resolved = resolve_randomization("auto", "Op3Joystick", cartpole, N)
+    out, err = capfd.readouterr()
+    assert not resolved.enabled and out == ""
+    assert "Op3Joystick' does not have a domain randomizer" in err
+
+
 def test_a_users_randomizer_is_checked_and_described(cartpole):
     resolved = resolve_randomization(RANDOMIZER, "CartpoleBalance", cartpole, N)
     model = cartpole.mjx_model

@@ -27,7 +27,8 @@ def register(subparsers) -> None:
                         help=f"episodes on each randomized model (default: {DEFAULT_EPISODES_PER_MODEL}); the nominal "
                              "model runs N * K")
     parser.add_argument("--max-steps", metavar="STEPS", type=int,
-                        help="policy steps per episode at most (default and most: the run's episode length)")
+                        help="policy steps per episode at most (default and most: the run's episode length; "
+                             "shorter, the run's MJX evaluation of whole episodes is left out of the comparison)")
     parser.add_argument("--seed", metavar="S", type=int, default=0,
                         help="seed of the check's models and resets, apart from training's and evaluation's "
                              "(default: 0)")

@@ -28,6 +28,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 ACTIVATIONS = ("swish", "relu", "tanh", "elu", "gelu")
 
 OBSERVATIONS = ("state", "pixels")
+OBSERVATION_SETS = ("full", "robot")
 CHANNELS = ("rgb", "gray", "depth", "rgbd")
 RENDERERS = ("auto", "jax", "warp")
 ENCODERS = ("auto", "simple2dcnn", "simple3dcnn", "r3d18", "timesformer")
@@ -38,6 +39,7 @@ _POSITIVE_INTS = ("env.episode_length", "env.action_repeat", "run.num_timesteps"
                   "network.encoder_features")
 _NON_NEGATIVE = ("run.eval_every", "run.early_stop_patience", "run.early_stop_min_delta", "run.wandb_timeout_s")
 _CHOICES = {"env.impl": IMPLS, "run.precision": PRECISIONS, "env.observation": OBSERVATIONS, "env.channels": CHANNELS,
+            "env.observation_set": OBSERVATION_SETS,
             "env.renderer": RENDERERS, "network.encoder": ENCODERS, "run.wandb": WANDB_MODES}
 
 
@@ -49,6 +51,7 @@ def check_config(config: ConfigView) -> None:
     if not config.env.name:
         raise UserError("env.name is empty; give a Playground environment name or module:factory")
     check_pixels(config)
+    check_observation_set(config)
     check_randomization(config.env.randomization)
     parse_devices(config.run.devices)
     parse_duration(config.run.time_budget, "run.time_budget")
@@ -118,6 +121,20 @@ def check_pixels(config: ConfigView) -> None:
             raise UserError(f"network.pretrained: no file at {path}; give a safetensors file "
                             "(`rlfit convert-weights` makes one) or drop the setting to train from scratch")
         check_safetensors(path)  # a pickle or PyTorch file is refused before anything runs
+
+
+def check_observation_set(config: ConfigView) -> None:
+    """Rules of `env.observation_set: robot`: state observations, and the algorithm's policy reads the entry the set
+    slices (`state`; a policy on `privileged_state` would see what the set drops)."""
+    if config.env.observation_set != "robot":
+        return
+    if config.env.observation != "state":
+        raise UserError("env.observation_set=robot slices the state the policy sees; with env.observation=pixels "
+                        "the policy sees frames: use env.observation_set=full or env.observation=state")
+    key = getattr(getattr(config, config.algo, None), "policy_obs_key", "state")
+    if key != "state":
+        raise UserError(f"env.observation_set=robot slices the observation entry 'state', but {config.algo}."
+                        f"policy_obs_key is '{key}': set {config.algo}.policy_obs_key=state or env.observation_set=full")
 
 
 def check_randomization(setting: str) -> None:

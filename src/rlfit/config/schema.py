@@ -73,6 +73,12 @@ class EnvConfig:
     """With pixels: how many recent frames the policy sees (1 an image, 3 a frame stack, 8 or 16 a clip)."""
     renderer: str = "auto"
     """With pixels: `jax` (MJX ray casting, any device), `warp` (MuJoCo Warp, CUDA GPU), `auto` (jax)."""
+    observation_set: str = "full"
+    """What the policy observes: `full` (the environment's own observation) or `robot` (only what a robot measures:
+    the entries that need a state estimator, such as G1's pelvis linear velocity, are dropped from the policy's
+    `state`, derived from the environment's own observation code; the critic keeps the privileged state). `robot`
+    takes a Playground environment with a privileged observation (the locomotion ones); see the docs' deployment
+    page."""
 
 
 @dataclass(frozen=True)

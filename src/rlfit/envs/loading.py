@@ -57,7 +57,15 @@ def load_env(config: EnvConfig, backend: str | None = None) -> Any:
         if config.observation == "pixels":
             raise UserError(f"env.observation: pixels needs a MuJoCo environment; '{config.name}' is a "
                             f"{FAMILIES[prefix]} environment: use env.observation: state")
+        if config.observation_set != "full":
+            raise UserError(f"env.observation_set={config.observation_set} needs a MuJoCo Playground environment; "
+                            f"'{config.name}' is a {FAMILIES[prefix]} environment: use env.observation_set=full")
         return _load_family(prefix, name, config.overrides)
+    if config.observation_set != "full":
+        from rlfit.envs.observation_set import apply_observation_set
+
+        env = _load_factory(config) if ":" in config.name else _load_playground(config, choose_impl(config.impl, backend))
+        return wrap_pixels(apply_observation_set(env, config.observation_set, config.name), config)
     if ":" in config.name:
         return wrap_pixels(_load_factory(config), config)
     return wrap_pixels(_load_playground(config, choose_impl(config.impl, backend)), config)

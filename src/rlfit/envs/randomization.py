@@ -109,10 +109,17 @@ def resolve_randomization(setting: str, env_name: str, env: Any, num_envs: int) 
 
 
 def _playground_randomizer(env_name: str) -> Randomizer | None:
+    """Playground's randomizer for `env_name`, or None. Playground prints a line to standard output for a locomotion
+    or manipulation environment without one; it goes to standard error here, so that the standard output of
+    `rlfit plan --json` and `rlfit transfer-check --json` stays one JSON object."""
+    import contextlib
+    import sys
+
     from mujoco_playground import registry
 
     try:
-        return registry.get_domain_randomizer(env_name)
+        with contextlib.redirect_stdout(sys.stderr):
+            return registry.get_domain_randomizer(env_name)
     except Exception:  # a name outside Playground's registry (`module:factory`): none  # noqa: BLE001
         return None
 

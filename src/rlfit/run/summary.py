@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.envs.observation_set import observation_set_of
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.run.after_step import Progress
@@ -48,6 +49,7 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         best_eval_reward=progress.best_eval_reward,
         final_eval_reward_randomized=progress.last_randomized_eval_reward,
         randomization=trainer.randomization.to_dict(),
+        observation_set=observation_record(trainer.env),
         final_description_length_bits=progress.last_description_length_bits,
         iterations=progress.iteration,
         env_steps=progress.env_steps,
@@ -75,3 +77,9 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         versions=package_versions(),
         params_digest=params_digest(state.params) if state is not None else None,
     )
+
+
+def observation_record(env: Any) -> dict[str, Any] | None:
+    """summary.json's `observation_set`: the `robot` set `env` applies, or None for the environment's own."""
+    chosen = observation_set_of(env)
+    return None if chosen is None else chosen.to_dict()

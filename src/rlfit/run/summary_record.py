@@ -28,6 +28,10 @@ class RunSummary(JsonRecord):
     """The last evaluation's mean return on freshly drawn models (domain randomization); null without it."""
     randomization: dict[str, Any]
     """The domain randomization that ran (`setting`, `source`, `fields`, `bytes_per_env`, `note`)."""
+    observation_set: dict[str, Any] | None
+    """With `env.observation_set: robot`, what the policy observes (`ObservationSet.to_dict()`: `name`,
+    `policy_key`, `full_size`, `dropped` and `kept` indices into the environment's own policy observation,
+    `dropped_because`); null for `full` (the environment's own observation)."""
     final_description_length_bits: float | None
     """The policy's mean description length of an observation at the last evaluation (an information
     bottleneck's rate, in bits); null where the policy does not define one."""

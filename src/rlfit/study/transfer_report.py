@@ -9,12 +9,22 @@ Conditions:
     mjx_randomized      the same on its randomized models: eval/randomized/...
 
 A native condition's figures come from its episodes: the return's mean and IQM with 95% intervals
-(`rlfit.study.stats.interval_estimates`: t-based below 30 episodes, BCa from 30), the episode length's mean with
-its interval and its five-number summary, and the early-termination (fall) rate with a Wilson interval. The MJX
-evaluation recorded only the mean, standard deviation and mean length of its episodes: its return interval is
-Student's t from those, and it has no termination rate. Gaps are differences of mean return: native minus MJX
-(Welch's t from the two conditions' means, standard deviations and counts) and randomized minus nominal in native
-MuJoCo (paired t: episode j of both starts from the same reset key).
+(`rlfit.study.stats.interval_estimates`: t-based below 30 units, BCa from 30), the episode length's mean with
+its interval and its five-number summary, and the early-termination (fall) rate with a Wilson interval. The unit of
+an interval is what is independent: on the nominal model, an episode (each starts from its own reset key); on
+randomized models, a MODEL (episodes on one model share its draw and are not independent), so the randomized
+condition's mean, IQM and their intervals are over the per-model means (each model weighs the same), and its fall
+rate's Wilson interval counts models, each with its fraction of falls (statsmodels' `proportion_confint`; a model's
+fraction in [0, 1] varies at most as a Bernoulli would, so this is conservative). The MJX evaluation recorded only
+the mean, standard deviation and mean length of its episodes (one model each on randomized models): its return
+interval is Student's t from those, and it has no termination rate. Gaps are differences of mean return: native
+minus MJX (Welch's t from the two conditions' means, standard deviations and unit counts) and randomized minus
+nominal in native MuJoCo (paired t over models: model i's mean against the mean of the nominal episodes that
+started from the same reset keys).
+
+The MJX evaluation ran the run's whole episodes: when the check's episodes are cut shorter (`--max-steps` below the
+run's episode length) the returns are not comparable, so the MJX conditions and their gaps are left out and the
+report says why (`mjx_left_out`).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.stats
+from statsmodels.stats.proportion import proportion_confint
 
 from rlfit.deploy.transfer import EpisodeRecord, TransferRun
 from rlfit.study.report_format import fmt_interval
@@ -63,8 +74,13 @@ class ConditionFigures(NamedTuple):
     terminated_rate: float | None
     terminated_low: float | None
     terminated_high: float | None
-    """The rate's 95% Wilson interval (scipy.stats.binomtest)."""
+    """The rate's 95% Wilson interval over `units` (statsmodels' `proportion_confint`); on randomized models the
+    rate is the mean of the models' fractions of falls."""
     source: str
+    unit: str = "episode"
+    """What the intervals count as independent: `episode`, or `model` (randomized models in native MuJoCo)."""
+    units: int = 0
+    """How many units the intervals rest on (episodes, or models)."""
 
 
 class Gap(NamedTuple):
@@ -79,21 +95,35 @@ class Gap(NamedTuple):
 
 
 def native_figures(records: Sequence[EpisodeRecord], condition: str) -> ConditionFigures | None:
-    """The figures of `condition`'s ('nominal' or 'randomized') episodes; None when it ran none."""
+    """The figures of `condition`'s ('nominal' or 'randomized') episodes; None when it ran none. Randomized: the
+    model is the unit (the module docstring)."""
     mine = [r for r in records if r.condition == condition]
     if not mine:
         return None
-    returns = np.array([r.episode_return for r in mine], np.float64)
-    lengths = np.array([r.length for r in mine], np.float64)
+    by_model = condition == "randomized"
+    groups = per_unit(mine, by_model)
+    returns = np.array([np.mean([r.episode_return for r in group]) for group in groups], np.float64)
+    lengths = np.array([np.mean([r.length for r in group]) for group in groups], np.float64)
     estimates = interval_estimates({"return": returns, "length": lengths}, confidence=CONFIDENCE)
     ret, length = estimates["return"], estimates["length"]
     ended = int(sum(r.terminated for r in mine))
-    wilson = scipy.stats.binomtest(ended, len(mine)).proportion_ci(CONFIDENCE, method="wilson")
+    falls = float(sum(np.mean([r.terminated for r in group]) for group in groups))
+    low, high = proportion_confint(falls, len(groups), alpha=1 - CONFIDENCE, method="wilson")
+    all_lengths = np.array([r.length for r in mine], np.float64)
     return ConditionFigures(
         len(mine), ret.mean, _finite(ret.mean_low), _finite(ret.mean_high), _finite(ret.sd), ret.iqm,
         _finite(ret.iqm_low), _finite(ret.iqm_high), length.mean, _finite(length.mean_low), _finite(length.mean_high),
-        [float(q) for q in np.quantile(lengths, [0.0, 0.25, 0.5, 0.75, 1.0])], ended, ended / len(mine),
-        float(wilson.low), float(wilson.high), f"native MuJoCo, the ONNX policy ({condition} model)")
+        [float(q) for q in np.quantile(all_lengths, [0.0, 0.25, 0.5, 0.75, 1.0])], ended, falls / len(groups),
+        float(low), float(high), f"native MuJoCo, the ONNX policy ({condition} model)",
+        "model" if by_model else "episode", len(groups))
+
+
+def per_unit(records: Sequence[EpisodeRecord], by_model: bool) -> list[list[EpisodeRecord]]:
+    """`records` grouped into independent units: one group per model (in model order) or one per episode."""
+    if not by_model:
+        return [[r] for r in records]
+    models = sorted({r.model_index for r in records})
+    return [[r for r in records if r.model_index == m] for m in models]
 
 
 def mjx_figures(rows: Sequence[dict[str, Any]], episodes: int) -> dict[str, ConditionFigures]:
@@ -113,7 +143,7 @@ def mjx_figures(rows: Sequence[dict[str, Any]], episodes: int) -> dict[str, Cond
             episodes, float(mean), low, high, _finite(sd), None, None, None,
             _finite(last.get(f"{prefix}episode_length")), None, None, None, None, None, None, None,
             f"MJX evaluation in training (iteration {last.get('iteration')}, env step {last.get('env_steps')}), "
-            "rlfit's JAX policy")
+            "rlfit's JAX policy", "episode", episodes)
     return figures
 
 
@@ -131,14 +161,14 @@ def t_interval(mean: float, sd: float, n: int) -> tuple[float | None, float | No
 
 
 def welch_interval(a: ConditionFigures, b: ConditionFigures) -> tuple[float | None, float | None]:
-    """Welch's t interval of mean(a) - mean(b) from each condition's mean, sd and count."""
-    if a.return_sd is None or b.return_sd is None or a.episodes < 2 or b.episodes < 2:
+    """Welch's t interval of mean(a) - mean(b) from each condition's mean, sd and count of units."""
+    if a.return_sd is None or b.return_sd is None or a.units < 2 or b.units < 2:
         return None, None
-    va, vb = a.return_sd ** 2 / a.episodes, b.return_sd ** 2 / b.episodes
+    va, vb = a.return_sd ** 2 / a.units, b.return_sd ** 2 / b.units
     difference = a.return_mean - b.return_mean
     if va + vb == 0:
         return difference, difference
-    df = (va + vb) ** 2 / (va ** 2 / (a.episodes - 1) + vb ** 2 / (b.episodes - 1))
+    df = (va + vb) ** 2 / (va ** 2 / (a.units - 1) + vb ** 2 / (b.units - 1))
     half = scipy.stats.t.ppf(0.5 + CONFIDENCE / 2, df) * math.sqrt(va + vb)
     return difference - half, difference + half
 
@@ -152,16 +182,24 @@ def gaps(records: Sequence[EpisodeRecord], figures: dict[str, ConditionFigures])
             low, high = welch_interval(a, b)
             out.append(Gap(native, mjx, a.return_mean - b.return_mean, low, high, "Welch's t"))
     if NATIVE_RANDOMIZED in figures:
-        randomized = np.array([r.episode_return for r in records if r.condition == "randomized"])
-        nominal = np.array([r.episode_return for r in records if r.condition == "nominal"])
-        if randomized.size == nominal.size >= 2:
-            c = compare("randomized", randomized, "nominal", nominal, confidence=CONFIDENCE, paired=True)
-            out.append(Gap(NATIVE_RANDOMIZED, NATIVE_NOMINAL, c.mean_diff, _finite(c.mean_diff_low),
-                           _finite(c.mean_diff_high), "paired t (episode j of both from the same reset key)"))
-        else:
-            out.append(Gap(NATIVE_RANDOMIZED, NATIVE_NOMINAL, float(randomized.mean() - nominal.mean()), None, None,
-                           "no interval: fewer than 2 episodes each"))
+        out.append(randomized_minus_nominal(records))
     return out
+
+
+def randomized_minus_nominal(records: Sequence[EpisodeRecord]) -> Gap:
+    """Randomized minus nominal mean return in native MuJoCo, paired by model: model i's mean return against the
+    mean of the nominal episodes that started from the same reset keys (episode j of both conditions does)."""
+    nominal = {r.episode: r.episode_return for r in records if r.condition == "nominal"}
+    models = per_unit([r for r in records if r.condition == "randomized"], by_model=True)
+    pairs = [(np.mean([r.episode_return for r in group]), np.mean([nominal[r.episode] for r in group]))
+             for group in models if all(r.episode in nominal for r in group)]
+    randomized, paired_nominal = (np.array(side, np.float64) for side in zip(*pairs, strict=True))
+    if len(pairs) < 2:
+        return Gap(NATIVE_RANDOMIZED, NATIVE_NOMINAL, float(randomized.mean() - paired_nominal.mean()), None, None,
+                   "no interval: fewer than 2 randomized models")
+    c = compare("randomized", randomized, "nominal", paired_nominal, confidence=CONFIDENCE, paired=True)
+    return Gap(NATIVE_RANDOMIZED, NATIVE_NOMINAL, c.mean_diff, _finite(c.mean_diff_low), _finite(c.mean_diff_high),
+               "paired t over models (model i's mean against the nominal episodes from the same reset keys)")
 
 
 def build_report(run: TransferRun, metrics_rows: Sequence[dict[str, Any]], settings: dict[str, Any]
@@ -173,15 +211,26 @@ def build_report(run: TransferRun, metrics_rows: Sequence[dict[str, Any]], setti
         native = native_figures(run.records, condition)
         if native is not None:
             figures[name] = native
-    figures.update(mjx_figures(metrics_rows, run.eval_episodes))
+    left_out = mjx_left_out(run)
+    if left_out is None:
+        figures.update(mjx_figures(metrics_rows, run.eval_episodes))
     return {
         "env": run.env_name, **settings, "onnx": str(run.onnx_path), "confidence": CONFIDENCE,
         "max_steps": run.max_steps, "run_episode_steps": run.run_episode_steps, "control_dt": run.control_dt,
-        "randomization": run.randomization, "perturbations": run.perturbations,
+        "randomization": run.randomization, "perturbations": run.perturbations, "mjx_left_out": left_out,
         "conditions": {name: value._asdict() for name, value in figures.items()},
         "gaps": [gap._asdict() for gap in gaps(run.records, figures)],
         "episodes": [record._asdict() for record in run.records],
     }
+
+
+def mjx_left_out(run: TransferRun) -> str | None:
+    """Why the MJX evaluation is not compared (the check's episodes were cut shorter than the run's), or None."""
+    if run.max_steps >= run.run_episode_steps:
+        return None
+    return (f"the check's episodes stop at {run.max_steps} policy steps (--max-steps) and the run's MJX evaluation "
+            f"ran whole episodes of {run.run_episode_steps}: their returns are not comparable (run the check without "
+            "--max-steps to compare them)")
 
 
 def write_report(out_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:

@@ -29,14 +29,19 @@ def report_markdown(report: dict[str, Any]) -> str:
     ]
     for name, figures in report["conditions"].items():
         lines.append(row(TITLES.get(name, name), figures))
+    if report.get("mjx_left_out"):
+        lines += ["", f"The MJX evaluation is left out: {report['mjx_left_out']}."]
     lines += ["", "Gaps in mean return (95% interval):", ""]
     for gap in report["gaps"]:
         lines.append(f"- {TITLES[gap['a']]} minus {TITLES[gap['b']]}: "
                      f"{fmt_interval(gap['difference'], gap['low'], gap['high'], sign=True)} ({gap['method']})")
     if not report["gaps"]:
         lines.append("- none: the run recorded no evaluation and the environment has no randomizer")
-    lines += ["", "Intervals of a mean are t-based below 30 episodes, BCa from 30 (rlfit.study.stats); "
+    lines += ["", "Intervals of a mean are t-based below 30 units, BCa from 30 (rlfit.study.stats); "
               "early terminations are falls or other terminations before the step limit, with a Wilson interval. "
+              "On randomized models the unit is the model, not the episode (episodes on one model are not "
+              "independent): means and intervals are over the models' mean returns, the fall rate's interval counts "
+              "models, and the randomized-minus-nominal gap is paired by model. "
               "The MJX figures are the run's last evaluation in training, recorded as mean and spread only. "
               "Every episode is listed in transfer_check.json (`episodes`).", ""]
     return "\n".join(lines)

@@ -117,10 +117,11 @@ def test_the_checks_models_are_drawn_apart_from_training_and_evaluation(cartpole
 
 @pytest.fixture(scope="module")
 def checked(cartpole_run, tmp_path_factory):
-    """`rlfit transfer-check --json` on the run, report in its own folder: (CompletedProcess, report folder)."""
+    """`rlfit transfer-check --json` on the run, report in its own folder: (CompletedProcess, report folder). Whole
+    episodes (no --max-steps), so that the run's MJX evaluation is compared."""
     out = tmp_path_factory.mktemp("report")
     result = cli_in_process(None, "transfer-check", str(cartpole_run), "--models", "2", "--episodes-per-model", "2",
-                            "--max-steps", "40", "--out", str(out), "--json", cwd=out)
+                            "--out", str(out), "--json", cwd=out)
     return result, out
 
 
@@ -137,11 +138,15 @@ def test_the_report_is_written_and_its_figures_follow_from_its_episodes(checked)
     nominal = [e for e in episodes if e["condition"] == "nominal"]
     randomized = [e for e in episodes if e["condition"] == "randomized"]
     assert len(nominal) == len(randomized) == 4 and {e["model_index"] for e in randomized} == {0, 1}
-    assert all(0 < e["length"] <= 40 for e in episodes)
+    assert all(0 < e["length"] <= 100 for e in episodes) and report["mjx_left_out"] is None
     for name, mine in (("native_nominal", nominal), ("native_randomized", randomized)):
         returns = np.array([e["episode_return"] for e in mine])
         figures = report["conditions"][name]
-        low, high = scipy.stats.t.interval(0.95, 3, loc=returns.mean(), scale=returns.std(ddof=1) / 2.0)
+        units = returns  # nominal: the episode is the unit; randomized: the model (two models of two episodes)
+        if name == "native_randomized":
+            units = np.array([np.mean([e["episode_return"] for e in mine if e["model_index"] == m]) for m in (0, 1)])
+        low, high = scipy.stats.t.interval(0.95, units.size - 1, loc=units.mean(),
+                                           scale=units.std(ddof=1) / np.sqrt(units.size))
         assert figures["return_mean"] == pytest.approx(returns.mean())
         assert (figures["return_low"], figures["return_high"]) == pytest.approx((low, high))
         assert figures["terminated"] == sum(e["terminated"] for e in mine)
