@@ -12,8 +12,9 @@ environment. OUT.json is rewritten after every progress callback (a run cut off 
 
 Brax 0.14.2 calls `jax.device_put_replicated`, which jax 0.10 removed (benchmarks/brax-requirements.txt). Unless
 `--no-shim`, a missing `jax.device_put_replicated` is restored for one device (each leaf put on the device with a
-leading axis of 1, what jax 0.9 gave `pmap` over one device) and `shim` says so; any other missing JAX function, or
-Brax or Playground failing to import, makes the run "not available" (exit code 0, `reason` the error's line).
+leading axis of 1, what jax 0.9 gave `pmap` over one device) and `shim` says so; with `--no-shim` its absence makes
+the run "not available" at once (before Brax compiles anything), as do any other missing JAX function and Brax or
+Playground failing to import (exit code 0, `reason` the error's line).
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def main() -> int:
     try:
         record["shim"] = restore_device_put_replicated() if args.shim else None
         import brax_child
+        import jax
 
+        if not hasattr(jax, "device_put_replicated"):  # --no-shim on jax >= 0.10: known before Brax compiles
+            raise AttributeError(f"jax {jax.__version__} has no device_put_replicated, which Brax's ppo.train calls")
         result = brax_child.train(spec, on_progress=lambda rows: (record.update(callbacks=list(rows)), write()))
     except Exception as error:  # noqa: BLE001 - Brax's failures are recorded; only the known kinds are "not available"
         if not not_available(error):

@@ -247,14 +247,16 @@ def learn(ctx: Context, name: str, box_s: float, argv: list[str], cache: str, re
 
 
 def device_total_bytes(ctx: Context) -> int | None:
-    """The device's total memory from the doctor step's JSON (or a doctor run of its own when that step did not run)."""
+    """The GPU's total memory from the doctor step's JSON (or a doctor run of its own when that step did not run);
+    None on another device (a CPU's JAX has no pool to cap)."""
     found = read_doctor(ctx.work / "doctor.out")
     if not found:
         run_boxed([ctx.python, "-m", "rlfit", "doctor", "--json"], ctx.env, 60, 5, ctx.work / "t4_doctor.log",
                   ctx.work / "doctor.out")
         found = read_doctor(ctx.work / "doctor.out")
-    total = (found.get("device") or {}).get("total_bytes")
-    return total if isinstance(total, int) else None
+    device = found.get("device") or {}
+    total = device.get("total_bytes")
+    return total if device.get("platform") == "gpu" and isinstance(total, int) else None
 
 
 def t4_variables(total: int | None) -> dict[str, str]:
