@@ -78,7 +78,8 @@ LEARN_FIELDS: dict[str, tuple[type, ...]] = {
 """A learning step's figures: a training step's, its evaluation curve, and Playground's published run beside it."""
 T4_FIELDS: dict[str, tuple[type, ...]] = {
     **RUN_FIELDS, "device_total_bytes": MAYBE_INT, "mem_fraction": MAYBE_NUMBER, "pool_bytes": (int,),
-    "cap_in_effect": (bool,), "peak_over_pool": MAYBE_NUMBER, "fits": (bool,), "guides_iterations_per_min": NUMBER,
+    "cap_in_effect": (bool,), "peak_over_pool": MAYBE_NUMBER, "fits": (bool, type(None)),
+    "guides_iterations_per_min": NUMBER,
 }
 BRAX_FIELDS: dict[str, tuple[type, ...]] = {
     "env": (str,), "num_envs": (int,), "steps_per_iteration": (int,), "eval_every": (int,), "callbacks": (int,),
@@ -182,17 +183,19 @@ def learn_figures(run_dir: Path, reference: str) -> dict[str, Any]:
             "published_reward": published.get("published_reward")}
 
 
-def t4_figures(figures: dict[str, Any], total: int | None, variables: dict[str, str]) -> dict[str, Any]:
+def t4_figures(figures: dict[str, Any], total: int | None, variables: dict[str, str],
+               out_of_memory: bool = False) -> dict[str, Any]:
     """A T4 step's figures beyond `run_figures`: the pool it ran in (`T4`; in effect on a GPU only), its peak
-    against the pool, whether it fit (a measured peak within the pool; a run out of memory ends with exit code 5
-    and no summary), and the guides' iterations a minute beside its own."""
+    against the pool, whether it fit (True: a measured peak within the pool; False: a peak above it, or the run
+    ran out of memory, which ends it with exit code 5 and no summary; None: no peak measured, as on a CPU), and the
+    guides' iterations a minute beside its own."""
     fraction = variables.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
     peak = figures.get("device_peak_bytes")
     in_effect = fraction is not None and (figures.get("plan") or {}).get("backend") == "gpu"
+    fits = False if out_of_memory else None if peak is None else peak <= T4["pool_bytes"]
     return {"device_total_bytes": total, "mem_fraction": None if fraction is None else float(fraction),
             "pool_bytes": T4["pool_bytes"], "cap_in_effect": in_effect,
-            "peak_over_pool": None if peak is None else peak / T4["pool_bytes"],
-            "fits": peak is not None and peak <= T4["pool_bytes"],
+            "peak_over_pool": None if peak is None else peak / T4["pool_bytes"], "fits": fits,
             "guides_iterations_per_min": REFERENCE["t4_guides"]["iterations_per_min"]}
 
 

@@ -40,7 +40,8 @@ class Setup(NamedTuple):
     g1_learn_argv: tuple[str, ...]
     """G1 at Playground's published settings with evaluations often enough for a curve within the box."""
     t4_argv: tuple[str, ...]
-    """The T4 steps' preset (the guides' G1 recipe: `--preset g1`)."""
+    """The T4 steps' preset (the guides' G1 recipe: `--preset g1`), sized by the planner (`--num-envs auto`) or at
+    `t4_num_envs`."""
     t4_num_envs: int
     """The guides' T4 size (1,024 environments)."""
     g1_preset: str
@@ -274,8 +275,9 @@ def t4(ctx: Context, name: str, box_s: float, argv: list[str]) -> dict[str, Any]
     total = device_total_bytes(ctx)
     variables = t4_variables(total)
     entry = dropped_run_dir(train(ctx, name, box_s, [*argv, "--set", "run.oom_backoff=false"], name, variables))
-    entry["figures"].update(t4_figures(entry["figures"], total, variables))
-    if "exit code 5" in entry["note"]:
+    out_of_memory = "exit code 5" in entry["note"]  # rlfit's exit code for out of device memory, back-off off
+    entry["figures"].update(t4_figures(entry["figures"], total, variables, out_of_memory))
+    if out_of_memory:
         entry["note"] += " (out of device memory: it does not fit)"
     return entry
 

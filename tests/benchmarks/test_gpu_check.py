@@ -323,12 +323,13 @@ def test_the_t4_cap_makes_rlfit_budget_what_jax_leaves_a_process_on_a_t4(gpu_ste
     assert gpu_steps.t4_variables(8 * 2**30) == {"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.000000"}
 
 
-@pytest.mark.parametrize(("peak", "backend", "fits", "in_effect"), [
-    (6 * 2**30, "gpu", True, True), (12 * 2**30, "gpu", False, True), (None, "gpu", False, True),
-    (2**20, "cpu", True, False)])
-def test_t4_figures_say_whether_the_run_fit_the_pool(gpu_figures, peak, backend, fits, in_effect):
+@pytest.mark.parametrize(("peak", "backend", "out_of_memory", "fits", "in_effect"), [
+    (6 * 2**30, "gpu", False, True, True), (12 * 2**30, "gpu", False, False, True), (None, "gpu", True, False, True),
+    (None, "cpu", False, None, False), (2**20, "cpu", False, True, False)])
+def test_t4_figures_say_whether_the_run_fit_the_pool(gpu_figures, peak, backend, out_of_memory, fits, in_effect):
     figures = {"device_peak_bytes": peak, "plan": {"backend": backend}}
-    found = gpu_figures.t4_figures(figures, 150_754_820_096, {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.080127"})
+    found = gpu_figures.t4_figures(figures, 150_754_820_096, {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.080127"},
+                                   out_of_memory)
     assert found["fits"] is fits and found["cap_in_effect"] is in_effect and found["mem_fraction"] == 0.080127
     assert found["peak_over_pool"] == (None if peak is None else peak / (0.75 * 15 * 2**30))
 
@@ -385,3 +386,22 @@ def test_gpu_brax_restores_device_put_replicated_for_one_device_and_knows_what_i
         assert jax.pmap(lambda tree: tree["w"] * 2)(placed).tolist() == [[0.0, 2.0, 4.0]]  # as Brax's pmap uses it
     finally:
         delattr(jax, "device_put_replicated")  # the shim stays out of the other tests
+
+
+@pytest.mark.parametrize(("env_field", "argv_field", "suite"), [
+    ("learn_env", "learn_argv", "dm_control_suite_params"), ("g1", "g1_learn_argv", "locomotion_params")])
+def test_the_learning_steps_train_at_playgrounds_published_settings(gpu_check, env_field, argv_field, suite):
+    """What the GPU's learning steps run, resolved as rlfit resolves it, against Playground's own brax_ppo_config."""
+    from rlfit.config.schema import resolve
+
+    env, argv = getattr(gpu_check.GPU, env_field), list(getattr(gpu_check.GPU, argv_field))
+    published = importlib.import_module(f"mujoco_playground.config.{suite}").brax_ppo_config(env)
+    preset = argv[argv.index("--preset") + 1]
+    config = resolve(env, preset, overrides=[argv[i + 1] for i, word in enumerate(argv) if word == "--set"])
+    for key in ("num_envs", "batch_size", "num_minibatches", "unroll_length", "num_updates_per_batch",
+                "learning_rate", "entropy_cost", "discounting", "reward_scaling"):
+        assert getattr(config.ppo, key) == published[key], key
+    assert config.run.num_timesteps == published.num_timesteps
+    assert gpu_check.REFERENCE[{"learn_env": "cheetah_run", "g1": "g1"}[env_field]]["published_num_timesteps"] == \
+        published.num_timesteps
+    assert config.run.eval_every == gpu_check.EVAL_EVERY  # the one change: evaluations often enough for a curve
