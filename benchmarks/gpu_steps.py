@@ -252,7 +252,7 @@ def device_total_bytes(ctx: Context) -> int | None:
     None on another device (a CPU's JAX has no pool to cap)."""
     found = read_doctor(ctx.work / "doctor.out")
     if not found:
-        run_boxed([ctx.python, "-m", "rlfit", "doctor", "--json"], ctx.env, 60, 5, ctx.work / "t4_doctor.log",
+        run_boxed([ctx.python, "-m", "rlfit", "doctor", "--json"], ctx.env, 30, 5, ctx.work / "t4_doctor.log",
                   ctx.work / "doctor.out")
         found = read_doctor(ctx.work / "doctor.out")
     device = found.get("device") or {}
