@@ -1,10 +1,11 @@
 """Trains one Playground environment with Brax's `ppo.train` or `sac.train`; run by brax_compare.py inside
-benchmarks/.venv-brax.
+benchmarks/.venv-brax, and imported by gpu_brax.py (gpu_check.py's Brax steps, in rlfit's interpreter).
 
     benchmarks/.venv-brax/bin/python benchmarks/brax_child.py SPEC.json OUT.json
 
 SPEC.json holds `env`, `seed` and either `ppo` (keyword arguments of `ppo.train`, plus `policy_hidden` and
-`value_hidden`) or `sac` (keyword arguments of `sac.train`, plus `policy_hidden`, `q_hidden` and
+`value_hidden`, and optionally `policy_obs_key` and `value_obs_key`)
+or `sac` (keyword arguments of `sac.train`, plus `policy_hidden`, `q_hidden` and
 `q_layer_norm`). OUT.json gets every progress callback with its time since the train call, Brax's own
 `training/sps`, the eval reward, the process CPU time so far and the seconds since the process started (psutil's
 create time, when psutil imports), and the times of imports, environment loading and the call.
@@ -69,10 +70,12 @@ def progress_recorder(t0: list[float], callbacks: list[dict]) -> Callable[[int, 
 
 
 def ppo_network_factory(kwargs: dict) -> Callable:
-    """`make_ppo_networks` with the policy and value sizes popped from `kwargs`."""
+    """`make_ppo_networks` with the policy and value sizes (and, where given, the observation keys each network reads
+    from a dict observation) popped from `kwargs`."""
+    keys = {name: kwargs.pop(name) for name in ("policy_obs_key", "value_obs_key") if name in kwargs}
     return functools.partial(ppo_networks.make_ppo_networks,
                              policy_hidden_layer_sizes=tuple(kwargs.pop("policy_hidden")),
-                             value_hidden_layer_sizes=tuple(kwargs.pop("value_hidden")))
+                             value_hidden_layer_sizes=tuple(kwargs.pop("value_hidden")), **keys)
 
 
 def sac_network_factory(kwargs: dict) -> Callable:
@@ -98,8 +101,9 @@ def sac_network_factory(kwargs: dict) -> Callable:
 TRAINERS = {"ppo": (ppo.train, ppo_network_factory), "sac": (sac.train, sac_network_factory)}
 
 
-def train(spec: dict) -> dict:
-    """Loads the environment (impl='jax'), runs Brax's trainer with spec's settings, returns the timings."""
+def train(spec: dict, on_progress: Callable[[list[dict]], None] | None = None) -> dict:
+    """Loads the environment (impl='jax'), runs Brax's trainer with spec's settings, returns the timings.
+    `on_progress` gets the callbacks so far after each one (gpu_brax.py keeps them as they come)."""
     algo = next(name for name in TRAINERS if name in spec)
     train_fn, network_factory = TRAINERS[algo]
     env_started = time.perf_counter()
@@ -109,7 +113,13 @@ def train(spec: dict) -> dict:
     factory = network_factory(kwargs)
     callbacks: list[dict] = []
     t0 = [0.0]
-    progress = progress_recorder(t0, callbacks)
+    record = progress_recorder(t0, callbacks)
+
+    def progress(step: int, metrics: dict) -> None:
+        record(step, metrics)
+        if on_progress is not None:
+            on_progress(callbacks)
+
     t0[0] = time.perf_counter()
     _, _, final_metrics = train_fn(environment=env, wrap_env_fn=wrapper.wrap_for_brax_training,
                                    network_factory=factory, progress_fn=progress, seed=spec["seed"], **kwargs)

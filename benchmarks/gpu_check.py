@@ -1,35 +1,40 @@
 """The GPU figures that matter most, from one prepared command of at most 9 minutes, most valuable first.
 
 In this order, each step in a new process with a time box of its own (a slow step cannot eat the rest; one that
-would start with too little time left is recorded "not reached"):
+would start with too little time left is recorded "not reached"). One call of 490 s reaches the first group; the
+others run in later calls by name (`--steps GROUP`, GROUPS below):
 
- 1. doctor                       `rlfit doctor --json`: the device, its memory, JAX and driver versions
- 2. g1_ppo_cold                  G1JoystickFlatTerrain PPO `--preset g1` at Playground's G1 sizes (8,192
-                                 environments, batch 256), empty compile cache: the plan, time_to_first_step_s and
-                                 each program's compile, the first iteration's env steps/s
- 3. g1_ppo_warm                  the same in a new process with step 2's cache: time_to_first_step_s, then
-                                 training until its budget: env steps/s (median), iterations per minute
- 4. cartpole_ppo_playground      CartpoleBalance PPO at Playground's DM Control settings (the default preset, 2,048
-                                 environments): env steps/s, beside the Playground paper's A100 figure
- 5. trace_bound ENV:PRESET:ALGO  (three cases) the planner's bound against XLA's memory analysis (trace_bound.py)
- 6. memory_prediction            one size (CartpoleBalance, 1,024 environments; memory_prediction.py)
- 7. fasttd3_g1                   FastTD3 on G1 (`--algo fasttd3 --preset g1`): env steps/s
- 8. g1_randomization_on / _off   G1 PPO at step 2's sizes with Playground's domain randomization
-                                 (`env.randomization=auto`), then without it (`off`): the cost of randomization in
-                                 env steps/s and first step
+ learning  doctor                   `rlfit doctor --json`: the device, its memory, JAX and driver versions
+           learn_cheetah_run        CheetahRun PPO at Playground's published settings (`--preset default`: 2,048
+                                    environments, 60M env steps) for its box: the final eval reward, the env steps
+                                    reached and the evaluation curve, beside Playground's settings and reward
+           learn_g1                 G1JoystickFlatTerrain PPO at Playground's published settings (`--preset default`:
+                                    8,192 environments, networks 512-256-128), empty compile cache, an evaluation
+                                    every 5 iterations: the cold first step, env steps/s, the evaluation curve
+ t4        t4_g1_plan               G1 with the guides' T4 recipe (`--preset g1`: the planner sizes it) in a T4's
+                                    memory (JAX's pool held to 11.25 GiB, gpu_figures.T4): its plan, the predicted
+                                    bytes against the peak, whether it fits, iterations a minute
+ t4_1024   t4_g1_1024               the same recipe at the guides' 1,024 environments: the peak, iterations a minute
+                                    beside the guides' ~18 on a T4
+ brax      cartpole_ppo_playground  rlfit's CartpoleBalance at Playground's settings: env steps/s
+           brax_cartpole, brax_g1   Brax's PPO (gpu_brax.py) at the settings of cartpole_ppo_playground and learn_g1:
+                                    env steps/s beside rlfit's ("not available" where Brax cannot run on this JAX)
+ earlier   (only when named)        g1_ppo_warm (learn_g1's command again with its cache), trace_bound (three
+                                    cases), memory_prediction, fasttd3_g1, g1_randomization_on / _off
 
 It writes DIR/gpu_check.json again after every step (a command cut off keeps what it measured; the step under way
 reads "running"), and per run DIR/runs/STEP/{summary.json,plan.json,metrics.jsonl} and DIR/logs/STEP.log.
 
     .venv/bin/python benchmarks/gpu_bundle.py prepare             # here, once: .gpu/ (wheels, G1 assets), its size
-    python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu"   # there (benchmarks/README.md: the run command)
-    .venv/bin/python benchmarks/gpu_check.py --dry-run             # here: the rehearsal, toy stand-ins, ~1 minute
-    .venv/bin/python benchmarks/gpu_check.py --dry-run --stand-in CartpoleBalance   # with Playground's Cartpole
-    .venv/bin/python benchmarks/gpu_check.py --dry-run --steps doctor g1_ppo_cold   # these steps only
+    python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu"   # there: the learning group (README: the command)
+    python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu" --steps t4     # a later call: the T4 group
+    .venv/bin/python benchmarks/gpu_check.py --dry-run             # here: the rehearsal, toy stand-ins, minutes
+    .venv/bin/python benchmarks/gpu_check.py --dry-run --steps doctor learn_g1    # these steps only
 
 `--dry-run` runs the same steps on this CPU with small stand-ins (tests/toy_env.py's environment, or --stand-in,
-for G1 and CartpoleBalance; the smoke preset; seconds per step), prints the size that would travel to the GPU
-machine, and checks the JSON it wrote (fields and types; exit 1 when a check fails).
+for G1 and CheetahRun; the smoke preset; seconds per step; Brax on CartpoleBalance without the shim, so "not
+available" on this JAX), prints the size that would travel to the GPU machine, and checks the JSON it wrote (fields
+and types; exit 1 when a check fails).
 """
 
 from __future__ import annotations
@@ -48,222 +53,71 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brax_compare import xla_compiles  # noqa: E402
-from common import BENCH_DIR, REPO, RESULTS, TMP, load_1min, machine  # noqa: E402
+from common import REPO, RESULTS, TMP, load_1min, machine  # noqa: E402
 from gpu_bundle import BUNDLE, describe_size, install, transfer_size  # noqa: E402
-from gpu_figures import (REFERENCE, TARGETS, check_record, headline, memory_figures, read_json,  # noqa: E402
-                         run_figures)
+from gpu_figures import REFERENCE, T4, TARGETS, check_record, headline  # noqa: E402
+from gpu_steps import (Boxed, Context, Setup, brax, doctor, learn, memory_prediction, plain_train,  # noqa: E402,F401
+                       randomization, run_boxed, t4, trace_bound)
 
 TOY_ENV = "tests.toy_env:make"
-RUNNER_SHARE = 0.6
-"""A training step's `run.time_budget` is this share of its box (less the grace): the budget counts from the
-runner's start, after planning and loading the environment, and a run that stops by its budget saves a checkpoint
-whose time it has measured (the runner saves before its first step), where one stopped by the box's SIGTERM has
-the grace alone to save."""
-LOG_TAIL_BYTES = 200_000
-"""The end of each step's log copied to DIR/logs (what comes back from the GPU machine must stay small)."""
-
-
-class Setup(NamedTuple):
-    """What the steps run: the GPU's environments and time boxes, or the dry run's stand-ins."""
-
-    g1: str
-    g1_preset: str
-    g1_sizes: tuple[str, ...]
-    """The G1 PPO steps' size arguments (the GPU: Playground's G1 sizes; the dry run: `--num-envs auto`)."""
-    cartpole: str
-    cartpole_preset: str
-    trace_cases: tuple[str, ...]
-    memory_env: str
-    memory_num_envs: int
-    fasttd3_preset: str
-    timesteps: dict[str, int]
-    """`--timesteps` of a training step (absent: the preset's; the time box ends the run)."""
-    boxes: dict[str, float]
-    """Seconds each step may take (a trace_bound case: "trace_bound")."""
-    deadline_s: float
-    """Seconds from the script's start by which every step has ended."""
-    min_start_s: float
-    """A step starts only with at least this many seconds left before the deadline."""
-    grace_s: float
-    """Seconds between a time box's SIGTERM (rlfit saves a checkpoint and summary.json) and SIGKILL."""
-
 
 G1_PLAYGROUND_SIZES = ("--set", "ppo.num_envs=8192", "--set", "ppo.batch_size=256", "--set", "run.fit_to_device=false")
-"""Playground's G1 PPO sizes (8,192 environments, batch 256 x 32 minibatches x unroll 20: 163,840 env steps an
-iteration, 2.0 s on the H200: results/gpu/g1_8192/). Not `--num-envs auto`: on the H200 it chose 65,536
-environments, whose one iteration of 10.5M env steps took 98 s, longer than a warm step's box
+"""Playground's G1 PPO sizes for the earlier steps' guides' recipe (`--preset g1`; FastTD3 and randomization).
+Not `--num-envs auto`: on the H200 it chose 65,536 environments, whose one iteration of 10.5M env steps took 98 s
 (results/gpu/gpu_check.json, 2026-11-28)."""
+EVAL_EVERY = 5
+"""The learning steps' iterations between evaluations (CheetahRun: 4.9M env steps, where Playground's 10 evaluations
+over 60M are 6M apart; G1: 819,200, where Playground's 20 over 200M are 10M apart): several points of the curve within
+the box, and a final reward (the last evaluation's: a run stopped by its budget evaluates no more) at most 5
+iterations old."""
 
-GPU = Setup(g1="G1JoystickFlatTerrain", g1_preset="g1", g1_sizes=G1_PLAYGROUND_SIZES, cartpole="CartpoleBalance",
-            cartpole_preset="default",
+GPU = Setup(learn_env="CheetahRun", learn_argv=("--preset", "default", "--set", f"run.eval_every={EVAL_EVERY}"),
+            g1="G1JoystickFlatTerrain", g1_learn_argv=("--preset", "default", "--set", f"run.eval_every={EVAL_EVERY}"),
+            t4_argv=("--preset", "g1"), t4_num_envs=REFERENCE["t4_guides"]["num_envs"],
+            g1_preset="g1", g1_sizes=G1_PLAYGROUND_SIZES, cartpole="CartpoleBalance", cartpole_preset="default",
+            brax_envs={"brax_cartpole": ("CartpoleBalance", "default", ()),
+                       "brax_g1": ("G1JoystickFlatTerrain", "default", (f"run.eval_every={EVAL_EVERY}",))},
+            brax_shim=True,
             trace_cases=("CartpoleBalance:quick:ppo", "CartpoleBalance:quick:sac", "G1JoystickFlatTerrain:g1:ppo"),
             memory_env="CartpoleBalance", memory_num_envs=1024, fasttd3_preset="g1", timesteps={},
-            boxes={"doctor": 45, "g1_ppo_cold": 240, "g1_ppo_warm": 90, "cartpole_ppo_playground": 130,
+            reserve_s={"learn_cheetah_run": 25, "learn_g1": 25, "t4_g1_plan": 30, "t4_g1_1024": 30,
+                       "cartpole_ppo_playground": 25},
+            boxes={"doctor": 45, "learn_cheetah_run": 200, "learn_g1": 280, "t4_g1_plan": 420, "t4_g1_1024": 420,
+                   "cartpole_ppo_playground": 120, "brax_cartpole": 120, "brax_g1": 250, "g1_ppo_warm": 90,
                    "trace_bound": 45, "memory_prediction": 60, "fasttd3_g1": 90, "g1_randomization": 60},
             deadline_s=490, min_start_s=20, grace_s=20)
-"""490 s from the script's start, the install (about 20 s) included: within the command's 9 minutes (the device
-tool's `timeout_s` 540), 50 s to spare."""
+"""490 s from the script's start, the install (about 2 s) included: within the command's 9 minutes (the device
+tool's `timeout_s` 540), 50 s to spare. The learning group: doctor 5 s, CheetahRun 200 s, G1 the rest (about
+265 s: its cold first step was 194 s at these sizes on the H200, 2026-11-28). A T4 step has a call to itself: the
+planner's lowering and a cold compile of G1 (269 s at 1,024 environments on the H100, 2026-11-23) before its first
+iteration. The reserve after a step's budget covers the last iteration, the save and the exit (the final reward is
+the last periodic evaluation's); CartpoleBalance's budget of 75 s leaves about 20 s of iterations after its first
+step (52 s on the H200), where 0.6 of its box gave it one iteration and no median rate."""
 
 
 def dry_setup(stand_in: str) -> Setup:
-    """The rehearsal on this CPU: `stand_in` for G1 and CartpoleBalance, the smoke preset, seconds per step (a
-    Playground stand-in: three times the toy's boxes, for its compiles of a minute each on 2 cores)."""
+    """The rehearsal on this CPU: `stand_in` for G1 and CheetahRun, the smoke preset with an evaluation every
+    iteration, seconds per step (a Playground stand-in: three times the toy's boxes, for its compiles of a minute each
+    on 2 cores); Brax on CartpoleBalance without the shim. The T4 pool is left alone: a CPU has none."""
     scale = 1 if stand_in == TOY_ENV else 3
-    return Setup(g1=stand_in, g1_preset="smoke", g1_sizes=("--num-envs", "auto"), cartpole=stand_in,
-                 cartpole_preset="smoke",
+    smoke = ("--preset", "smoke", "--set", "run.eval_every=1")
+    return Setup(learn_env=stand_in, learn_argv=smoke, g1=stand_in, g1_learn_argv=smoke,
+                 t4_argv=("--preset", "smoke"), t4_num_envs=16,
+                 g1_preset="smoke", g1_sizes=("--num-envs", "auto"), cartpole=stand_in, cartpole_preset="smoke",
+                 brax_envs={name: ("CartpoleBalance", "smoke", ()) for name in ("brax_cartpole", "brax_g1")},
+                 brax_shim=False,
                  trace_cases=(f"{stand_in}:smoke:ppo", f"{stand_in}:smoke:sac", f"{stand_in}:smoke:fasttd3"),
                  memory_env=stand_in, memory_num_envs=64, fasttd3_preset="smoke",
-                 timesteps={"g1_ppo_cold": 20_000, "g1_ppo_warm": 1, "cartpole_ppo_playground": 640,
-                            "fasttd3_g1": 640, "g1_randomization": 640},
+                 timesteps={"learn_cheetah_run": 192, "learn_g1": 192, "t4_g1_plan": 128, "t4_g1_1024": 128,
+                            "g1_ppo_warm": 1, "cartpole_ppo_playground": 640, "fasttd3_g1": 640,
+                            "g1_randomization_on": 640, "g1_randomization_off": 640, "brax_cartpole": 128,
+                            "brax_g1": 128},
+                 reserve_s={"learn_cheetah_run": 10, "learn_g1": 10},
                  boxes={"doctor": 30, **{key: scale * box for key, box in (
-                     ("g1_ppo_cold", 90), ("g1_ppo_warm", 60), ("cartpole_ppo_playground", 60), ("trace_bound", 60),
-                     ("memory_prediction", 60), ("fasttd3_g1", 60), ("g1_randomization", 30))}},
-                 deadline_s=300 * scale, min_start_s=5, grace_s=5)
-
-
-class Context(NamedTuple):
-    setup: Setup
-    python: str
-    env: dict[str, str]
-    """The children's environment: the installed wheels and src/ on PYTHONPATH, the Menagerie, compile logs."""
-    work: Path
-    """Compile caches, run folders and checkpoints: left on the machine (not under --out)."""
-    out: Path
-    started: float
-
-
-class Boxed(NamedTuple):
-    """A child process's end: its exit code (None: killed), seconds, and whether its time box ended it."""
-
-    exit_code: int | None
-    wall_s: float
-    timed_out: bool
-
-
-def run_boxed(argv: list[str], env: dict[str, str], box_s: float, grace_s: float, log: Path,
-              stdout: Path | None = None) -> Boxed:
-    """Runs `argv` in a process group of its own, output to `log` (stdout to `stdout` when given); after `box_s`
-    seconds SIGTERM to the group, after `grace_s` more SIGKILL."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    with log.open("w") as errors, (stdout or Path(os.devnull)).open("w") as output:
-        child = subprocess.Popen(argv, env=env, stdout=output if stdout else errors, stderr=errors,
-                                 start_new_session=True, cwd=REPO)
-        try:
-            code: int | None = child.wait(timeout=box_s)
-            timed_out = False
-        except BaseException as stop:  # its box ended, or this script is stopped (then the child goes too)
-            if not isinstance(stop, subprocess.TimeoutExpired):
-                os.killpg(child.pid, signal.SIGKILL)
-                raise
-            timed_out = True
-            os.killpg(child.pid, signal.SIGTERM)
-            try:
-                code = child.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
-                code = None
-    return Boxed(code, round(time.perf_counter() - started, 1), timed_out)
-
-
-def keep_log(ctx: Context, name: str, log: Path) -> None:
-    """The end of `log` into DIR/logs/NAME.log."""
-    target = ctx.out / "logs" / f"{name.replace(':', '_').replace('/', '_')}.log"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("rb") as handle:
-        handle.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
-        target.write_bytes(handle.read())
-
-
-def ended(boxed: Boxed, measured: bool, what: str) -> tuple[str, str]:
-    """A step's status and note from how its process ended and whether its figures were found."""
-    how = "its time box ended it" if boxed.timed_out else f"exit code {boxed.exit_code}"
-    if measured:
-        return "ok", f"{how}; {what}"
-    return ("timed out" if boxed.timed_out else "failed"), f"{how}; no {what}"
-
-
-# --- the steps -------------------------------------------------------------------------------------------------
-
-def doctor(ctx: Context, name: str, box_s: float) -> dict[str, Any]:
-    log, out = ctx.work / f"{name}.log", ctx.work / f"{name}.out"
-    boxed = run_boxed([ctx.python, "-m", "rlfit", "doctor", "--json"], ctx.env, box_s, ctx.setup.grace_s, log, out)
-    keep_log(ctx, name, log)
-    try:
-        figures = json.loads(out.read_text())
-    except json.JSONDecodeError:
-        figures = {}
-    status, note = ended(boxed, bool(figures), "JSON from rlfit doctor")
-    return {"status": status, "note": note, "figures": figures, "wall_s": boxed.wall_s}
-
-
-def train(ctx: Context, name: str, box_s: float, argv: list[str], cache: str, timesteps: int | None) -> dict[str, Any]:
-    """`rlfit train ARGV` into a run folder of its own (compile cache `cache`, shared by the steps that name it),
-    stopped by `run.time_budget`, `timesteps` or its time box; the run's figures (`run_figures`), XLA's compile
-    log, and summary.json, plan.json, metrics.jsonl into DIR/runs/NAME."""
-    run_dir, log = ctx.work / "runs" / name, ctx.work / f"{name}.log"
-    budget = max(10, int(RUNNER_SHARE * (box_s - ctx.setup.grace_s)))
-    command = [ctx.python, "-m", "rlfit", "train", *argv, "--run-dir", str(run_dir), "--set",
-               f"run.time_budget={budget}s", *(["--timesteps", str(timesteps)] if timesteps else [])]
-    env = {**ctx.env, "RLFIT_CACHE_DIR": str(ctx.work / "cache" / cache)}
-    boxed = run_boxed(command, env, box_s, ctx.setup.grace_s, log)
-    keep_log(ctx, name, log)
-    figures = {**run_figures(run_dir), **xla_compiles(log)}
-    kept = ctx.out / "runs" / name
-    kept.mkdir(parents=True, exist_ok=True)
-    for file in ("summary.json", "plan.json", "metrics.jsonl"):
-        if (run_dir / file).is_file():
-            shutil.copy2(run_dir / file, kept / file)
-    status, note = ended(boxed, figures.get("time_to_first_step_s") is not None, "first training step")
-    return {"status": status, "note": note, "figures": figures, "wall_s": boxed.wall_s, "argv": command}
-
-
-def trace_bound(ctx: Context, name: str, box_s: float) -> dict[str, Any]:
-    case = name.split(" ", 1)[1]
-    log, result = ctx.work / f"{name}.log", ctx.work / f"{name.replace(' ', '_').replace(':', '_')}.json"
-    argv = [ctx.python, str(BENCH_DIR / "trace_bound.py"), "--cases", case, "--out", str(result)]
-    boxed = run_boxed(argv, ctx.env, box_s, ctx.setup.grace_s, log)
-    keep_log(ctx, name, log)
-    found = read_json(result)
-    figures = found["cases"][0] if found else {}
-    status, note = ended(boxed, bool(figures), "bound and XLA analysis")
-    return {"status": status, "note": note, "figures": figures, "wall_s": boxed.wall_s, "argv": argv}
-
-
-def memory_prediction(ctx: Context, name: str, box_s: float) -> dict[str, Any]:
-    log, result = ctx.work / f"{name}.log", ctx.work / f"{name}.json"
-    argv = [ctx.python, str(BENCH_DIR / "memory_prediction.py"), "--envs", ctx.setup.memory_env, "--num-envs",
-            str(ctx.setup.memory_num_envs), "--out", str(result)]
-    boxed = run_boxed(argv, ctx.env, box_s, ctx.setup.grace_s, log)
-    keep_log(ctx, name, log)
-    found = read_json(result)
-    figures = memory_figures(found) if found else {}
-    status, note = ended(boxed, bool(figures), "measured size")
-    return {"status": status, "note": note, "figures": figures, "wall_s": boxed.wall_s, "argv": argv}
-
-
-def has_config_key(ctx: Context, section: str, key: str) -> bool:
-    """Whether rlfit's config (as the children import it) has `section.key`."""
-    code = ("import dataclasses, typing; from rlfit.config.schema import Config; "
-            f"fields = dataclasses.fields(typing.get_type_hints(Config)[{section!r}]); "
-            f"print({key!r} in {{field.name for field in fields}})")
-    done = subprocess.run([ctx.python, "-c", code], env=ctx.env, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise RuntimeError(f"could not read rlfit's config: {done.stderr.strip().splitlines()[-1:]}")
-    return done.stdout.strip() == "True"
-
-
-def randomization(ctx: Context, name: str, box_s: float, on: bool) -> dict[str, Any]:
-    """G1 PPO with `env.randomization` on or off, or "not available" where rlfit has no such key."""
-    if not has_config_key(ctx, "env", "randomization"):
-        return {"status": "not available", "figures": {},
-                "note": "env.randomization is not a config key in this rlfit (domain randomization not landed)"}
-    setup = ctx.setup
-    return train(ctx, name, box_s, [setup.g1, "--preset", setup.g1_preset, *setup.g1_sizes, "--set",
-                                    f"env.randomization={'auto' if on else 'off'}"], "g1_ppo",
-                 setup.timesteps.get("g1_randomization"))
+                     ("learn_cheetah_run", 90), ("learn_g1", 90), ("t4_g1_plan", 120), ("t4_g1_1024", 90),
+                     ("cartpole_ppo_playground", 90), ("brax_cartpole", 60), ("brax_g1", 60), ("g1_ppo_warm", 45),
+                     ("trace_bound", 60), ("memory_prediction", 60), ("fasttd3_g1", 60), ("g1_randomization", 30))}},
+                 deadline_s=720 * scale, min_start_s=5, grace_s=5)
 
 
 class Step(NamedTuple):
@@ -273,39 +127,82 @@ class Step(NamedTuple):
     box: str
     """The key of its seconds in `Setup.boxes`."""
     run: Callable[[Context, str, float], dict[str, Any]]
+    default: bool = True
+    """Run without `--steps` (False: only when named; the steps measured once before)."""
+
+
+GROUPS = {"learning": ("doctor", "learn_cheetah_run", "learn_g1"), "t4": ("doctor", "t4_g1_plan"),
+          "t4_1024": ("doctor", "t4_g1_1024"),
+          "brax": ("doctor", "cartpole_ppo_playground", "brax_cartpole", "brax_g1"),
+          "earlier": ("doctor", "trace_bound", "memory_prediction", "fasttd3_g1", "g1_randomization_on",
+                      "g1_randomization_off")}
+"""`--steps` shorthands, one GPU call each (a name that starts a step's name, such as trace_bound, names them all).
+A T4 step is a cold G1 compile of about 200 s on the H200 and its planning: one per call."""
 
 
 def steps(setup: Setup) -> list[Step]:
-    """The steps in their order (the most valuable first)."""
-    g1 = [setup.g1, "--preset", setup.g1_preset, *setup.g1_sizes]
+    """The steps in their order (the most valuable first; the steps measured once before last, when named)."""
+    learn_g1 = [setup.g1, *setup.g1_learn_argv]
 
-    def training(argv: list[str], cache: str, key: str) -> Callable[[Context, str, float], dict[str, Any]]:
-        return lambda ctx, name, box: train(ctx, name, box, argv, cache, setup.timesteps.get(key))
+    def training(argv: list[str], cache: str) -> Callable[[Context, str, float], dict[str, Any]]:
+        return lambda ctx, name, box: plain_train(ctx, name, box, argv, cache)
+
+    def learning(argv: list[str], reference: str) -> Callable[[Context, str, float], dict[str, Any]]:
+        return lambda ctx, name, box: learn(ctx, name, box, argv, name, reference)
+
+    def t4_run(argv: list[str]) -> Callable[[Context, str, float], dict[str, Any]]:
+        return lambda ctx, name, box: t4(ctx, name, box, argv)
 
     found = [
         Step("doctor", "doctor", "the device, its memory, JAX and driver versions", "doctor", doctor),
-        Step("g1_ppo_cold", "train", "G1 PPO, empty cache: plan, first step, its first iteration's rate",
-             "g1_ppo_cold", training(g1, "g1_ppo", "g1_ppo_cold")),
-        Step("g1_ppo_warm", "train", "the same, new process, step 2's cache: time_to_first_step_s, training rates",
-             "g1_ppo_warm",
-             training(g1, "g1_ppo", "g1_ppo_warm")),
+        Step("learn_cheetah_run", "learn", "CheetahRun PPO at Playground's settings for its box: final eval reward, "
+             "env steps reached, the evaluation curve", "learn_cheetah_run",
+             learning([setup.learn_env, *setup.learn_argv], "cheetah_run")),
+        Step("learn_g1", "learn", "G1 PPO at Playground's settings, empty cache: first step, env steps/s, the "
+             "evaluation curve", "learn_g1", learning(learn_g1, "g1")),
+        Step("t4_g1_plan", "t4", "G1 (the guides' recipe, sized by the planner) in a T4's pool: plan, predicted "
+             "against peak, fits, iterations/min", "t4_g1_plan", t4_run([setup.g1, *setup.t4_argv, "--num-envs", "auto"])),
+        Step("t4_g1_1024", "t4", "G1 (the guides' recipe) at 1,024 environments in a T4's pool: peak, "
+             "iterations/min beside the guides' ~18", "t4_g1_1024",
+             t4_run([setup.g1, *setup.t4_argv, "--num-envs", str(setup.t4_num_envs)])),
         Step("cartpole_ppo_playground", "train", "CartpoleBalance PPO at Playground's DM Control settings: env "
              "steps/s", "cartpole_ppo_playground",
-             training([setup.cartpole, "--preset", setup.cartpole_preset], "cartpole", "cartpole_ppo_playground")),
+             training([setup.cartpole, "--preset", setup.cartpole_preset], "cartpole")),
+        Step("brax_cartpole", "brax", "Brax's PPO at cartpole_ppo_playground's settings: env steps/s",
+             "brax_cartpole", brax),
+        Step("brax_g1", "brax", "Brax's PPO at learn_g1's settings: env steps/s", "brax_g1", brax),
+        Step("g1_ppo_warm", "train", "learn_g1's command in a new process with its cache: time_to_first_step_s",
+             "g1_ppo_warm", lambda ctx, name, box: plain_train(ctx, name, box, learn_g1, "learn_g1"), False),
     ]
     found += [Step(f"trace_bound {case}", "trace_bound", "the planner's bound against XLA's memory analysis",
-                   "trace_bound", trace_bound) for case in setup.trace_cases]
+                   "trace_bound", trace_bound, False) for case in setup.trace_cases]
     found += [
         Step("memory_prediction", "memory_prediction", "predicted against measured peak at one size",
-             "memory_prediction", memory_prediction),
+             "memory_prediction", memory_prediction, False),
         Step("fasttd3_g1", "train", "FastTD3 on G1: env steps/s", "fasttd3_g1",
-             training([setup.g1, "--algo", "fasttd3", "--preset", setup.fasttd3_preset], "fasttd3", "fasttd3_g1")),
+             training([setup.g1, "--algo", "fasttd3", "--preset", setup.fasttd3_preset], "fasttd3"), False),
         Step("g1_randomization_on", "train", "G1 PPO with domain randomization on: env steps/s", "g1_randomization",
-             lambda ctx, name, box: randomization(ctx, name, box, True)),
+             lambda ctx, name, box: randomization(ctx, name, box, True), False),
         Step("g1_randomization_off", "train", "G1 PPO with domain randomization off: env steps/s",
-             "g1_randomization", lambda ctx, name, box: randomization(ctx, name, box, False)),
+             "g1_randomization", lambda ctx, name, box: randomization(ctx, name, box, False), False),
     ]
     return found
+
+
+def chosen(order: list[Step], named: list[str] | None) -> tuple[set[str], list[str]]:
+    """The steps `--steps` names (a group, a step's name, or the start of names such as `trace_bound`), else the
+    default ones; and the names that match nothing."""
+    if not named:
+        return {step.name for step in order if step.default}, []
+    wanted, unknown = set(), []
+    for name in named:
+        matched = {step.name for step in order if step.name == name or step.name.startswith(f"{name} ")}
+        for member in GROUPS.get(name, ()):
+            matched |= {step.name for step in order if step.name == member or step.name.startswith(f"{member} ")}
+        wanted |= matched
+        if not matched:
+            unknown.append(name)
+    return wanted, unknown
 
 
 # --- the order, the time boxes and the record ------------------------------------------------------------------
@@ -321,12 +218,13 @@ def write(record: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def run_steps(ctx: Context, record: dict[str, Any], order: list[Step], only: set[str] | None = None) -> None:
-    """Each step in turn within its box and the deadline (`only`: these steps, the others left "not reached");
-    the record written before and after each."""
+def run_steps(ctx: Context, record: dict[str, Any], order: list[Step], only: set[str] | None = None,
+              left_out: str = "left out by --steps") -> None:
+    """Each step in turn within its box and the deadline (`only`: these steps, the others left "not reached" with
+    the note `left_out`); the record written before and after each."""
     for entry, step in zip(record["steps"], order, strict=True):
         if only is not None and step.name not in only:
-            entry["note"] = "left out by --steps"
+            entry["note"] = left_out
             continue
         left = ctx.setup.deadline_s - (time.perf_counter() - ctx.started)
         box = min(ctx.setup.boxes[step.box], left - ctx.setup.grace_s)
@@ -376,9 +274,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="rehearse here: stand-ins, seconds per step")
     parser.add_argument("--stand-in", default=TOY_ENV, help=f"the dry run's environment (default {TOY_ENV})")
     parser.add_argument("--deadline", type=float, default=None, help="seconds for all steps (default: GPU 490, "
-                        "dry run 300)")
+                        "dry run 720 with the toy, 2,160 with a Playground stand-in)")
     parser.add_argument("--steps", nargs="+", default=None, metavar="STEP",
-                        help="run only these steps (their names as in the record), the others left \"not reached\"")
+                        help="run only these steps (their names as in the record, a group: "
+                        f"{', '.join(GROUPS)}), the others left \"not reached\"")
     return parser.parse_args()
 
 
@@ -390,10 +289,10 @@ def main() -> int:
         setup = setup._replace(deadline_s=args.deadline)
     started = time.perf_counter()
     order = steps(setup)
-    unknown = sorted(set(args.steps or []) - {step.name for step in order})
+    only, unknown = chosen(order, args.steps)
     if unknown:
         print(f"gpu_check: no step {', '.join(map(repr, unknown))}: choose from "
-              f"{', '.join(repr(step.name) for step in order)}", file=sys.stderr)
+              f"{', '.join(repr(name) for name in [*GROUPS, *(step.name for step in order)])}", file=sys.stderr)
         return 2
     if args.bundle is not None and not (args.bundle / "wheels").is_dir():
         print(f"gpu_check: no {args.bundle / 'wheels'}: run `benchmarks/gpu_bundle.py prepare` here and carry "
@@ -407,7 +306,7 @@ def main() -> int:
     record = {"benchmark": "gpu_check", "command": " ".join(sys.argv), **safe_machine(),
               "loadavg_1min_start": load_1min(), "dry_run": args.dry_run, "stand_in": args.stand_in if args.dry_run
               else None, "deadline_s": setup.deadline_s, "boxes_s": setup.boxes, "transfer": None, "install": None,
-              "targets": TARGETS, "reference": REFERENCE,
+              "targets": TARGETS, "reference": REFERENCE, "t4": T4,
               "steps": [{"name": s.name, "kind": s.kind, "measures": s.measures, "status": "not reached",
                          "box_s": setup.boxes[s.box], "wall_s": None, "figures": {}, "note": None} for s in order]}
     if args.dry_run:
@@ -426,7 +325,8 @@ def main() -> int:
         site, menagerie = work / "site", record["install"]["menagerie"]
     write(record, out)
     ctx = Context(setup, sys.executable, child_env(site, menagerie, args.dry_run), work, out, started)
-    run_steps(ctx, record, order, set(args.steps) if args.steps else None)
+    run_steps(ctx, record, order, only, "left out by --steps" if args.steps else
+              "not run by default: name it in --steps (`--steps earlier`)")
     path = write(record, out)
     shutil.rmtree(work, ignore_errors=True)  # compile caches and checkpoints; what counts is under `out`
     print(json.dumps(record["headline"], indent=2))

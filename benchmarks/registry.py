@@ -95,6 +95,8 @@ LIBRARIES = {
     "reset_variant_train.py": "`rlfit` with the training resets changed, for pointmass_collapse.py's variants",
     "gpu_bundle.py": "the wheels and assets that travel to the GPU machine for gpu_check.py, and their install",
     "gpu_figures.py": "gpu_check.py's figures and the check of its record",
+    "gpu_steps.py": "gpu_check.py's steps: each a child process in a time box of its own",
+    "gpu_brax.py": "Brax's PPO at an rlfit preset's settings in rlfit's interpreter, for gpu_check.py's brax steps",
     "registry.py": "this registry",
     "figures_page.py": "FIGURES.md and the README's table, generated from the registry",
     "__main__.py": "the runner: python -m benchmarks list | run | figures",
@@ -511,8 +513,8 @@ BENCHMARKS = (
               (Source("seeds_vmap.json", seeds_vmap_figures),)),
     Benchmark("scaling", "speed", "one run split over 1, 2 and 4 devices: env steps/s, memory per device",
               ("docs/devices.md",), "any", "not measured", "scalingpy-issue-13", (Source("scaling.json", scaling_figures),)),
-    Benchmark("gpu_check", "GPU", "on a GPU machine, one prepared command of at most 9 minutes: doctor, G1 cold and "
-              "warm first step, Playground's CartpoleBalance, the bound, one memory size, FastTD3",
+    Benchmark("gpu_check", "GPU", "on a GPU machine, one prepared command of at most 9 minutes a group: CheetahRun "
+              "and G1 trained at Playground's settings; G1 in a T4's memory; Brax beside rlfit; the earlier steps",
               ("docs/devices.md", "docs/planning.md"), "gpu", "9 (its own deadline)", "the-one-command-gpu_checkpy",
               (Source("gpu/gpu_check.json", gpu_figures),), quick="",
               quick_exempt="GPU only; its CPU rehearsal (`--dry-run`) runs in tests/benchmarks/test_gpu_check.py"),
