@@ -45,6 +45,13 @@ class NativePhysics:
         """The MjData to read in FOLLOW mode (the controller's); set before each step."""
         self.calls = 0
 
+    def use_model(self, model: Any) -> None:
+        """Simulates `model` (the same sizes, e.g. a randomized copy) from now on, in fresh data; the compiled reset
+        and step keep working, as they call back into this object."""
+        import mujoco
+
+        self.model, self.data = model, mujoco.MjData(model)
+
     def shapes(self) -> list[jax.ShapeDtypeStruct]:
         m = self.model
         sizes = {"qpos": (m.nq,), "qvel": (m.nv,), "qacc": (m.nv,), "act": (m.na,), "time": (),
