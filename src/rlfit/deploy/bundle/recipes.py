@@ -46,6 +46,7 @@ class Entry(NamedTuple):
     relative: bool = False
     clock: str | None = None
     noise: s.Noise | None = None
+    bodies: list[str] | None = None
 
 
 class Recipe(NamedTuple):
@@ -94,7 +95,8 @@ def layout_of(recipe: Recipe, observation_set: str) -> list[s.ObsEntry]:
         if entry.needs in dropped:
             continue
         layout.append(s.ObsEntry(entry.name, start, start + entry.size, entry.units, entry.frame, entry.source,
-                                 entry.needs, entry.sensor, entry.joints, entry.relative, entry.clock, entry.noise))
+                                 entry.needs, entry.sensor, entry.joints, entry.relative, entry.clock, entry.noise,
+                                 entry.bodies))
         start += entry.size
     return layout
 
@@ -182,13 +184,17 @@ MEMORY_AFTER_OBSERVING = ("the observation after control step k holds the action
 
 def cartpole(env: Any, ctrl_dt: float) -> Recipe:
     """DM Control's cart-pole observation (cartpole.py `_get_obs`): cart position, cos and sin of each pole's
-    angle, every velocity."""
+    angle, every velocity. The pole's angle comes from its body pose (`xmat[2:]`), which MuJoCo (and MJX) computed
+    before the last physics step: one sim_dt older than the cart position and the velocities."""
     model = env.mj_model
     joints = joint_names(model)
-    slider, hinges = joints[0], joints[1:]
+    slider = joints[0]
+    poles = [model.body(b).name for b in range(2, model.nbody)]
     entries = [Entry("cart_position", 1, "m", "world x", s.JOINT_POS, s.ENCODERS, joints=[slider]),
-               Entry("pole_cos", len(hinges), "-", "pole angle from upright", s.JOINT_COS, s.ENCODERS, joints=hinges),
-               Entry("pole_sin", len(hinges), "-", "pole angle from upright", s.JOINT_SIN, s.ENCODERS, joints=hinges),
+               Entry("pole_cos", len(poles), "-", "pole orientation in the world, before the last physics step",
+                     s.BODY_ZZ, s.IMU, bodies=poles),
+               Entry("pole_sin", len(poles), "-", "pole orientation in the world, before the last physics step",
+                     s.BODY_XZ, s.IMU, bodies=poles),
                Entry("velocities", len(joints), "m/s, rad/s", "joint", s.JOINT_VEL, s.ENCODERS, joints=joints)]
     default = np.asarray(model.qpos0[model.jnt_qposadr[model.actuator_trnid[:, 0]]], np.float64)
     return Recipe(entries, s.Command([], [], []), [], s.DIRECT, 1.0, default,

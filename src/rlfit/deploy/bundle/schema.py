@@ -32,15 +32,17 @@ GRAVITY = "gravity"
 JOINT_POS = "joint_pos"
 """Joint encoders' positions (`joints`), minus the default pose where `relative`."""
 JOINT_VEL = "joint_vel"
-JOINT_COS = "joint_cos"
-JOINT_SIN = "joint_sin"
+BODY_ZZ = "body_zz"
+"""Element zz of each body's orientation matrix in the world (`bodies`): cos of a pole's angle from upright."""
+BODY_XZ = "body_xz"
+"""Element xz: sin of that angle."""
 COMMAND = "command"
 """The operator's command (`Bundle.command`)."""
 LAST_ACTION = "last_action"
 """The policy's previous output, as the controller keeps it (`Bundle.memory` says when it updates)."""
 CLOCK = "clock"
 """cos of every phase of a clock, then sin (`clock` names it in `Bundle.clocks`)."""
-SOURCES = (SENSOR, GRAVITY, JOINT_POS, JOINT_VEL, JOINT_COS, JOINT_SIN, COMMAND, LAST_ACTION, CLOCK)
+SOURCES = (SENSOR, GRAVITY, JOINT_POS, JOINT_VEL, BODY_ZZ, BODY_XZ, COMMAND, LAST_ACTION, CLOCK)
 
 # What a robot needs for an entry (`ObsEntry.needs`):
 IMU = "imu"
@@ -85,6 +87,8 @@ class ObsEntry:
     relative: bool = False
     clock: str | None = None
     noise: Noise | None = None
+    bodies: list[str] | None = None
+    """Body names (BODY_*), read from the poses MuJoCo computed at the start of the last physics step."""
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,9 @@ class Controller:
                 if entry.source == s.GRAVITY and self.margins.tilt_bias:
                     value = tilted(value, self.margins.tilt_bias)
                 values[entry.sensor] = value
+            if entry.bodies:  # a body's orientation, as MuJoCo computed it before the last physics step
+                element = 8 if entry.source == s.BODY_ZZ else 2
+                values[entry.name] = np.array([self.data.xmat[self.model.body(b).id][element] for b in entry.bodies])
         return Reading(self.data.qpos[self.qpos_adr].copy(), self.data.qvel[self.dof_adr].copy(), values)
 
     def observe(self) -> np.ndarray:
@@ -160,14 +163,12 @@ class Controller:
         if entry.source == s.CLOCK:
             phase = self.phase[str(entry.clock)]
             return np.concatenate([np.cos(phase), np.sin(phase)])
+        if entry.source in (s.BODY_ZZ, s.BODY_XZ):
+            return reading.sensors[entry.name]
         index = [self.joints.index(j) for j in entry.joints or []]
         if entry.source == s.JOINT_VEL:
             return reading.dq[index]
         q = reading.q[index]
-        if entry.source == s.JOINT_COS:
-            return np.cos(q)
-        if entry.source == s.JOINT_SIN:
-            return np.sin(q)
         return q - np.array([self.default[j] for j in entry.joints or []]) if entry.relative else q
 
     @staticmethod
@@ -213,6 +214,10 @@ def check_model(bundle: s.Bundle, model: Any) -> None:
             if not _has(model.sensor, name):
                 raise UserError(f"the model has no sensor '{name}', which observation entry '{entry.name}' reads; "
                                 "add it to the model (or use the robot the bundle was exported for)")
+        for name in entry.bodies or []:
+            if not _has(model.body, name):
+                raise UserError(f"the model has no body '{name}' (observation entry '{entry.name}'); the bundle is "
+                                "for another robot")
         for name in entry.joints or []:
             if not _has(model.joint, name):
                 raise UserError(f"the model has no joint '{name}' (observation entry '{entry.name}'); the bundle is "
