@@ -24,7 +24,9 @@ def observation_table(bundle: Any) -> str:
     rows = ["| entries | name | units | frame | noise in training (uniform ±) | computed from | a robot needs |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for e in bundle.observation.layout:
-        source = e.sensor and f"{e.source}: sensor `{e.sensor}`" or (e.clock and f"clock `{e.clock}`") or e.source
+        source = (f"sensor `{e.sensor}`" if e.source == "sensor" else
+                  f"R^T [0, 0, -1], R from sensor `{e.sensor}`" if e.source == "gravity" else
+                  f"clock `{e.clock}`" if e.clock else e.source.replace("_", " "))
         noise = f"{e.noise.half_width:g}" if e.noise and e.noise.half_width else "-"
         rows.append(f"| {e.start}-{e.stop - 1} | {e.name} | {e.units} | {e.frame} | {noise} | {source} | "
                     f"{e.needs.replace('_', ' ')} |")
