@@ -65,14 +65,20 @@ class Recipe(NamedTuple):
     memory: str
 
 
-def class_path(env: Any) -> str:
-    return f"{type(env).__module__}.{type(env).__name__}"
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+def known_class(env: Any) -> str | None:
+    """The class path of `env`'s class, or of the nearest base class, that has a recipe (a subclass of Playground's
+    G1 joystick reads as one)."""
+    return next((class_path(cls) for cls in type(env).__mro__ if class_path(cls) in RECIPES), None)
 
 
 def base_env(env: Any) -> Any:
     """The environment under rlfit's or Brax's wrappers (`env`, `_env`), the object a recipe reads."""
     seen = 0
-    while class_path(env) not in RECIPES and seen < 8:
+    while known_class(env) is None and seen < 8:
         inner = getattr(env, "env", None) or getattr(env, "_env", None)
         if inner is None:
             break
@@ -83,8 +89,8 @@ def base_env(env: Any) -> Any:
 def recipe_for(env: Any, ctrl_dt: float) -> Recipe | None:
     """The recipe of `env` (or of the environment it wraps); None when rlfit has none."""
     base = base_env(env)
-    make = RECIPES.get(class_path(base))
-    return make(base, ctrl_dt) if make else None
+    known = known_class(base)
+    return RECIPES[known](base, ctrl_dt) if known else None
 
 
 def layout_of(recipe: Recipe, observation_set: str) -> list[s.ObsEntry]:

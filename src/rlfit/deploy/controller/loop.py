@@ -20,6 +20,7 @@ import collections
 import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -252,7 +253,8 @@ def send_gains(model: Any, bundle: s.Bundle, margins: Margins) -> None:
             model.jnt_actfrcrange[joint] = (-limit * margins.torque_limit_scale, limit * margins.torque_limit_scale)
 
 
-class OnnxPolicy(NamedTuple):
+@dataclass(frozen=True)
+class OnnxPolicy:
     """An exported policy: one observation [obs_size] -> action [nu] float32."""
 
     session: Any

@@ -81,6 +81,7 @@ def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None =
     if not out.parent.is_dir():
         raise UserError(f"the folder of --out, {out.parent}, does not exist; create it first")
     files = read_policy_files(source)
+    _onnx()  # the missing extra is named before the environment loads
     bundle, note = run_bundle(Path(run_dir), files)
     model = build_model(files, to_metadata(bundle) if bundle is not None else {})
     model_bytes = model.SerializeToString()

@@ -115,7 +115,7 @@ def run_sim2sim(options: Sim2SimOptions, say: Callable[[str], None] = print) -> 
     recorder, note = video_recorder(mj_model, options.video, bundle.ctrl_dt)
     native = NativeEnv(env, NativePhysics(mj_model, FOLLOW))
     key = jax.random.fold_in(check_key(options.seed), EPISODES)
-    conditions = []
+    conditions: list[ConditionRun] = []
     for margins in SWEEP if options.sweep else SWEEP[:1]:
         say(f"sim2sim of {config.env.name} ({margins.label()}): the controller and {path.name} in native MuJoCo, "
             f"{len(models)} models, up to {max_steps} steps of {bundle.ctrl_dt:g} s")
@@ -139,7 +139,7 @@ def draw_models(config: Any, env: Any, mj_model: Any, options: Sim2SimOptions) -
 
     randomization = resolve_randomization(config.env.randomization, config.env.name, env, options.models)
     models = [ModelRun(NOMINAL, -1, {}, mj_model, options.episodes_per_model)]
-    if randomization.enabled:
+    if randomization.enabled and randomization.function is not None:
         batch = draw_check_models(randomization.function, env.mjx_model, options.seed, options.models)
         models += [ModelRun(RANDOMIZED, i, {}, native_copy(mj_model, row(batch, i)), options.episodes_per_model)
                    for i in range(options.models)]
