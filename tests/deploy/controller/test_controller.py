@@ -188,16 +188,20 @@ def edit(path: Path, change) -> None:
     (lambda d: d["action"]["kd"].__setitem__(0, 9.0), "disagrees with the metadata of"),
     (lambda d: d.__setitem__("env", "CartpoleSwingup"), "at env"),
 ])
-def test_an_edited_bundle_is_one_line_exit_2_and_nothing_is_written(cartpole_export, tmp_path, change, says):
+def test_an_edited_bundle_is_one_line_exit_2_and_nothing_is_written(cartpole_export, tmp_path, capsys, change, says):
     import shutil
+
+    from rlfit.cli import main
 
     run = tmp_path / "run"
     shutil.copytree(cartpole_export, run)
     for name in ("sim2sim.json", "sim2sim.md", "sim2sim.mp4"):
         (run / name).unlink(missing_ok=True)
     edit(run / "deploy.yaml", change)
-    result = rlfit_cli("sim2sim", str(run), "--max-steps", "5", cwd=tmp_path)
-    assert result.returncode == 2 and says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    capsys.readouterr()
+    code = main(["sim2sim", str(run), "--max-steps", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert not (run / "sim2sim.json").exists() and not (run / "sim2sim.mp4").exists()
 
 
