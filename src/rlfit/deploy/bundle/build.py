@@ -105,18 +105,19 @@ def torque_limits(model: Any, joints: list[int]) -> list[float | None]:
 
 
 def bundle_of_run(run_dir: Path, input_name: str, obs_size: int) -> tuple[s.Bundle | None, str]:
-    """(bundle, why not) of the run in `run_dir`: loads its environment (MJX on the CPU, nothing compiled)."""
+    """(bundle, why not) of the run in `run_dir`: loads its environment (MJX on the CPU, nothing compiled). Only the
+    config's `env` section is read, so a run of an algorithm not registered here exports too."""
     import dataclasses
 
-    from rlfit.deploy.play.session import read_run_config
+    from rlfit.config.schema import from_layers, read_yaml
     from rlfit.envs import load_env
 
-    config = read_run_config(run_dir)
-    env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
-    bundle = build_bundle(env, config.env, input_name, obs_size)
+    env_config = from_layers([{"env": read_yaml(Path(run_dir) / "config.yaml").get("env") or {}}]).env
+    env = load_env(dataclasses.replace(env_config, impl="jax"), "cpu")
+    bundle = build_bundle(env, env_config, input_name, obs_size)
     if bundle is None and getattr(env, "mj_model", None) is None:
-        return None, f"{config.env.name} has no MuJoCo model"
+        return None, f"{env_config.name} has no MuJoCo model"
     if bundle is None:
-        return None, (f"rlfit has no observation layout for {config.env.name} (it has one for G1Joystick* and "
+        return None, (f"rlfit has no observation layout for {env_config.name} (it has one for G1Joystick* and "
                       "Cartpole*)")
     return bundle, ""
