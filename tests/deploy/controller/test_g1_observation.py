@@ -203,3 +203,28 @@ def test_the_deployment_docs_g1_tables_are_the_bundles(g1_trained_config):
     _, bundle = g1_trained_config
     problems = check_docs(bundle, REPO_ROOT / "docs" / "deployment.md")
     assert not problems, problems
+
+
+def test_the_robot_observation_set_drops_what_needs_a_state_estimator_and_the_controller_builds_the_rest(g1_quiet):
+    """A bundle for observation set `robot` (env.observation_set) has no pelvis linear velocity: its layout is the full
+    one without entries 0-2, and the controller's 100 values are the environment's full observation without them."""
+    from types import SimpleNamespace
+
+    from rlfit.deploy.bundle.build import build_bundle
+    from rlfit.deploy.controller.loop import Controller
+
+    env, full, models, native, jax = g1_quiet
+    robot = build_bundle(env, SimpleNamespace(name=G1, action_repeat=1, observation_set="robot"), "state", 100)
+    assert robot.observation_set == "robot" and robot.observation.size == 100
+    assert [e.name for e in robot.observation.layout] == [e.name for e in full.observation.layout][1:]
+    assert all(e.needs != "state_estimator" for e in robot.observation.layout)
+    native.physics.use_model(env.mj_model)
+    state = native.reset(jax.random.PRNGKey(5))
+    controller = Controller(robot, env.mj_model)
+    frequency = float(state.info["phase_dt"][0]) / (2 * math.pi * env.dt)
+    obs = controller.reset(np.asarray(state.data.qpos, np.float64), np.asarray(state.data.qvel, np.float64),
+                           np.asarray(state.info["command"]), frequency)
+    for action in np.random.default_rng(1).uniform(-0.5, 0.5, (20, 29)).astype(np.float32):
+        np.testing.assert_allclose(obs, np.asarray(state.obs["state"])[3:], atol=TOLERANCE)
+        state = native.step(state, action)
+        obs = controller.apply(action)
