@@ -76,17 +76,25 @@ def check_bundle_matches_run(bundle: Any, config: Any, model: Any, where: Path) 
                             "own export (`rlfit export RUN_DIR`)")
 
 
-def run_sim2sim(options: Sim2SimOptions, say: Callable[[str], None] = print) -> Sim2SimRun:
-    """Runs the episodes (see the module docstring); UserError for every bad input, before running."""
-    import jax
+class Checked(NamedTuple):
+    """A run, its export and its environment, checked against each other."""
 
+    config: Any
+    onnx_path: Path
+    bundle: Any
+    policy: Any
+    env: Any
+    model: Any
+    """The environment's native MjModel."""
+    max_steps: int
+
+
+def check_inputs(options: Sim2SimOptions) -> Checked:
+    """Loads and checks everything `run_sim2sim` needs; a one-line UserError for any bad input."""
     from rlfit.deploy.bundle.schema import bundle_path
     from rlfit.deploy.controller.loop import check_model, load_deployment
     from rlfit.deploy.play.native import native_model
     from rlfit.deploy.play.session import read_run_config
-    from rlfit.deploy.sim2sim.episodes import run_episodes
-    from rlfit.deploy.sim2sim.native_env import FOLLOW, NativeEnv, NativePhysics
-    from rlfit.deploy.transfer.models import EPISODES, check_key
     from rlfit.deploy.transfer.onnx_policy import onnx_path
     from rlfit.envs import load_env
     from rlfit.envs.vec_env import episode_steps
@@ -103,33 +111,45 @@ def run_sim2sim(options: Sim2SimOptions, say: Callable[[str], None] = print) -> 
     bundle, policy = load_deployment(path)
     configure_jax(config.run.precision)
     env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
-    mj_model = native_model(env, config.env.name)
-    check_bundle_matches_run(bundle, config, mj_model, bundle_path(path))
-    check_model(bundle, mj_model)
+    model = native_model(env, config.env.name)
+    check_bundle_matches_run(bundle, config, model, bundle_path(path))
+    check_model(bundle, model)
     run_steps = episode_steps(config.env, env)
     if options.max_steps is not None and options.max_steps > run_steps:
         raise UserError(f"--max-steps {options.max_steps} is longer than the run's episodes ({run_steps} policy "
                         "steps); give at most that")
-    max_steps = options.max_steps or run_steps
-    models, randomization = draw_models(config, env, mj_model, options)
-    recorder, note = video_recorder(mj_model, options.video, bundle.ctrl_dt)
-    native = NativeEnv(env, NativePhysics(mj_model, FOLLOW))
+    return Checked(config, path, bundle, policy, env, model, options.max_steps or run_steps)
+
+
+def run_sim2sim(options: Sim2SimOptions, say: Callable[[str], None] = print) -> Sim2SimRun:
+    """Runs the episodes (see the module docstring); UserError for every bad input, before running."""
+    import jax
+
+    from rlfit.deploy.bundle.schema import bundle_path
+    from rlfit.deploy.sim2sim.episodes import run_episodes
+    from rlfit.deploy.sim2sim.native_env import FOLLOW, NativeEnv, NativePhysics
+    from rlfit.deploy.transfer.models import EPISODES, check_key
+
+    c = check_inputs(options)
+    models, randomization = draw_models(c.config, c.env, c.model, options)
+    recorder, note = video_recorder(c.model, options.video, c.bundle.ctrl_dt)
+    native = NativeEnv(c.env, NativePhysics(c.model, FOLLOW))
     key = jax.random.fold_in(check_key(options.seed), EPISODES)
     conditions: list[ConditionRun] = []
     for margins in SWEEP if options.sweep else SWEEP[:1]:
-        say(f"sim2sim of {config.env.name} ({margins.label()}): the controller and {path.name} in native MuJoCo, "
-            f"{len(models)} models, up to {max_steps} steps of {bundle.ctrl_dt:g} s")
-        records = run_episodes(native, bundle, policy, models, max_steps, key, margins,
+        say(f"sim2sim of {c.config.env.name} ({margins.label()}): the controller and {c.onnx_path.name} in native "
+            f"MuJoCo, {len(models)} models, up to {c.max_steps} steps of {c.bundle.ctrl_dt:g} s")
+        records = run_episodes(native, c.bundle, c.policy, models, c.max_steps, key, margins,
                                recorder if not conditions else None)
         conditions.append(ConditionRun(margins, records))
     video = None
     if recorder is not None and options.video is not None:
         from rlfit.rundir.write_failures import stop_on_refusal
 
-        with stop_on_refusal("free space or choose another --video, then run `rlfit sim2sim` again"):
-            video = write_frames(recorder, options.video, bundle.ctrl_dt)
-    return Sim2SimRun(config.env.name, path, bundle_path(path), bundle.observation_set, max_steps, bundle.ctrl_dt,
-                      conditions, randomization, video, note)
+        with stop_on_refusal("free space or choose another --out, then run `rlfit sim2sim` again"):
+            video = write_frames(recorder, options.video, c.bundle.ctrl_dt)
+    return Sim2SimRun(c.config.env.name, c.onnx_path, bundle_path(c.onnx_path), c.bundle.observation_set,
+                      c.max_steps, c.bundle.ctrl_dt, conditions, randomization, video, note)
 
 
 def draw_models(config: Any, env: Any, mj_model: Any, options: Sim2SimOptions) -> tuple[list[ModelRun], dict]:
