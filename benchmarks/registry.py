@@ -339,6 +339,11 @@ def resume_compile_figures(record: dict) -> list[Figure]:
             Figure("resumed over first", _num(record["ratio"], 2), "ratio")]
 
 
+def deploy_time_figures(record: dict) -> list[Figure]:
+    return [Figure(f"`{c['command']}` (G1 smoke run)", f"{_num(c['wall_s'])} / {_num(c['cpu_s'])}", "s wall / CPU")
+            for c in record["commands"]]
+
+
 def make_test_time_figures(record: dict) -> list[Figure]:
     timed = record["make_test"]
     figures = [Figure(f"`make test` in a fresh clone (goal {record['goal_minutes']:g} min), install included",
@@ -500,6 +505,11 @@ BENCHMARKS = (
     Benchmark("make_test_time", "speed", "`make test` in a fresh clone: wall and CPU time, seconds per test file",
               ("README.md (two commands)", "docs/getting-started.md"), "cpu", "about 30 (one `make test`)",
               "make_test_timepy-issue-48-item-6", (Source("make_test_time.json", make_test_time_figures),)),
+    Benchmark("deploy_time", "speed", "`rlfit export` with its bundle, `rlfit sim2sim` and `--sweep` on a G1 smoke run",
+              ("docs/deployment.md",), "cpu", "6 (3 commands, load 15-20)", "deploy_timepy-issue-63",
+              (Source("deploy_time.json", deploy_time_figures),), quick="",
+              quick_exempt="it times G1 commands (minutes); tests/deploy/controller and tests/run/test_g1.py run "
+                           "each of them at small sizes"),
     Benchmark("render_throughput", "speed", "frames/s of rlfit's JAX camera against `mujoco.Renderer`",
               ("docs/pixels.md",), "cpu", "not measured", "render_throughputpy",
               (Source("render_throughput.json", render_figures),)),

@@ -162,7 +162,8 @@ def forked_rlfit():
 
 SCHEDULED_FIRST = (
     "tests/run/test_g1.py", "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py",
-    "tests/planning/test_randomization_memory.py", "tests/hardware/test_compile_cache.py",
+    "tests/planning/test_randomization_memory.py", "tests/deploy/controller/test_controller.py",
+    "tests/deploy/controller/test_g1_observation.py", "tests/hardware/test_compile_cache.py",
     "tests/test_plain_install.py", "tests/conformance/test_stops.py", "tests/parallel/test_mesh.py",
     "tests/study/test_experiment.py", "tests/parallel/test_distributed.py", "tests/conformance/test_deploy.py",
     "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py", "tests/checkpoints/test_run_dir_integrity.py",

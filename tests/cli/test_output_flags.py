@@ -20,8 +20,8 @@ from tests.conftest import TOY_ENV, cli_in_process
 from tests.deploy.play.support import headless_gl_reason, make_policy_run
 from tests.networks.test_convert import torchvision_r3d18_state_dict
 
-EVERY_COMMAND = ("train", "resume", "experiment", "report", "play", "export", "transfer-check", "doctor", "plan", "envs",
-                 "keys", "convert-weights")
+EVERY_COMMAND = ("train", "resume", "experiment", "report", "play", "export", "transfer-check", "sim2sim", "doctor", "plan",
+                 "envs", "keys", "convert-weights")
 """Every command `rlfit --help` lists (each prints a result: a run, a file, a table or a list)."""
 TINY = ["--preset", "smoke", "--set", "env.episode_length=20"]
 

@@ -160,3 +160,34 @@ def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
     for field in fields:
         assert getattr(in_axes, field) == 0
         np.testing.assert_array_equal(state.env_state.models[field], getattr(expected, field))
+
+
+def test_export_writes_the_deployment_bundle_beside_the_model_and_in_its_metadata(g1_onnx):
+    """Every field of deploy.yaml is the ONNX file's metadata too, and the per-joint fields are the model's."""
+    import onnxruntime
+
+    from rlfit.config.schema import resolve
+    from rlfit.deploy.bundle.schema import first_difference, from_metadata, read_yaml
+    from rlfit.envs import load_env
+    from tests.deploy.controller.test_g1_observation import check_bundle_against_model
+
+    bundle = read_yaml(g1_onnx.with_name("g1.deploy.yaml"))
+    props = onnxruntime.InferenceSession(str(g1_onnx), providers=["CPUExecutionProvider"]).get_modelmeta()
+    assert first_difference(from_metadata(dict(props.custom_metadata_map), "g1.onnx").to_dict(),
+                            bundle.to_dict()) is None
+    assert bundle.env == G1 and bundle.observation.size == 103 and bundle.clocks[0].name == "gait_phase"
+    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
+    env = load_env(resolve(G1, "smoke").env, "cpu")
+    check_bundle_against_model(env, bundle)
+
+
+def test_sim2sim_runs_the_controller_on_nominal_and_randomized_models(g1_run, g1_onnx, tmp_path):
+    import json
+
+    result = rlfit_cli("sim2sim", str(g1_run), "--onnx", str(g1_onnx), "--models", "2", "--episodes-per-model", "1",
+                       "--max-steps", "10", "--no-video", "--out", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "sim2sim.json").read_text())
+    assert [(e["condition"], e["model_index"]) for e in report["episodes"]] == [
+        ("nominal", -1), ("randomized", 0), ("randomized", 1)]
+    assert all(0 < e["length"] <= 10 for e in report["episodes"]) and report["conditions"][0]["models"] == 3

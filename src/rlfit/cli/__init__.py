@@ -17,8 +17,8 @@ from rlfit.run.loop import NonFiniteError
 from rlfit.run.signals import StopRequested
 from rlfit.rundir.write_failures import EXIT_WRITE_FAILED, describe, refusal
 
-COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "transfer-check", "doctor", "plan", "info",
-            "convert-weights")
+COMMANDS = ("train", "resume", "experiment", "report", "play", "export", "transfer-check", "sim2sim", "doctor", "plan",
+            "info", "convert-weights")
 
 
 class OneLineParser(argparse.ArgumentParser):

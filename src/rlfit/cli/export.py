@@ -32,5 +32,7 @@ def run(args: argparse.Namespace) -> int:
               else f"float32 [batch, {actions}] in [-1, 1]")
     show_result(args, f"wrote {result.path}: input '{result.input_name}' {result.input_dtype} [batch, {dim}] -> "
                       f"output '{result.output_name}' {output}; matches rlfit.load_policy within "
-                      f"{result.max_abs_diff:.1e} on random observations", result._asdict())
+                      f"{result.max_abs_diff:.1e} on random observations"
+                      + (f"; wrote {result.bundle} (the deployment bundle, also in the model's metadata)"
+                         if result.bundle else f"; no deployment bundle: {result.bundle_note}"), result._asdict())
     return 0

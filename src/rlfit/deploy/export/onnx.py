@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlfit.errors import UserError
+from rlfit.deploy.bundle.schema import Bundle, bundle_path, to_metadata, to_yaml
 from rlfit.deploy.export.onnx_encoders import encoder_nodes
 from rlfit.networks.heads import CATEGORICAL, DETERMINISTIC_TANH, Q_ARGMAX
 from rlfit.deploy.policy_file import ARRAY_OBS_NAME, ENCODER_NETWORK_KIND, PolicyFiles, head_of
@@ -65,6 +66,10 @@ class ExportResult(NamedTuple):
     """Whether the action is an int64 index [batch] (else float32 [batch, action_size] in [-1, 1])."""
     max_abs_diff: float
     """Largest |onnxruntime - load_policy| over the check's random observations."""
+    bundle: Path | None = None
+    """The deployment bundle written beside the model (deploy.yaml), None when there is none."""
+    bundle_note: str = ""
+    """Why there is no bundle."""
 
 
 def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None = None) -> ExportResult:
@@ -76,7 +81,9 @@ def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None =
     if not out.parent.is_dir():
         raise UserError(f"the folder of --out, {out.parent}, does not exist; create it first")
     files = read_policy_files(source)
-    model = build_model(files)
+    _onnx()  # the missing extra is named before the environment loads
+    bundle, note = run_bundle(Path(run_dir), files)
+    model = build_model(files, to_metadata(bundle) if bundle is not None else {})
     model_bytes = model.SerializeToString()
     policy = load_policy(source, precision="fp32")
     diff = max_abs_difference(model_bytes, policy, files)
@@ -84,10 +91,27 @@ def export_onnx(run_dir: Path, out: Path | None = None, checkpoint: str | None =
         raise UserError(f"the ONNX model differs from rlfit.load_policy by {diff:.2e} (> {TOLERANCE:g}) on random "
                         "observations; nothing was written (please report this as a bug)")
     write_atomic(out, model_bytes)
+    written = None
+    if bundle is not None:
+        written = bundle_path(out)
+        write_atomic(written, to_yaml(bundle).encode())
     pixels = files.description["network"]["kind"] == ENCODER_NETWORK_KIND
     return ExportResult(out, input_name(files), tuple(files.description["observation"]["input_shape"]), OUTPUT_NAME,
                         int(files.description["action_size"]), "uint8" if pixels else "float32",
-                        head_of(files.description).discrete, diff)
+                        head_of(files.description).discrete, diff, written, note)
+
+
+def run_bundle(run_dir: Path, files: PolicyFiles) -> tuple[Bundle | None, str]:
+    """(the deployment bundle, why none) of a vector policy whose run folder holds its config."""
+    from rlfit.deploy.bundle.build import bundle_of_run
+
+    description = files.description
+    if description["network"]["kind"] == ENCODER_NETWORK_KIND or head_of(description).discrete:
+        return None, "deploy.yaml describes vector-observation policies with continuous actions"
+    if not (run_dir / "config.yaml").is_file():
+        return None, f"{run_dir} has no config.yaml to read the environment from"
+    shape = [int(d) for d in description["observation"]["input_shape"]]
+    return bundle_of_run(run_dir, input_name(files), int(np.prod(shape)))
 
 
 def default_path(run_dir: Path, checkpoint: str | None) -> Path:
@@ -108,8 +132,9 @@ def normalization(files: PolicyFiles) -> tuple[np.ndarray, np.ndarray]:
     return files.mean.astype(np.float32), std.astype(np.float32)
 
 
-def build_model(files: PolicyFiles) -> Any:
-    """The ONNX ModelProto of the deterministic policy (see module docstring)."""
+def build_model(files: PolicyFiles, metadata: dict[str, str] | None = None) -> Any:
+    """The ONNX ModelProto of the deterministic policy (see module docstring); `metadata` (the deployment bundle's
+    fields, `rlfit.deploy.bundle.schema.to_metadata`) joins its metadata_props."""
     onnx = _onnx()
     from onnx import TensorProto, helper, numpy_helper
 
@@ -148,7 +173,7 @@ def build_model(files: PolicyFiles) -> Any:
                               doc_string=f"rlfit policy for {description.get('env_name')}: {name} -> {OUTPUT_NAME}")
     model.ir_version = min(model.ir_version, 8)  # readable by onnxruntime releases of the last years
     helper.set_model_props(model, {"env_name": str(description.get("env_name")), "input": name,
-                                   "output": OUTPUT_NAME, "action_size": str(action_size)})
+                                   "output": OUTPUT_NAME, "action_size": str(action_size), **(metadata or {})})
     onnx.checker.check_model(model)
     return model
 
