@@ -15,6 +15,8 @@ from typing import Any
 
 QUICKSTART_TARGET, QUICKSTART_RATIO = 900.0, 0.8
 QUICKSTART_SEEDS, QUICKSTART_NEEDED = tuple(range(10)), 9
+QUICKSTART_WALL_S = 600.0
+"""An amendment's quickstart candidate must also train a seed in under this many seconds (median), as declared."""
 QUICKSTART_SETTING = ("ppo.advantages", "gae_once")
 """The candidate's setting; a quickstart record whose command line (`settings`, quickstart.py) lacks it is warned of."""
 
@@ -46,6 +48,34 @@ def quickstart_check(path: Path) -> dict[str, Any]:
     return check | {"status": status, "reliable": reliable, "seeds_present": len(seeds), "seeds": seeds,
                     "reliable_seeds_in_record": record.get("reliable_seeds"),
                     "cpu_models": sorted({str(s["cpu_model"]) for s in seeds})}
+
+
+def amendment_checks(raw: dict[str, Any], repo: Path) -> list[dict[str, Any]]:
+    """Each `amendment_N.quickstart_candidate` of the protocol file (`raw`, the YAML as read): check (1) on its own
+    record, plus its rule's wall clock (the median seed's `total_wall_s` under QUICKSTART_WALL_S), in order."""
+    checks = []
+    for key in sorted(k for k in raw if k.startswith("amendment_")):
+        candidate = (raw[key] or {}).get("quickstart_candidate")
+        if not candidate:
+            continue
+        check = quickstart_check(repo / candidate["file"])
+        check.pop("warning", None)  # the amendment names its own settings
+        walls = _walls(repo / candidate["file"])
+        median = sorted(walls)[len(walls) // 2] if walls else None
+        wall_ok = median is not None and median < QUICKSTART_WALL_S
+        if check["status"] == "pass" and not wall_ok:
+            check["status"] = "fail"
+        checks.append({"amendment": key, "what": candidate["what"], **check, "file": candidate["file"],
+                       "median_wall_s": median,
+                       "wall_rule": f"median seed under {QUICKSTART_WALL_S:g} s"})
+    return checks
+
+
+def _walls(path: Path) -> list[float]:
+    """The seeds' whole wall clocks in quickstart.py's record at `path` ([] when there is none)."""
+    if not path.is_file():
+        return []
+    return [float(r["total_wall_s"]) for r in json.loads(path.read_text()).get("runs", []) if r.get("total_wall_s")]
 
 
 def interval_check(comparison: dict[str, Any]) -> dict[str, Any]:

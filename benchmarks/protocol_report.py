@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from common import REPO, TMP, finish_record, print_table, start_record
-from protocol_decisions import adoption_decision, difference_verdict
+from protocol_decisions import amendment_checks, adoption_decision, difference_verdict
 from protocol_runs import (ADOPTED, ADOPTION, Protocol, ProtocolError, Run, Selection, load_protocol, outside,
                            read_records, select)
 
@@ -205,10 +206,16 @@ def build_report(protocol: Protocol, quickstart: Path, reps: int) -> dict[str, A
     used = runs_used(results, selections, committed["date"])
     used_keys = [Run(r["file"], r["file_side"], r["env"], r["seed"], r["final"], 0.0, "", "", None) for r in used]
     missing = missing_runs(results, selections)
-    return {"protocol": protocol.name, "protocol_file": _shown(protocol.path), "protocol_added": committed,
+    decided = results.get(ADOPTION, {}).get("decision", {})
+    not_needed = [row for row in missing if decided.get("outcome") == "keep" and row["side"] != decided["adopted"]
+                  and row["side"] in protocol.comparisons[ADOPTION].sides]
+    missing = [row for row in missing if row not in not_needed]
+    raw = yaml.safe_load(protocol.path.read_text())
+    return {"amendments": amendment_checks(raw, REPO), "runs_not_needed": not_needed,
+            "protocol": protocol.name, "protocol_file": _shown(protocol.path), "protocol_added": committed,
             "seeds": list(protocol.seeds),
             "sides": {name: side._asdict() for name, side in protocol.sides.items()},
-            "comparisons": results, "partial": bool(missing), "declared_runs": len(used) + len(missing),
+"comparisons": results, "partial": bool(missing), "declared_runs": len(used) + len(missing),
             "runs_used": used, "runs_missing": missing, "runs_outside_protocol": outside(records, used_keys)}
 
 
@@ -272,6 +279,13 @@ def print_report(report: dict[str, Any]) -> None:
                                                                      else ""))
     for (side, env, reason), seeds in _grouped(report["runs_missing"], ("side", "env", "reason")).items():
         print(f"  {side} {env}: seeds {seeds} ({reason})")
+    if report["runs_not_needed"]:
+        print(f"declared runs not made: {len(report['runs_not_needed'])} (the side was not adopted, so no decision "
+              "waits for them)")
+    for check in report["amendments"]:
+        print(f"\n{check['amendment']}: {check['what']}\n  {check['status']}: {check.get('reliable', 0)} of "
+              f"{check.get('seeds_present', 0)} seeds reliable ({check['rule']}); median seed "
+              f"{check['median_wall_s'] or '-'} s ({check['wall_rule']}); {check['file']}")
 
 
 def _grouped(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[tuple, str]:

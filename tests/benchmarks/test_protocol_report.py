@@ -216,3 +216,27 @@ def test_an_unknown_option_is_one_line_and_exit_code_2(report, capsys):
         report.main(["--frobnicate"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "unrecognized arguments: --frobnicate" in err and err.count("\n") == 1
+
+
+def quickstart_record(path: Path, finals_bests_walls: list[tuple[float, float, float]]) -> None:
+    """quickstart.py's record with seeds 0.. in order, each (final, best, total_wall_s)."""
+    runs = [{"seed": seed, "final_eval_reward": final, "best_eval_reward": best, "total_wall_s": wall}
+            for seed, (final, best, wall) in enumerate(finals_bests_walls)]
+    path.write_text(json.dumps({"settings": ["rlfit", "train"], "runs": runs}))
+
+
+@pytest.mark.parametrize(("rows", "status"), [
+    ([(990.0, 999.0, 300.0)] * 9 + [(500.0, 900.0, 300.0)], "pass"),  # 9 of 10 reliable, median 300 s
+    ([(990.0, 999.0, 700.0)] * 10, "fail"),  # every seed reliable but the median seed over 600 s
+    # two of six unreliable (600 < 900; 950 < 0.8 x 1200): 9 of 10 can no longer be reached
+    ([(990.0, 999.0, 300.0)] * 4 + [(600.0, 990.0, 300.0), (950.0, 1200.0, 300.0)], "fail"),
+    ([(990.0, 999.0, 300.0)] * 5, "pending"),  # 5 of 10 seeds so far, all reliable
+])
+def test_an_amendments_quickstart_candidate_is_judged_by_its_own_record_and_wall_rule(report, tmp_path, rows, status):
+    decisions = importlib.import_module("protocol_decisions")
+    quickstart_record(tmp_path / "q.json", rows)
+    raw = {"amendment_1": {"quickstart_candidate": {"what": "a run", "file": "q.json"}}, "name": "x"}
+    [check] = decisions.amendment_checks(raw, tmp_path)
+    reliable = sum(final >= 900 and final >= 0.8 * best for final, best, _ in rows)
+    assert (check["status"], check["reliable"], check["seeds_present"]) == (status, reliable, len(rows))
+    assert check["median_wall_s"] == sorted(wall for _, _, wall in rows)[len(rows) // 2]
