@@ -20,8 +20,8 @@ def test_every_figure_the_documentation_quotes_matches_its_results_json():
 
 def test_the_documentation_quotes_the_suite_headline_through_markers():
     ppo = (REPO_ROOT / "docs" / "algorithms" / "ppo.md")
-    assert any(isinstance(q, Quote) and q.keys == "summary.final_reward.rlfit.iqm"
-               for q in quoted_figures.quotes(ppo, REPO_ROOT))
+    assert any(isinstance(q, Quote) and q.keys == "comparisons.rlfit_vs_brax.headline.iqm_a.point"
+               and q.file.endswith("quick_preset_2026_12_report.json") for q in quoted_figures.quotes(ppo, REPO_ROOT))
 
 
 @pytest.fixture
@@ -82,12 +82,14 @@ def test_a_committed_result_changing_under_a_quote_fails_the_check(tmp_path):
                 (tmp_path / quote.file).parent.mkdir(parents=True, exist_ok=True)
                 (tmp_path / quote.file).write_bytes((REPO_ROOT / quote.file).read_bytes())
     assert stale_quotes(tmp_path)[0] == []
-    suite = tmp_path / "benchmarks" / "results" / "suite_8ep_brax.json"
-    record = json.loads(suite.read_text())
-    record["summary"]["final_reward"]["rlfit"]["iqm"] += 0.1
-    suite.write_text(json.dumps(record))
+    report = tmp_path / "benchmarks" / "results" / "quick_preset_2026_12_report.json"
+    record = json.loads(report.read_text())
+    headline = record["comparisons"]["rlfit_vs_brax"]["headline"]["iqm_a"]
+    headline["point"] += 0.1
+    report.write_text(json.dumps(record))
     problems, _ = stale_quotes(tmp_path)
-    assert len(problems) == 1 and "summary.final_reward.rlfit.iqm, which is now 474.9" in problems[0], problems
+    assert len(problems) == 1, problems
+    assert f"rlfit_vs_brax.headline.iqm_a.point, which is now {headline['point']:.3f}" in problems[0], problems
 
 
 def test_a_marker_inside_a_fenced_code_block_is_an_example_not_a_quote(repo):
