@@ -6,12 +6,15 @@ closures: the same key splits, the same permutation, the same optax chain), and 
 fixed transitions and fixed network parameters, and writes what they return:
 
     tests/algos/ppo/fixtures/brax_ppo.npz  (+ brax_ppo.json: versions, command, settings of each case)
+    tests/algos/ppo/fixtures/brax_ppo_iteration.npz  (+ .json: two whole training iterations of `ppo.train`,
+        benchmarks/brax_iteration_reference.py)
     tests/algos/sac/fixtures/brax_sac.npz  (+ brax_sac.json)
 
-rlfit's tests (tests/algos/ppo/test_brax_reference.py, tests/algos/sac/test_brax_reference.py) load them and
-need no Brax. Parameters are stored under Brax's names (`hidden_i`, SAC's `MLP_i`); the tests map them to
-rlfit's (`dense_i`, `critic_i`). Observation normalization is off (Brax's identity preprocessor): the statistics
-are not what these fixtures pin.
+rlfit's tests (tests/algos/ppo/test_brax_reference.py and test_brax_iteration.py,
+tests/algos/sac/test_brax_reference.py) load them and need no Brax. Parameters are stored under Brax's names
+(`hidden_i`, SAC's `MLP_i`); the tests map them to rlfit's (`dense_i`, `critic_i`). Observation normalization is
+off in brax_ppo and brax_sac (Brax's identity preprocessor); brax_ppo_iteration pins it (the statistics, and where
+Brax updates them).
 
 Runs in the Brax venv (benchmarks/.venv-brax, built from brax-requirements.txt by brax_compare.py); started from
 rlfit's venv it builds that venv when missing and runs itself there:
@@ -59,9 +62,9 @@ SAC_SETTINGS = {"discounting": 0.99, "reward_scaling": 3.0, "log_alpha": -0.4}
 
 
 def main() -> None:
-    try:
-        import brax  # noqa: F401
-    except ImportError:  # rlfit's venv: build (if needed) and use the Brax venv
+    if Path(sys.prefix).resolve() != (REPO / "benchmarks" / ".venv-brax").resolve():
+        # rlfit's venv (which may hold Brax too, on a jax whose `ppo.train` fails): build (if needed) and use the
+        # Brax venv
         sys.path.insert(0, str(REPO / "benchmarks"))
         from brax_compare import BRAX_PYTHON, ensure_brax_venv
 
@@ -75,6 +78,9 @@ def main() -> None:
     write(PPO_OUT, ppo_arrays, {"cases": PPO_CASES, "sequences": S, "unroll_length": T, "obs_size": D,
                                 "action_size": A, "policy_hidden": POLICY_HIDDEN, "value_hidden": VALUE_HIDDEN,
                                 "activation": "swish"}, versions)
+    from brax_iteration_reference import ITERATION, ITERATION_CASES, ITERATION_OUT, iteration_reference
+
+    write(ITERATION_OUT, iteration_reference(), {"cases": ITERATION_CASES, **ITERATION}, versions)
     sac_arrays = sac_reference()
     write(SAC_OUT, sac_arrays, {**SAC_SETTINGS, "batch": SAC_BATCH, "obs_size": D, "action_size": A,
                                 "hidden": SAC_HIDDEN, "activation": "relu", "target_entropy": -0.5 * A}, versions)
@@ -93,7 +99,9 @@ def write(stem: Path, arrays: dict, settings: dict, versions: dict) -> None:
     stem.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(stem.with_suffix(".npz"), **{k: np.asarray(v) for k, v in arrays.items()})
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
-    record = {"generated_by": COMMAND, "ran_as": shlex.join([Path(sys.executable).name, *sys.argv]),
+    script = Path(sys.argv[0]).resolve()
+    argv = [str(script.relative_to(REPO)) if script.is_relative_to(REPO) else sys.argv[0], *sys.argv[1:]]
+    record = {"generated_by": COMMAND, "ran_as": shlex.join([Path(sys.executable).name, *argv]),
               "repo_commit": git.strip(), "versions": versions, "settings": settings,
               "arrays": {k: list(np.shape(v)) for k, v in arrays.items()}}
     stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
@@ -189,7 +197,7 @@ def ppo_reference() -> dict:
             rewards=time_major.reward * case["reward_scaling"], values=values, bootstrap_value=bootstrap,
             lambda_=case["gae_lambda"], discount=case["discounting"])
         arrays.update({f"{name}/targets/vs": vs, f"{name}/targets/advantages": advantages})
-        updated, update_metrics = epochs_of_updates(loss_fn, case, params, data, k_sgd)
+        updated, update_metrics, _ = epochs_of_updates(loss_fn, case, params, data, k_sgd)
         arrays.update({**flat(f"{name}/updated/policy", updated.policy),
                        **flat(f"{name}/updated/value", updated.value),
                        f"{name}/updates/learning_rate": update_metrics["learning_rate"],
@@ -197,12 +205,14 @@ def ppo_reference() -> dict:
     return arrays
 
 
-def epochs_of_updates(loss_fn, case, params, data, key_sgd):
+def epochs_of_updates(loss_fn, case, params, data, key_sgd, normalizer_params=None, optimizer_state=None):
     """Brax 0.14.2 ppo/train.py's training_step after collection: `num_updates_per_batch` sgd_steps over `data`
     [S, T] with Brax's key splits and permutation, each a scan of minibatch_steps (its code, without pmap and
     pixel augmentation, which these settings leave off; the adaptive-KL schedule with Brax's own
-    `adaptive_kl_learning_rate`). Returns the parameters after the updates and each update's step size and
-    `kl_mean` [num_updates_per_batch, num_minibatches]."""
+    `adaptive_kl_learning_rate`). Returns the parameters after the updates, each update's step size and `kl_mean`
+    [num_updates_per_batch, num_minibatches], and the optimizer state. `normalizer_params`: the observation
+    statistics the loss normalizes with (None: `loss_fn`'s network has Brax's identity preprocessor);
+    `optimizer_state`: the state a previous training step left (None: a fresh one)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -249,10 +259,12 @@ def epochs_of_updates(loss_fn, case, params, data, key_sgd):
             (optimizer_state, params, key_grad), shuffled_data, length=num_minibatches)
         return (optimizer_state, params, key), metrics
 
-    (_, new_params, _), metrics = jax.lax.scan(
-        functools.partial(sgd_step, data=data, normalizer_params=None),
-        (optimizer.init(params), params, key_sgd), (), length=case["num_updates_per_batch"])
-    return new_params, metrics
+    if optimizer_state is None:
+        optimizer_state = optimizer.init(params)
+    (optimizer_state, new_params, _), metrics = jax.lax.scan(
+        functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
+        (optimizer_state, params, key_sgd), (), length=case["num_updates_per_batch"])
+    return new_params, metrics, optimizer_state
 
 
 def sac_reference() -> dict:

@@ -88,6 +88,8 @@ class Benchmark(NamedTuple):
 LIBRARIES = {
     "common.py": "shared helpers: machine context, JSON records, tables, timed subprocesses",
     "brax_child.py": "the Brax side of brax_compare.py, suite.py and first_step.py, run inside benchmarks/.venv-brax",
+    "brax_iteration_reference.py": "brax_reference.py's whole-iteration fixture: Brax's `ppo.train` on the toy env",
+    "brax_toy_env.py": "a pure-JAX toy environment both Brax's `ppo.train` and rlfit's VecEnv run (brax_ppo_iteration)",
     "suite_report.py": "suite.py's arithmetic and README table",
     "protocol_runs.py": "a comparison protocol read and checked, and the runs it declares taken from the suite's files",
     "protocol_decisions.py": "the protocol's decision rules applied to protocol_report.py's figures",
@@ -434,8 +436,9 @@ BENCHMARKS = (
               "PPO 2.5 (one seed); SAC 29 an environment (3 seeds)", "brax_comparepy",
               (Source("brax_compare.json", brax_ppo_figures), Source("brax_compare_sac_CartpoleBalance.json", brax_sac_figures),
                Source("brax_compare_sac_ReacherEasy.json", brax_sac_figures)), needs=BRAX_VENV),
-    Benchmark("brax_reference", "Brax parity", "Brax's own PPO and SAC losses and updates on fixed inputs, saved as "
-              "the tests' fixtures (tests/algos/{ppo,sac}/fixtures)", ("docs/algorithms/ppo.md", "docs/algorithms/sac.md"),
+    Benchmark("brax_reference", "Brax parity", "Brax's own PPO and SAC losses and updates on fixed inputs, and two "
+              "whole iterations of its `ppo.train` on a toy environment, saved as the tests' fixtures "
+              "(tests/algos/{ppo,sac}/fixtures)", ("docs/algorithms/ppo.md", "docs/algorithms/sac.md"),
               "cpu", "not measured", "brax_referencepy", (), quick="",
               quick_exempt="writes the tests' fixtures in the Brax venv; the tests that read them are its check"),
     Benchmark("encoder_parity", "Brax parity", "rlfit's r3d18 and timesformer against torchvision and Hugging Face",

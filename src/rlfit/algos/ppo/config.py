@@ -45,7 +45,8 @@ class PPOConfig:
     each minibatch update the step size is divided by 1.5 when the mean KL from the collecting policy to the
     current one exceeds 2 x `desired_kl`, multiplied by 1.5 when it is below `desired_kl` / 2 (and above 0), kept
     within [`learning_rate_schedule_min_lr`, `learning_rate_schedule_max_lr`], and carried from one iteration to
-    the next; `learning_rate` is where it starts."""
+    the next; `learning_rate` is where it starts. With `normalize_observations` the updates then see the statistics
+    the rollout acted with, and the iteration's observations enter them after the updates (Brax's order here)."""
     desired_kl: float = 0.01
     """The KL the `adaptive_kl` schedule steers toward (Brax's `desired_kl`)."""
     learning_rate_schedule_min_lr: float = 1e-5

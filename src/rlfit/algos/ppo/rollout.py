@@ -58,7 +58,28 @@ def collect(
     keep_logits: bool = False,
 ) -> tuple[EnvState, Transition]:
     """Runs `num_unrolls` unrolls of `unroll_length` steps; returns transitions [T, num_unrolls * N] (with the
-    acting logits when `keep_logits`)."""
+    acting logits when `keep_logits`). Each step acts with its own key from `step_keys(key, ...)`."""
+    return collect_with_keys(env, agent, policy_params, stats, env_state,
+                             step_keys(key, unroll_length, num_unrolls), keep_logits)
+
+
+def step_keys(key: jax.Array, unroll_length: int, num_unrolls: int) -> jax.Array:
+    """[U, T, 2] the keys `collect` acts with: `split(key, U)`, each of those split into T."""
+    return jax.vmap(lambda unroll_key: jax.random.split(unroll_key, unroll_length))(jax.random.split(key, num_unrolls))
+
+
+def collect_with_keys(
+    env: VecEnv,
+    agent: Agent,
+    policy_params: Any,
+    stats: RunningStats,
+    env_state: EnvState,
+    keys: jax.Array,
+    keep_logits: bool = False,
+) -> tuple[EnvState, Transition]:
+    """`collect` with each step's key given: `keys` [U, T, 2] (U unrolls of T steps, one after another), the
+    step's action drawn with its key (its bottleneck noise too, from a split of it); transitions [T, U * N]."""
+    num_unrolls, unroll_length = keys.shape[:2]
 
     def act_and_step(state: EnvState, step_key: jax.Array) -> tuple[EnvState, Transition]:
         obs = state.inner.obs
@@ -75,10 +96,10 @@ def collect(
                                 logits if keep_logits else None)
         return next_state, transition
 
-    def unroll(state: EnvState, unroll_key: jax.Array) -> tuple[EnvState, Transition]:
-        return jax.lax.scan(act_and_step, state, jax.random.split(unroll_key, unroll_length))
+    def unroll(state: EnvState, unroll_keys: jax.Array) -> tuple[EnvState, Transition]:
+        return jax.lax.scan(act_and_step, state, unroll_keys)
 
-    env_state, data = jax.lax.scan(unroll, env_state, jax.random.split(key, num_unrolls))
+    env_state, data = jax.lax.scan(unroll, env_state, keys)
     # [U, T, N, ...] -> [T, U * N, ...]
     data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((unroll_length, num_unrolls * env.num_envs)
                                                                 + x.shape[3:]), data)

@@ -23,7 +23,7 @@ from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.algos.ppo.gae import compute_gae
 from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
 from rlfit.algos.ppo.losses import LossBatch, LossTerms, Steps, ppo_loss
-from rlfit.algos.ppo.rollout import collect
+from rlfit.algos.ppo.rollout import collect_with_keys, step_keys
 from rlfit.algos.ppo.schedule import adapt_learning_rate, adaptive, learning_rate, make_adam
 
 
@@ -163,19 +163,41 @@ def make_train_iteration(
     sizes: BatchSizes,
     bottleneck_beta: float = 0.0,
 ) -> Callable[[TrainState], tuple[TrainState, IterationMetrics]]:
-    """The training iteration for these sizes; see the module docstring.
+    """The training iteration for these sizes; see the module docstring. Its keys: `key, collect, epochs =
+    split(state.key, 3)`, the rollout's step keys `rollout.step_keys(collect, ...)`.
 
     A state with a loss scale (fp16 compute) trains with dynamic loss scaling: each minibatch's loss is scaled
     before differentiation, the gradients unscaled, and an update with non-finite gradients skipped
     (`rlfit.algos.common.loss_scale`).
     """
     num_unrolls = sizes.batch_size * sizes.num_minibatches // sizes.num_envs
-    epochs = make_epochs(agent, optimizer, ppo, sizes, bottleneck_beta)
+    iterate = make_iteration_from_keys(env, agent, optimizer, ppo, sizes, bottleneck_beta)
 
     def train_iteration(state: TrainState) -> tuple[TrainState, IterationMetrics]:
         key, collect_key, epochs_key = jax.random.split(state.key, 3)
-        env_state, data = collect(env, agent, state.params.policy, state.normalizer, state.env_state,
-                                  collect_key, sizes.unroll_length, num_unrolls, keep_logits=adaptive(ppo))
+        state, metrics = iterate(state, step_keys(collect_key, sizes.unroll_length, num_unrolls), epochs_key)
+        return state._replace(key=key), metrics
+
+    return train_iteration
+
+
+def make_iteration_from_keys(
+    env: VecEnv,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    ppo: PPOConfig,
+    sizes: BatchSizes,
+    bottleneck_beta: float = 0.0,
+) -> Callable[[TrainState, jax.Array, jax.Array], tuple[TrainState, IterationMetrics]]:
+    """`(state, collect_keys [U, T, 2], epochs_key) -> (state, metrics)`: one iteration with its keys given
+    (U = batch_size * num_minibatches / num_envs unrolls of T steps): collect, the observation statistics and the
+    batch (`loss_batch`), the epochs of updates (`make_epochs`). The returned state keeps `state.key`."""
+    epochs = make_epochs(agent, optimizer, ppo, sizes, bottleneck_beta)
+
+    def iterate(state: TrainState, collect_keys: jax.Array, epochs_key: jax.Array
+                ) -> tuple[TrainState, IterationMetrics]:
+        env_state, data = collect_with_keys(env, agent, state.params.policy, state.normalizer, state.env_state,
+                                            collect_keys, keep_logits=adaptive(ppo))
         data = split_envs(data, axis=1)  # [T, B, ...]: sequences stay on the device that collected them
         stats, batch = loss_batch(agent, ppo, state, data)
         (params, opt_state, loss_scale), (terms, grad_norms, applied) = epochs(
@@ -183,24 +205,30 @@ def make_train_iteration(
         metrics = iteration_metrics(terms, grad_norms, applied, loss_scale, params, data)
         if adaptive(ppo):
             metrics = metrics._replace(learning_rate=learning_rate(opt_state, ppo))
-        return TrainState(params, opt_state, stats, env_state, key, loss_scale), metrics
+        return TrainState(params, opt_state, stats, env_state, state.key, loss_scale), metrics
 
-    return train_iteration
+    return iterate
 
 
 def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tuple[RunningStats, LossBatch]:
     """The updated observation statistics and the epochs' batch from collected `data` [T, B, ...], split over the
     devices by sequence: normalized observations, and the scaled rewards and ends from which the loss forms
-    Brax's advantages (`ppo.advantages: brax`), or GAE advantages and returns formed here (`gae_once`)."""
+    Brax's advantages (`ppo.advantages: brax`), or GAE advantages and returns formed here (`gae_once`).
+
+    The order is Brax 0.14.2's `training_step`: the batch is normalized with the statistics updated by `data`,
+    except with `ppo.learning_rate_schedule: adaptive_kl`, where it is normalized with the statistics the rollout
+    acted with (so that the KL compares the acting and the current policy on the same inputs) and the updated
+    statistics only take effect from the next iteration."""
     stats = update_stats(state.normalizer, data.obs) if ppo.normalize_observations else state.normalizer
-    obs = normalize(stats, data.obs)
+    batch_stats = state.normalizer if adaptive(ppo) else stats
+    obs = normalize(batch_stats, data.obs)
     noise = data.latent_noise if agent.latent_size else None
     if ppo.advantages == "brax":
-        last_next_obs = normalize(stats, jax.tree.map(lambda x: x[-1:], data.next_obs))
+        last_next_obs = normalize(batch_stats, jax.tree.map(lambda x: x[-1:], data.next_obs))
         steps = Steps(data.reward * ppo.reward_scaling, data.termination, data.truncation, last_next_obs)
         return stats, split_envs(LossBatch(obs, data.raw_action, data.log_prob, None, None, noise, steps,
                                            data.logits), axis=1)
-    next_obs = normalize(stats, data.next_obs)
+    next_obs = normalize(batch_stats, data.next_obs)
     # One time step at a time: peak memory of [B] values instead of [T, B] activations of the value net.
     values = jax.lax.map(lambda o: agent.value(state.params.value, o), obs)
     next_values = jax.lax.map(lambda o: agent.value(state.params.value, o), next_obs)
