@@ -24,7 +24,7 @@ from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.run.loop import eval_key
 from rlfit.study.seed_group import SeedGroup
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 
 def sequential(trainer: Trainer, seeds: list[int], iterations: int) -> tuple[float, list[float]]:

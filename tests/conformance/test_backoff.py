@@ -14,7 +14,7 @@ import pytest
 from rlfit.algos.registry import algorithm
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from tests.checkpoints.conftest import TOY, ToyCli
 from tests.conformance.conftest import ALGORITHM_NAMES
 

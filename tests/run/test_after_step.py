@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
+from rlfit.run.progress import Progress
+from rlfit.run.after_step import (NON_FINITE, Timing, advanced, after_eval, after_step, evaluation_due,
                                   stop_before_next)
 from rlfit.run.evaluate import EvalMetrics
 from rlfit.run.stopping import TIME_BUDGET_SAFETY, StopRules

@@ -15,7 +15,7 @@ import rlfit
 from rlfit.run import loop as runner
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,10 @@ from rlfit.hardware.compile_log import ProgramCompile, time_to_first_step
 from rlfit.parallel.distributed import any_process, is_writer, process_count
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.sinks import Sinks
-from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, OTHER_PROCESS, Progress, StepReport, Timing,
+from rlfit.run.progress import Progress
+from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, OTHER_PROCESS, StepReport, Timing,
                                   advanced, after_eval, after_step, evaluation_due, first_non_finite, stop_before_next)
-from rlfit.run.build import Compiled, Trainer
+from rlfit.run.trainer import Compiled, Trainer
 from rlfit.run.recover import BackOff, agree_to_back_off, recover, smaller
 from rlfit.run.signals import SIGNAL_NAMES
 from rlfit.run.stop_grace import GraceWatch

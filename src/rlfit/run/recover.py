@@ -16,8 +16,8 @@ import jax
 from rlfit.parallel.distributed import all_reach, process_count
 from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
 from rlfit.planning.plan import Plan
-from rlfit.run.after_step import Progress
-from rlfit.run.build import Trainer, forget_programs
+from rlfit.run.progress import Progress
+from rlfit.run.trainer import Trainer, forget_programs
 from rlfit.rundir.layout import RunDir
 
 BACK_OFF_WAIT_S = 120.0

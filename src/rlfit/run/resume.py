@@ -23,7 +23,8 @@ from rlfit.checkpoints.format import CheckpointMeta, dropped_leaves
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.planning.plan import make_plan
-from rlfit.run.loop import Progress, RunResult
+from rlfit.run.loop import RunResult
+from rlfit.run.progress import Progress
 from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
@@ -115,7 +116,7 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
     from rlfit.planning.sizing import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.sinks.jsonl import read_rows, truncate_after
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     logged = sum(1 for row in read_rows(directory.metrics) if row.get("kind") == "train")
     if logged:

@@ -14,8 +14,9 @@ from rlfit.hardware.jax_setup import configure_jax
 from rlfit.hardware.utilization import UtilizationSampler
 from rlfit.planning.plan import Plan
 from rlfit.planning.preset_choice import PresetChoice, choose_preset
-from rlfit.run.build import Trainer
-from rlfit.run.loop import Progress, Runner, RunResult
+from rlfit.run.trainer import Trainer
+from rlfit.run.loop import Runner, RunResult
+from rlfit.run.progress import Progress
 from rlfit.run.new_run import check_new_run_dir, create_run_dir, default_run_path
 from rlfit.run.signals import StopFlag, raise_if_signalled
 from rlfit.rundir.layout import RunDir, write_json

@@ -12,8 +12,8 @@ import numpy as np
 
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.hardware.probe import peak_bytes_in_use
-from rlfit.run.after_step import Progress
-from rlfit.run.build import Trainer
+from rlfit.run.progress import Progress
+from rlfit.run.trainer import Trainer
 from rlfit.run.summary_record import RunSummary
 from rlfit.versions import package_versions
 

@@ -28,7 +28,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
     from rlfit.study.seed_group import SeedGroup
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     manifest = experiment.manifest
     config = resolve(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trials[0]))

@@ -36,7 +36,8 @@ from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.run.new_run import create_run_dir
-from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
+from rlfit.run.progress import Progress
+from rlfit.run.after_step import (NON_FINITE, Timing, advanced, after_eval, after_step, evaluation_due,
                                   first_non_finite, stop_before_next)
 from rlfit.run.signals import StopFlag, raise_if_signalled
 from rlfit.planning.plan import Plan, PlanExtra

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from rlfit.hardware.jax_setup import compile_ahead
-from rlfit.run.build import PROGRAM_NAMES, seed_argument, seed_is_traced
+from rlfit.run.trainer import PROGRAM_NAMES, seed_argument, seed_is_traced
 from rlfit.run.evaluate import EvalMetrics, make_evaluator
 from rlfit.run.loop import eval_key
 

@@ -10,7 +10,7 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import config_sizes, make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from rlfit.run.loop import eval_key
 from rlfit.study.seed_group import SeedGroup, lane
 from tests.conftest import TOY_ENV
