@@ -40,7 +40,7 @@ def child(args: argparse.Namespace) -> None:
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.sizing import plan_for
     from rlfit.run.probes import StepProbes
-    from rlfit.run.loop import eval_key
+    from rlfit.run.evaluate import eval_key
     from rlfit.run.trainer import Trainer
 
     configure_jax("fp32")

@@ -1,6 +1,6 @@
 """What the host does after each compiled iteration, as pure functions of a few numbers: the rows to log, the
-evaluation's bookkeeping and whether (and why) the run stops. Both host loops use them, a single run's
-(`rlfit.run.loop.Runner`) and a seed group's per lane (`rlfit.study.group_runner.GroupLoop`):
+evaluation's bookkeeping and whether (and why) the run stops. The host loop (`rlfit.run.loop.Runner`) applies them
+per lane, for a single run (one lane) and a seed group (several) alike:
 
     progress = advanced(progress, env_steps_per_iteration)
     report = after_step(progress, metrics, algorithm_row, timing, env_steps, last)    # train row, or NON_FINITE
@@ -20,7 +20,7 @@ Stop reasons (summary.json's `stopped_by`): 'non_finite' (never written: see bel
 
 The non-finite decision. An iteration whose metrics are not all finite gives `stop == NON_FINITE` and no rows: its
 state is thrown away, never saved or logged. A single run raises `NonFiniteError` (exit code 6, the checkpoints
-before it intact). A seed group's lane records the failure (`LaneOutcome.failure`) and the other lanes go on: the
+before it intact). A seed group's lane records the failure (`rlfit.run.loop.RunResult.failure`) and the other lanes go on: the
 lanes share one program, and one seed's divergence must not end its siblings (an experiment expects some seeds
 to diverge and reports them as failed trials, as it does for a single run's NonFiniteError).
 """

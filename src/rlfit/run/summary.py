@@ -40,8 +40,6 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
     reused); `time_to_first_step_s`: to the end of the session's first training step from the process's start (from
     the session's start for a later run in the same process, an experiment's next trial); `compile_wait_s`: how
     long the session waited for programs compiling in the background (`Trainer.compile`) once it needed them."""
-    plan = trainer.plan
-    peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
     return RunSummary(
         env=trainer.config.env.name,
         final_eval_reward=progress.last_eval_reward,
@@ -61,17 +59,18 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         init_s=init_s,
         eval_s=eval_s,
         sps_mean=session_steps / train_wall_s if train_wall_s > 0 else None,
-        device=plan.device,
-        backend=plan.backend,
-        impl=plan.impl,
-        sizes=plan.sizes._asdict(),
-        preset=plan.preset,
-        predicted_bytes=plan.predicted_bytes,
-        devices=trainer.layout.describe(),
-        device_peak_bytes=max(peaks, default=None),
-        device_peak_bytes_per_device=peaks or None,
+        **where_it_ran(trainer),
         events=progress.events,
         stopped_by=stopped_by,
         versions=package_versions(),
         params_digest=params_digest(state.params) if state is not None else None,
     )
+
+
+def where_it_ran(trainer: Trainer) -> dict[str, Any]:
+    """summary.json's fields on the devices and sizes of `trainer`'s run, with each local device's peak memory."""
+    plan = trainer.plan
+    peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
+    return {"device": plan.device, "backend": plan.backend, "impl": plan.impl, "sizes": plan.sizes._asdict(),
+            "preset": plan.preset, "predicted_bytes": plan.predicted_bytes, "devices": trainer.layout.describe(),
+            "device_peak_bytes": max(peaks, default=None), "device_peak_bytes_per_device": peaks or None}
