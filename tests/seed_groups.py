@@ -39,11 +39,13 @@ SLOW_GROUP = ("run.num_timesteps=6400", "run.save_interval=1000", "run.stop_grac
 
 def train_slow_group(root: str) -> None:
     """`python -m tests.seed_groups ROOT`: SLOW_GROUP trained as one seed group, its lanes in ROOT/seed-0 and
-    ROOT/seed-1; exits with a signal's exit code where one stopped it."""
+    ROOT/seed-1, saying what the loop says on stdout (a line at a time); exits with a signal's exit code where one
+    stopped it."""
     import sys
     from pathlib import Path
 
     from rlfit.config.schema import resolve
+    from rlfit.console import say_line
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.plan import make_plan
     from rlfit.run.signals import StopRequested
@@ -55,7 +57,7 @@ def train_slow_group(root: str) -> None:
     group = SeedGroup.build(Trainer.build(config, make_plan(config)), (0, 1))
     try:
         train_seed_group(group, [config.replace(run={"seed": seed}) for seed in group.seeds],
-                         [Path(root) / f"seed-{seed}" for seed in group.seeds], print,
+                         [Path(root) / f"seed-{seed}" for seed in group.seeds], say_line,
                          {"seeds": list(group.seeds), "size": 2, "reason": "test"})
     except StopRequested as stopped:
         sys.exit(stopped.exit_code)

@@ -81,20 +81,21 @@ def test_sigterm_during_a_long_iteration_of_a_seed_group_saves_every_lane_within
     tests/run/test_stop_grace.py)."""
     process = subprocess.Popen([sys.executable, "-m", "tests.seed_groups", str(tmp_path)], env=cli_environment(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    rows: list[dict] = []
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline and len(rows) < 2:
-        time.sleep(0.2)
-        rows = [row for seed in (0, 1) if (tmp_path / f"seed-{seed}" / "metrics.jsonl").exists()
-                for row in read_rows(tmp_path / f"seed-{seed}" / "metrics.jsonl") if row.get("kind") == "train"]
-    assert len(rows) == 2, process.communicate(timeout=60)
-    time.sleep(1.0)  # the first iteration's copy is taken; the second iteration is under way
+    said = []
+    while not said or "keeping a host copy" not in said[-1]:  # said once the first iteration's copy is taken
+        said.append(process.stdout.readline())
+        assert said[-1], process.communicate(timeout=60)  # the process ended
+    rows = [row for seed in (0, 1) for row in read_rows(tmp_path / f"seed-{seed}" / "metrics.jsonl")
+            if row.get("kind") == "train"]
+    assert len(rows) == 2, said
+    time.sleep(1.0)  # the second iteration is under way
     asked = time.monotonic()
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     answered = time.monotonic() - asked
     assert process.returncode == 143, err
     assert answered < 2 * min(row["iteration_s"] for row in rows), (answered, err)  # 2 lanes saved on a loaded CPU
+    assert "stopped by SIGTERM within run.stop_grace_s=2: saved iteration 1" in err  # by the watcher
     for seed in (0, 1):
         lane = tmp_path / f"seed-{seed}"
         record = summary(lane)
