@@ -237,6 +237,8 @@ class Runner:
                 self.stop_flag.signal_name if self.stop_flag is not None else None))
             if stop is not None:
                 self._stop(state, stop, watch, loop)
+        for index, lane in self._going():  # at the plan's end already (a resumed run whose summary was not written)
+            self._end(lane, self.stepper.lane(state, index), None, loop)
         return [lane.result for lane in self.lanes if lane.result is not None]
 
     # The loop's steps, in the order it takes them.
