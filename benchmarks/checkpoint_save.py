@@ -43,7 +43,7 @@ def measure(env_name: str, algo: str, preset: str, reps: int) -> dict:
     from rlfit.checkpoints.fingerprint import fingerprints
     from rlfit.planning.sizing import plan_for
     from rlfit.run.probes import StepProbes
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     config = resolve(env_name, preset, overrides=[f"algo={algo}"])
     config, plan, env = plan_for(config, StepProbes())

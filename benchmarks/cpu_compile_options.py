@@ -52,7 +52,7 @@ from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.hardware.jax_setup import CPU_COMPILER_OPTIONS
 from rlfit.networks.encoders import EncoderSpec, make_encoder
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 FRAMES, SIZE, CHANNELS = 3, 64, 3
 QUICK_SIZE = 16

@@ -30,7 +30,7 @@ import rlfit.api  # as the command line imports it first (MJX without Warp on a 
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 env, preset, overrides = sys.argv[1], sys.argv[2], sys.argv[3:]
 configure_jax("fp32")

@@ -282,7 +282,7 @@ def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) 
     from rlfit.rundir.layout import write_json
     from rlfit.run.new_run import check_new_run_dir, create_run_dir
     from rlfit.sinks.wandb import check_wandb_available
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
     done("import", "config")
     config = resolve(spec["env"], spec["preset"], overrides=spec["overrides"])
     done("config", "jax_setup")

@@ -102,7 +102,7 @@ def measure(config, sizes, env) -> dict[str, Any]:
 
     from rlfit.planning.plan import make_plan
     from rlfit.planning.memory import point_from_analysis
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     trainer = Trainer.build(config, make_plan(config, sizes), env=env)
     started = time.perf_counter()

@@ -13,7 +13,7 @@ and all training environments start together, so with a fixed episode length the
 - `staggered`: each training environment's first episode starts at a random step count in [0, episode length),
   so episodes end at different iterations instead of all together (resets stay fresh, as rlfit's).
 
-Only the training environments change (the first `VecEnv` that `rlfit.run.build` makes); evaluation does not.
+Only the training environments change (the first `VecEnv` that `rlfit.run.trainer` makes); evaluation does not.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import jax
 import jax.numpy as jnp
 
-import rlfit.run.build
+import rlfit.run.trainer
 from rlfit.envs.vec_env import EnvState, VecEnv
 
 
@@ -64,7 +64,7 @@ VARIANTS = {"cached": CachedResetVecEnv, "staggered": StaggeredVecEnv}
 
 
 def training_env_factory(variant: type[VecEnv]):
-    """A stand-in for `VecEnv` in `rlfit.run.build`: the first environment it makes (training) is `variant`."""
+    """A stand-in for `VecEnv` in `rlfit.run.trainer`: the first environment it makes (training) is `variant`."""
     made = []
 
     def make(*args, **kwargs) -> VecEnv:
@@ -82,7 +82,7 @@ def main() -> int:
         print(f"reset_variant_train.py: error: the first argument must be one of {', '.join(VARIANTS)}",
               file=sys.stderr)
         return 2
-    rlfit.run.build.VecEnv = training_env_factory(VARIANTS[sys.argv[1]])
+    rlfit.run.trainer.VecEnv = training_env_factory(VARIANTS[sys.argv[1]])
     return rlfit_main(sys.argv[2:])
 
 

@@ -40,8 +40,8 @@ def child(args: argparse.Namespace) -> None:
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.sizing import plan_for
     from rlfit.run.probes import StepProbes
-    from rlfit.run.loop import eval_key
-    from rlfit.run.build import Trainer
+    from rlfit.run.evaluate import eval_key
+    from rlfit.run.trainer import Trainer
 
     configure_jax("fp32")
     config = resolve(args.env, args.preset, overrides=[*args.set, f"run.devices={args.devices}"])

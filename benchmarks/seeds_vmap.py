@@ -1,4 +1,4 @@
-"""Seeds in one compiled program (`rlfit.study.seed_group`, jax.vmap over seeds) against the same seeds trained
+"""Seeds in one compiled program (`rlfit.run.seed_group`, jax.vmap over seeds) against the same seeds trained
 one after another in one process (what `rlfit experiment` does today: the second seed on reuses the compiled
 programs), same env steps per seed. Wall clock includes building the states and compiling.
 
@@ -22,9 +22,9 @@ from common import TOY_ENV, finish_record, print_table, start_record, toy_env_im
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
-from rlfit.run.loop import eval_key
-from rlfit.study.seed_group import SeedGroup
-from rlfit.run.build import Trainer
+from rlfit.run.evaluate import eval_key
+from rlfit.run.seed_group import SeedGroup
+from rlfit.run.trainer import Trainer
 
 
 def sequential(trainer: Trainer, seeds: list[int], iterations: int) -> tuple[float, list[float]]:

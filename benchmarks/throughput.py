@@ -43,7 +43,7 @@ from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.algos.ppo.networks import make_agent
 from rlfit.algos.ppo.rollout import collect
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from rlfit.versions import package_versions
 
 

@@ -74,7 +74,7 @@ def step_bytes(overrides: list[str]) -> dict[int, dict[str, int]]:
     load this very program from the compile cache instead of compiling it again."""
     from rlfit.config.schema import resolve
     from rlfit.planning.plan import make_plan
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     sizes = {}
     for devices in (1, 2):

@@ -12,7 +12,7 @@ import pytest
 from rlfit.config.schema import resolve
 from rlfit.algos.common.loss_scale import INITIAL_SCALE, MAX_SCALE, init_loss_scale
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from tests.algos.ppo.test_step import SIZES
 
 TOY = "tests.toy_env:make"

@@ -55,7 +55,7 @@ def actor_actions(result, obs: np.ndarray) -> np.ndarray:
     from rlfit.config.schema import from_layers, read_yaml
     from rlfit.algos.common.normalizer import normalize
     from rlfit.planning.plan import make_plan
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     config = from_layers([read_yaml(result.run_dir.config)])
     learner = Trainer.build(config, make_plan(config)).learner

@@ -2,7 +2,8 @@
 sizes makes the runner take the algorithm's next smaller sizes (`smaller_sizes`), rebuild and finish the run there,
 recording the event in the summary, the metrics and plan.json; with `run.oom_backoff=false` the run stops instead
 with exit code 5 and one line. The error is injected in this process (a genuine one, from a capped address space,
-is tests/run/test_oom_backoff.py's, for PPO): what is checked here is the runner's contract with each algorithm."""
+is tests/run/test_oom_backoff.py's, for PPO): what is checked here is the runner's contract with each algorithm, for
+a single run (a group of one lane) and a seed group of two."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from rlfit.algos.registry import algorithm
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from tests.checkpoints.conftest import TOY, ToyCli
 from tests.conformance.conftest import ALGORITHM_NAMES
 
@@ -91,3 +92,44 @@ def test_a_run_out_of_memory_without_back_off_stops_with_exit_code_5_and_one_lin
         f"{algo}.num_envs, use --num-envs auto, or set run.oom_backoff=true"]
     assert not (run / "summary.json").exists()
     assert json.loads((run / "plan.json").read_text())["sizes"]["num_envs"] == planned
+
+
+@pytest.mark.parametrize("algo", ALGORITHM_NAMES)
+def test_a_seed_group_out_of_memory_backs_off_to_the_algorithms_smaller_sizes_and_finishes(tmp_path, monkeypatch,
+                                                                                           out_of_memory_above, algo):
+    """The same contract for a group of several lanes (a single run is the group of one above): the group's program
+    runs out of memory at the planned sizes, and every lane records the back-off and finishes at the smaller ones."""
+    from rlfit.hardware.jax_setup import configure_jax
+    from rlfit.run.seed_group import SeedGroup
+    from rlfit.study.group_runner import train_seed_group
+
+    planned, smaller = planned_num_envs(algo)
+    asked = out_of_memory_above(smaller)  # a solo run's programs; the group's below
+    real_compile = SeedGroup.compile
+
+    def compile_or_run_out(self, state=None):
+        asked.append(self.trainer.plan.sizes.num_envs)
+        if self.trainer.plan.sizes.num_envs > smaller:
+            raise jax.errors.JaxRuntimeError(f"RESOURCE_EXHAUSTED: injected at num_envs={asked[-1]}")
+        return real_compile(self, state)
+
+    monkeypatch.setattr(SeedGroup, "compile", compile_or_run_out)
+    config = resolve(TOY[0], "smoke", overrides=[f"algo={algo}", "env.episode_length=50", "run.num_timesteps=256",
+                                                 "run.eval_every=0"])
+    configure_jax(config.run.precision)
+    note = {"seeds": [0, 1], "size": 2, "reason": "test"}
+    results = train_seed_group(SeedGroup.build(Trainer.build(config, make_plan(config)), (0, 1)),
+                               [config.replace(run={"seed": seed}) for seed in (0, 1)],
+                               [tmp_path / f"seed-{seed}" for seed in (0, 1)], lambda _: None, note)
+    assert asked == [planned, smaller] and [result.failure for result in results] == [None, None]
+    for seed in (0, 1):
+        run = tmp_path / f"seed-{seed}"
+        summary = json.loads((run / "summary.json").read_text())
+        assert [(e["event"], e["from"]["num_envs"], e["to"]["num_envs"]) for e in summary["events"]] == \
+            [("out_of_memory_backoff", planned, smaller)]
+        assert summary["sizes"]["num_envs"] == smaller and summary["env_steps"] >= 256
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert [r["iteration"] for r in rows if r["kind"] == "train"] == list(range(1, summary["iterations"] + 1))
+        assert [r["event"] for r in rows if r["kind"] == "event"] == ["out_of_memory_backoff"]
+        plan = json.loads((run / "plan.json").read_text())
+        assert plan["sizes"]["num_envs"] == smaller and plan["extra"]["seed_group"] == note

@@ -12,7 +12,7 @@ import pytest
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import _cpu_options_known
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu" or not _cpu_options_known(),
                                 reason="YNNPACK fusions are an option of XLA's CPU backend")

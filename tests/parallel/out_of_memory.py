@@ -27,7 +27,7 @@ def running_out_above_most_envs(real_compile: Callable[..., Any]) -> Callable[..
 
 if __name__ == "__main__":
     from rlfit.cli import main
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     Trainer.compile = running_out_above_most_envs(Trainer.compile)
     raise SystemExit(main())

@@ -91,7 +91,7 @@ def test_two_processes_train_one_run_written_once_that_learns_what_one_process_l
                                                                                        monkeypatch):
     """The reference: the same overrides trained by one process on one device (the CLI's main in this process,
     its programs running out of memory above 32 environments too, so it backs off as the two processes did)."""
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
     from tests.parallel.out_of_memory import running_out_above_most_envs
 
     _, written = trained

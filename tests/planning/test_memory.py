@@ -14,7 +14,7 @@ from rlfit.errors import UserError
 from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from rlfit.planning import deciding, sizing
 from rlfit.planning.planner import num_envs_cap, unlimited_choice
 from rlfit.run.probes import PROBE_COMPILER_OPTIONS, StepProbes, analyze_compiled

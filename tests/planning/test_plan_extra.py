@@ -11,7 +11,7 @@ from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import PlanExtra, make_plan
 from rlfit.planning.sizing import plan_for
 from rlfit.run.probes import StepProbes
-from rlfit.study.group_runner import group_plan
+from rlfit.run.loop import lane_plan as group_plan
 from tests.conftest import TOY_ENV
 
 

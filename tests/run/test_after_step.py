@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlfit.run.after_step import (NON_FINITE, Progress, Timing, advanced, after_eval, after_step, evaluation_due,
+from rlfit.run.progress import Progress
+from rlfit.run.after_step import (NON_FINITE, Timing, advanced, after_eval, after_step, evaluation_due,
                                   stop_before_next)
 from rlfit.run.evaluate import EvalMetrics
 from rlfit.run.stopping import TIME_BUDGET_SAFETY, StopRules
@@ -170,31 +171,47 @@ class Recorded:
     def save(self, trainer, state, progress, force=False):
         self.saved.append(progress.iteration)
 
+    def latest_step(self):
+        return None
+
+
+def lanes_of(tmp_path, count):
+    """`count` lanes of a fake trainer (its metrics row a NaN loss where the iteration is not finite) and the runner
+    of their loop, whose stepper takes lane i's part of a list as its i-th item."""
+    from rlfit.run.lanes import Lane
+    from rlfit.run.loop import Runner
+    from rlfit.rundir.layout import RunDir
+
+    run = SimpleNamespace(eval_every=0, early_stop_min_delta=0.0, save_interval=1)
+    trainer = SimpleNamespace(plan=SimpleNamespace(env_steps_per_iteration=STEPS, num_iterations=5),
+                              config=SimpleNamespace(run=run, algo="ppo"),
+                              learner=SimpleNamespace(metrics_row=lambda m: {"loss": 1.0 if m.all_finite else math.nan}))
+    lanes = [Lane(trainer, RunDir(tmp_path / f"seed-{i}"), Recorded(), Recorded()) for i in range(count)]
+    stepper = SimpleNamespace(trainer=trainer, lane=lambda tree, index: tree[index])
+    return lanes, Runner(stepper, lanes)
+
 
 def test_a_non_finite_lane_is_recorded_and_its_sibling_goes_on(tmp_path):
     """The documented decision: a seed group's lane that becomes non-finite ends as a failure (nothing written,
-    nothing saved) while the other lane logs and saves its iteration; a single run raises NonFiniteError instead
-    (tests/conformance/test_stops.py, for every algorithm)."""
-    from rlfit.run.signals import StopFlag
-    from rlfit.study.group_runner import GroupLoop, Lane
+    nothing saved) while the other lane logs and saves its iteration; a single run (one lane) raises
+    NonFiniteError instead (tests/conformance/test_stops.py, for every algorithm)."""
+    from rlfit.run.loop import NonFiniteError
 
-    run = SimpleNamespace(eval_every=0, early_stop_min_delta=0.0, save_interval=1)
-    trainer = SimpleNamespace(plan=SimpleNamespace(env_steps_per_iteration=STEPS),
-                              config=SimpleNamespace(run=run),
-                              learner=SimpleNamespace(metrics_row=lambda m: {"loss": 1.0 if m.all_finite else math.nan}))
-    lanes = [Lane(trainer, SimpleNamespace(path=tmp_path / f"seed-{i}"), Recorded(), Recorded()) for i in range(2)]
-    for one in lanes:
-        one.checkpointer = one.sinks
-    loop = GroupLoop(SimpleNamespace(), lanes, StopFlag(), print, 0.0, False, 0.0, {})
-    state = {"params": np.zeros((2, 3))}  # the lanes' states stacked on a leading axis
-    ended = [loop._lane_iteration(one, i, state, metrics(finite=i == 1), 1.0, None, StopRules(), last=False)
-             for i, one in enumerate(lanes)]
-    assert ended == [None, None]
+    lanes, runner = lanes_of(tmp_path, 2)
+    reports = runner._after_step(list(enumerate(lanes)), [metrics(finite=False), metrics()], Timing(1.0, 1.0), {},
+                                 last=False)
+    reports, _ = runner._evaluate_if_due(None, [None, None], reports, StopRules(), last=False)  # none due
+    runner._save_due([None, None], reports, None, last=False, watch=None)
     failed, going = lanes
-    assert failed.outcome.failure == ("training became non-finite at iteration 1: loss = nan; this state was not "
-                                      "saved")
-    assert failed.sinks.rows == [] and failed.sinks.saved == []
-    assert going.outcome is None and going.sinks.rows == [("train", 1)] and going.sinks.saved == [1]
+    assert failed.result.failure.startswith("training became non-finite at iteration 1: loss = nan; this state was "
+                                            "not saved (no checkpoint was written yet); ")
+    assert failed.sinks.rows == [] and failed.checkpointer.saved == []
+    assert going.result is None and going.sinks.rows == [("train", 1)] and going.checkpointer.saved == [1]
+
+    [alone], runner = lanes_of(tmp_path, 1)
+    with pytest.raises(NonFiniteError, match="^training became non-finite at iteration 1: loss = nan;"):
+        runner._after_step([(0, alone)], [metrics(finite=False)], Timing(1.0, 1.0), {}, last=False)
+    assert alone.result is None and alone.sinks.rows == []
 
 
 def test_a_rule_comes_before_the_budget_and_the_budget_before_a_signal():

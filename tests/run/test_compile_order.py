@@ -15,7 +15,8 @@ import rlfit
 from rlfit.run import loop as runner
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.evaluate import eval_key
+from rlfit.run.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_the_first_training_step_does_not_wait_for_the_evaluation_to_compile(tmp
     trainer = Trainer.build(config, make_plan(config))
     evaluate = real_compile_evaluator(trainer, result.state)
     policy_params, stats = trainer.learner.acting(result.state)
-    alone = jax.device_get(evaluate(policy_params, stats, runner.eval_key(config.run.seed, result.progress.iteration)))
+    alone = jax.device_get(evaluate(policy_params, stats, eval_key(config.run.seed, result.progress.iteration)))
     assert result.summary["final_eval_reward"] == float(alone.episode_reward)
 
 

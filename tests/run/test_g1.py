@@ -142,7 +142,7 @@ def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
     from rlfit.config.schema import resolve
     from rlfit.planning.plan import config_sizes, make_plan
     from rlfit.envs.randomization import models_key
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     summary = json.loads((g1_run / "summary.json").read_text())
     fields = ["body_mass", "dof_armature", "dof_frictionloss", "pair_friction", "qpos0"]

@@ -9,8 +9,8 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.loop import eval_key
-from rlfit.run.build import Trainer
+from rlfit.run.evaluate import eval_key
+from rlfit.run.trainer import Trainer
 
 EPISODE_ENV_STEPS = 100  # env.episode_length in TOY_TRAIN_OVERRIDES (50 decisions, action repeat 2)
 STANDING_STILL = EPISODE_ENV_STEPS * (1 - 2 / 3)

@@ -16,7 +16,7 @@ def test_num_envs_auto_with_a_back_off_loads_the_environment_once_and_configures
     (at the planner's choice), so the run backs off from its starting checkpoint to half the environments."""
     import rlfit
     import tests.toy_env as toy
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     loads = []
     real_make = toy.make

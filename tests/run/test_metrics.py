@@ -87,13 +87,13 @@ def test_sps_is_the_env_steps_counted_in_the_iteration_over_its_time(tmp_path, m
 
     import rlfit
     import rlfit.run.loop
-    import rlfit.run.session
+    import rlfit.run.lanes
     from tests.toy_env import STEPS_TAKEN
 
     clock, counter = FakeClock(), StepsAtEachRow()
     monkeypatch.setattr(rlfit.run.loop, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
-    open_sinks = rlfit.run.session.open_sinks
-    monkeypatch.setattr(rlfit.run.session, "open_sinks", lambda *args, **kwargs: rlfit.run.session.Sinks(
+    open_sinks = rlfit.run.lanes.open_sinks
+    monkeypatch.setattr(rlfit.run.lanes, "open_sinks", lambda *args, **kwargs: rlfit.run.lanes.Sinks(
         open_sinks(*args, **kwargs).sinks + [counter]))
     STEPS_TAKEN["count"] = 0
     rlfit.train("tests.toy_env:make_counting", "smoke", overrides=["env.action_repeat=2", "run.num_timesteps=300",

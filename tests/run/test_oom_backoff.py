@@ -77,7 +77,7 @@ def test_a_second_out_of_memory_before_the_first_back_offs_sizes_were_saved_relo
     import jax
 
     import rlfit
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
     from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
 
     compile_sizes = []

@@ -16,7 +16,7 @@ import pytest
 from rlfit.config.algorithms import register_algorithm, unregister_algorithm
 from rlfit.config.schema import HOST_LOOP_FIELDS, resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from tests.conftest import TOY_ENV
 
 HOST_LOOP_CHANGES = {

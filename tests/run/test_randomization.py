@@ -137,8 +137,8 @@ def test_a_seed_in_a_group_draws_the_models_its_solo_run_draws():
 
     from rlfit.config.schema import resolve
     from rlfit.planning.plan import config_sizes, make_plan
-    from rlfit.run.build import Trainer
-    from rlfit.study.seed_group import SeedGroup, lane
+    from rlfit.run.trainer import Trainer
+    from rlfit.run.seed_group import SeedGroup, lane
 
     config = resolve(WEIGHTED, "smoke", overrides=[RANDOMIZED[1]])
     trainer = Trainer.build(config, make_plan(config, config_sizes(config), devices=1))

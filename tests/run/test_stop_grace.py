@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from rlfit.run.loop import Progress
+from rlfit.run.progress import Progress
 from rlfit.run.signals import StopFlag
 from rlfit.run.stop_grace import GraceWatch, host_copy, reserve_s
 from tests.conftest import cli_environment, cli_in_process

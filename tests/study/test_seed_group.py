@@ -9,9 +9,9 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import config_sizes, make_plan
-from rlfit.run.loop import eval_key
-from rlfit.study.seed_group import SeedGroup, lane, stack
-from rlfit.run.build import Trainer
+from rlfit.run.evaluate import eval_key
+from rlfit.run.seed_group import SeedGroup, lane, stack
+from rlfit.run.trainer import Trainer
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES
 from tests.seed_groups import train_group_and_alone
 

@@ -10,7 +10,7 @@ from rlfit.config.algorithms import (
     DEFAULT_ALGORITHM,
     ENVIRONMENT_VARIABLE,
     RESERVED,
-    _import,
+    algorithm_module,
     config_module,
     register_algorithm,
     register_from_environment,
@@ -26,4 +26,4 @@ __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "ENVIRONMENT_VARIABLE", "RESERVED"
 
 def algorithm(name: str) -> Algorithm:
     """The algorithm's contract (imports JAX and the algorithm's code)."""
-    return _import(name, "algorithm").ALGORITHM
+    return algorithm_module(name, "algorithm").ALGORITHM

@@ -29,7 +29,7 @@ class SaveFailed(WriteFailed):
 class Checkpointer:
     """Saves a run's checkpoints; `sync_metrics` forces the metrics to disk before each save (its copy is whole).
 
-    Each call is given the `trainer` (`rlfit.run.build.Trainer`) whose state it saves: its config and plan go into
+    Each call is given the `trainer` (`rlfit.run.trainer.Trainer`) whose state it saves: its config and plan go into
     the record, its learner says what to store and which policy to write (a back-off rebuilds the trainer).
 
     In a run over several processes every process's Checkpointer writes its shards of the arrays, and only the

@@ -97,10 +97,10 @@ def titles_in_words(conjunction: str = "or") -> str:
 
 def config_module(name: str) -> AlgorithmConfig:
     """The algorithm's `config` module (its section, presets, published settings and rules)."""
-    return cast("AlgorithmConfig", _import(name, "config"))
+    return cast("AlgorithmConfig", algorithm_module(name, "config"))
 
 
-def _import(name: str, module: str) -> ModuleType:
+def algorithm_module(name: str, module: str) -> ModuleType:
     """`<package>.<module>` of algorithm `name`; a registered package that does not exist is a UserError."""
     from rlfit.errors import UserError
 

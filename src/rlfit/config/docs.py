@@ -72,8 +72,3 @@ def plain_table() -> str:
     width = max(len(row.key) for row in rows) + 2
     default_width = max(len(default_text(row.default)) for row in rows) + 2
     return "".join(f"{row.key:{width}s}{default_text(row.default):{default_width}s}{row.meaning}\n" for row in rows)
-
-
-def field_docs() -> dict[str, str]:
-    """'section.key' -> its description on one line (the config dataclasses' attribute docstrings)."""
-    return {row.key: row.meaning for row in key_docs() if row.key != "algo"}

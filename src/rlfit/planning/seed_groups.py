@@ -1,4 +1,4 @@
-"""How many seeds of one configuration train in one compiled program (`rlfit.study.seed_group`) on this device.
+"""How many seeds of one configuration train in one compiled program (`rlfit.run.seed_group`) on this device.
 
     seeds_per_program(plan, num_seeds, requested, device) -> SeedGroupPlan(size, reason)
     group_fits(compiled_step, device) -> (fits, reason)      # the group program's own XLA memory analysis

@@ -1,6 +1,6 @@
 """What the host does after each compiled iteration, as pure functions of a few numbers: the rows to log, the
-evaluation's bookkeeping and whether (and why) the run stops. Both host loops use them, a single run's
-(`rlfit.run.loop.Runner`) and a seed group's per lane (`rlfit.study.group_runner.GroupLoop`):
+evaluation's bookkeeping and whether (and why) the run stops. The host loop (`rlfit.run.loop.Runner`) applies them
+per lane, for a single run (one lane) and a seed group (several) alike:
 
     progress = advanced(progress, env_steps_per_iteration)
     report = after_step(progress, metrics, algorithm_row, timing, env_steps, last)    # train row, or NON_FINITE
@@ -20,7 +20,7 @@ Stop reasons (summary.json's `stopped_by`): 'non_finite' (never written: see bel
 
 The non-finite decision. An iteration whose metrics are not all finite gives `stop == NON_FINITE` and no rows: its
 state is thrown away, never saved or logged. A single run raises `NonFiniteError` (exit code 6, the checkpoints
-before it intact). A seed group's lane records the failure (`LaneOutcome.failure`) and the other lanes go on: the
+before it intact). A seed group's lane records the failure (`rlfit.run.loop.RunResult.failure`) and the other lanes go on: the
 lanes share one program, and one seed's divergence must not end its siblings (an experiment expects some seeds
 to diverge and reports them as failed trials, as it does for a single run's NonFiniteError).
 """
@@ -28,45 +28,18 @@ to diverge and reports them as failed trials, as it does for a single run's NonF
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from rlfit.run.evaluate import randomized_row
+from rlfit.run.progress import Progress
 from rlfit.run.stopping import StopRules
 
 NON_FINITE = "non_finite"
 """The stop of an iteration that produced NaN or infinity (its metrics' `all_finite` is false)."""
 OTHER_PROCESS = "a stop on another process"
 """Over several processes: this process had no reason to stop, another had one (every process stops together)."""
-
-
-@dataclass
-class Progress:
-    """Host-side counters (exact Python integers, checkpointed with the state)."""
-
-    iteration: int = 0
-    env_steps: int = 0
-    best_eval_reward: float | None = None
-    last_eval_reward: float | None = None
-    evals_without_improvement: int = 0
-    """Evaluations in a row that did not beat the best by more than `run.early_stop_min_delta`."""
-    last_description_length_bits: float | None = None
-    """The policy's mean description length of an observation at the last evaluation (a bottleneck's rate)."""
-    last_randomized_eval_reward: float | None = None
-    """With domain randomization: the last evaluation's mean return on freshly drawn models."""
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def from_record(cls, saved: dict[str, Any]) -> Progress:
-        """The counters from a checkpoint's record (its meta.json `progress`)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in saved.items() if k in names})
-
-    def copy(self) -> Progress:
-        """An independent copy (its own list of events)."""
-        return dataclasses.replace(self, events=list(self.events))
 
 
 class Timing(NamedTuple):

@@ -15,6 +15,11 @@ from rlfit.networks.heads import action_head
 from rlfit.algos.common.normalizer import RunningStats, normalize
 
 
+def eval_key(seed: int, iteration: int) -> jax.Array:
+    """The evaluation key for an iteration: a pure function of seed and iteration, so resume repeats it."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed ^ 0x5EED), iteration)
+
+
 class EvalMetrics(NamedTuple):
     """What one evaluation measured."""
 

@@ -18,7 +18,7 @@ from rlfit.hardware.units import format_bytes
 from rlfit.planning.measure import described
 from rlfit.planning.memory import MemoryPoint, point_from_analysis
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import PROGRAM_NAMES, Trainer
+from rlfit.run.trainer import PROGRAM_NAMES, Trainer
 
 
 PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
@@ -46,18 +46,6 @@ def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, T
     lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
                           store_key=trainer.store_key(PROGRAM_NAMES[0]))
     return lowered, trainer
-
-
-def compile_iteration(config: Config, sizes: Any, env: Any = None) -> Any:
-    """The training step for `sizes` on one device compiled as a probe (`lower_iteration`, `probe_options`): for
-    its memory analysis, not to run."""
-    lowered, trainer = lower_iteration(config, sizes, env)
-    return lowered.compile(compiler_options=probe_options(trainer.step_ynn_fusions))
-
-
-def analyze_iteration(config: Config, sizes: Any, env: Any = None) -> MemoryPoint:
-    """XLA's memory analysis of the step at `sizes` on the default backend (compiles; allocates nothing)."""
-    return analyze_compiled(config, sizes, compile_iteration(config, sizes, env))
 
 
 def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:

@@ -4,11 +4,12 @@ algorithm's (`Algorithm.smaller_sizes`); this module rebuilds. It writes nothing
 `BackOff` it returns (metrics rewound and the event logged, plan.json rewritten, the console's totals).
 
     backed = smaller(trainer, error_message, progress, where, events)   # or raises OutOfMemory
-    trainer, state, progress, backed = recover(error_message, trainer, run_dir, start, events)
+    stepper, state, progresses, backed = recover(error_message, stepper, lanes, start, events)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -16,8 +17,9 @@ import jax
 from rlfit.parallel.distributed import all_reach, process_count
 from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
 from rlfit.planning.plan import Plan
-from rlfit.run.after_step import Progress
-from rlfit.run.build import Trainer, forget_programs
+from rlfit.run.progress import Progress
+from rlfit.run.stepper import Stepper
+from rlfit.run.trainer import Trainer, forget_programs
 from rlfit.rundir.layout import RunDir
 
 BACK_OFF_WAIT_S = 120.0
@@ -43,12 +45,21 @@ class BackOff(NamedTuple):
 class Recovery(NamedTuple):
     """Where training continues after a back-off."""
 
-    trainer: Trainer
+    stepper: Stepper
+    """The lanes' programs on the trainer at the smaller sizes."""
     state: Any
-    """The last good state resized to the trainer's sizes."""
-    progress: Progress
-    """Its counters, `events` ending with this back-off's."""
+    """Every lane's last good state resized to those sizes (stacked for a group)."""
+    progress: list[Progress]
+    """Each lane's counters, `events` ending with this back-off's."""
     backed: BackOff
+
+
+class Start(NamedTuple):
+    """What a session's back-off goes back to: a host copy of its starting state (None: the lanes' newest
+    checkpoints) and each lane's counters then."""
+
+    state: Any
+    progress: list[Progress]
 
 
 def agree_to_back_off(trainer: Trainer, backoffs_so_far: int) -> None:
@@ -88,25 +99,32 @@ def smaller(trainer: Trainer, message: str, progress: Progress, where: str) -> B
     return BackOff(Trainer.build(trainer.config, plan, env=trainer.env), event, reason)
 
 
-def recover(message: str, trainer: Trainer, run_dir: RunDir, start: tuple[Any, Progress],
+def recover(message: str, stepper: Stepper, lanes: Sequence[tuple[Trainer, RunDir]], start: Start,
             events: list[dict[str, Any]]) -> Recovery:
-    """After an out-of-memory error in an iteration (or its compile): every process agrees, the last good state is
-    read (`last_good_state`), the trainer rebuilt smaller and the state resized to it. `events`: the run's events
-    so far (the returned progress holds them and this back-off's)."""
-    agree_to_back_off(trainer, len(events))
-    state, progress = last_good_state(trainer, run_dir, start)
-    backed = smaller(trainer, message, progress, "step")
-    progress.events = [*events, backed.event]
-    env_key = jax.random.fold_in(state.key, progress.iteration)
-    return Recovery(backed.trainer, backed.trainer.learner.resize(state, env_key), progress, backed)
+    """After an out-of-memory error in an iteration (or its compile): every process agrees, each lane's last good
+    state is read (`last_good_state`), the trainer rebuilt smaller and every state resized to it. `lanes`: each
+    lane's trainer (its config) and run directory; `events`: the run's events so far (each returned progress holds
+    them and this back-off's)."""
+    agree_to_back_off(stepper.trainer, len(events))
+    goods = [last_good_state(trainer, directory, Start(None if start.state is None else
+                                                       stepper.lane(start.state, index), [progress]))
+             for index, ((trainer, directory), progress) in enumerate(zip(lanes, start.progress, strict=True))]
+    backed = smaller(stepper.trainer, message, goods[0][1], "step")
+    states = []
+    for state, progress in goods:
+        progress.events = [*events, backed.event]
+        env_key = jax.random.fold_in(state.key, progress.iteration)
+        states.append(backed.trainer.learner.resize(state, env_key))
+    rebuilt = stepper.rebuilt(backed.trainer)
+    return Recovery(rebuilt, rebuilt.stack(states), [progress for _, progress in goods], backed)
 
 
-def last_good_state(trainer: Trainer, run_dir: RunDir, start: tuple[Any, Progress]) -> tuple[Any, Progress]:
-    """`start` = (the session's host copy of its starting state or None, its counters): that copy when kept, else
-    the newest checkpoint (at or past the session's start), read with the sizes its own record names (a second
-    back-off can come before the first one's sizes were saved) and its replay buffer refilled if it was saved
-    without one. The counters are a new object."""
-    start_state, start_progress = start
+def last_good_state(trainer: Trainer, run_dir: RunDir, start: Start) -> tuple[Any, Progress]:
+    """One lane's `start`: its host copy of the session's starting state when kept, else the newest checkpoint (at
+    or past the session's start), read with the sizes its own record names (a second back-off can come before the
+    first one's sizes were saved) and its replay buffer refilled if it was saved without one. The counters are a
+    new object."""
+    start_state, (start_progress,) = start
     if start_state is None:
         from rlfit.checkpoints.format import dropped_leaves
         from rlfit.run.restore import restore_newest

@@ -132,7 +132,7 @@ def restore_newest(directory: RunDir, config: Config, at_most: int | None = None
 
     Each unusable newer checkpoint is reported in one line, saying whether it is corrupt or does not match.
     """
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     steps = [step for step in list_steps(directory.checkpoints) if at_most is None or step <= at_most]
     trainers: dict[Any, Any] = {}

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -23,10 +24,13 @@ from rlfit.checkpoints.format import CheckpointMeta, dropped_leaves
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.planning.plan import make_plan
-from rlfit.run.loop import Progress, RunResult
+from rlfit.run.lanes import LaneSpec
+from rlfit.run.loop import RunResult, lane_plan
+from rlfit.run.progress import Progress
 from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
+from rlfit.run.trainer import Trainer
 from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
 from rlfit.sinks.wandb import check_wandb_available
 
@@ -69,25 +73,40 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
                  live: bool | None) -> RunResult:
     """Resumes from the newest valid checkpoint, `record` being the newest readable record (lock held)."""
     from rlfit.run.session import execute
-    from rlfit.parallel.distributed import is_writer
-    from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.planner import check_device_precision
 
     config = apply_request(checked_config(directory, record), request)
-    check_wandb_available(config)
-    check_device_precision(config.run.precision)
-    configure_jax(config.run.precision)
+    configure(config)
     trainer, state, meta = restore_newest(directory, config)
     if dropped_leaves(meta):
         state = trainer.learner.refill(state)
         warn(f"rlfit: checkpoint {meta.iteration} was saved without its replay buffer (run.checkpoint_replay=false): "
              "collected again as at the start; from here the run is not bit-identical to an uninterrupted one")
-    done = (meta.iteration, meta.env_steps)
     if request.iterations is not None:
         config = config.replace(run={"num_timesteps": max(1, meta.env_steps + (request.iterations - meta.iteration)
                                                           * trainer.plan.env_steps_per_iteration)})
-    plan = dataclasses.replace(make_plan(config, trainer.plan.sizes, trainer.plan.reasons, done),
-                               preset=trainer.plan.preset)
+    lane = continued_lane(directory, trainer, config, meta)
+    return execute(lane.trainer, directory, state, lane.progress, quiet=quiet, live=live)
+
+
+def configure(config: Config) -> None:
+    """JAX set up for a resumed run's precision, refused first where this device cannot keep it or W&B is missing."""
+    from rlfit.hardware.jax_setup import configure_jax
+    from rlfit.planning.planner import check_device_precision
+
+    check_wandb_available(config)
+    check_device_precision(config.run.precision)
+    configure_jax(config.run.precision)
+
+
+def continued_lane(directory: RunDir, trainer: Trainer, config: Config, meta: CheckpointMeta,
+                   note: dict[str, Any] | None = None) -> LaneSpec:
+    """The lane that continues `directory` from checkpoint `meta` (restored as `trainer`'s) to `config`'s total:
+    its plan from the checkpoint's sizes, refused in one line where the run is there already, and the run
+    directory rewound to the checkpoint (metrics, config.yaml, plan.json; `note`: its seed group)."""
+    from rlfit.parallel.distributed import is_writer
+
+    plan = dataclasses.replace(make_plan(config, trainer.plan.sizes, trainer.plan.reasons,
+                                         (meta.iteration, meta.env_steps)), preset=trainer.plan.preset)
     finished = plan.num_iterations < meta.iteration or summary_written(directory, meta.iteration)
     if plan.num_iterations <= meta.iteration and finished:
         raise UserError(f"{directory.path} is already at iteration {meta.iteration} ({meta.env_steps:,} env steps); "
@@ -95,8 +114,37 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
                         f"or --timesteps N with N > {meta.env_steps})")
     trainer = dataclasses.replace(trainer, config=config, plan=plan)
     if is_writer():  # from here on the run directory changes (process 0's alone over several processes)
-        rewind_run_dir(directory, meta.iteration, config, plan.to_dict())
-    return execute(trainer, directory, state, Progress.from_record(meta.progress), quiet=quiet, live=live)
+        rewind_run_dir(directory, meta.iteration, config, lane_plan(plan, note).to_dict())
+    return LaneSpec(trainer, directory, Progress.from_record(meta.progress), note)
+
+
+def continue_group(directories: Sequence[RunDir], records: Sequence[CheckpointMeta], note: dict[str, Any],
+                   say: Callable[[str], None]) -> list[RunResult] | None:
+    """Continues the lanes of a stopped or killed seed group (locks held) in one program, from the newest checkpoint
+    they all have (a kill between two lanes' saves leaves one lane a checkpoint ahead: it goes back to the others'
+    and computes the same again), to the plan's end: bit-identical to the group never stopped. None, with nothing
+    written, when they cannot continue together (no common checkpoint, replay left out, other sizes)."""
+    from rlfit.run.lanes import train_lanes
+    from rlfit.run.seed_group import SeedGroup
+
+    common = min(record.iteration for record in records)
+    configs = [checked_config(directory, record) for directory, record in zip(directories, records, strict=True)]
+    configure(configs[0])
+    restored = []
+    for directory, config in zip(directories, configs, strict=True):
+        try:
+            restored.append(restore_newest(directory, config, at_most=common))
+        except UserError:  # nothing at or before the common iteration: this lane resumes alone
+            return None
+    if len({meta.iteration for *_, meta in restored}) > 1 or len({trainer.plan.sizes for trainer, *_ in restored}) > 1 \
+            or any(dropped_leaves(meta) for *_, meta in restored):
+        return None
+    lanes = [continued_lane(directory, trainer, trainer.config, meta, note)
+             for directory, (trainer, _, meta) in zip(directories, restored, strict=True)]
+    group = SeedGroup.build(lanes[0].trainer, [lane.trainer.config.run.seed for lane in lanes])
+    say(f"rlfit: resuming seeds {', '.join(str(s) for s in group.seeds)} in one program from iteration "
+        f"{common}")
+    return train_lanes(group, lanes, group.stack([state for _, state, _ in restored]), say=say)
 
 
 def summary_written(directory: RunDir, iteration: int) -> bool:
@@ -115,7 +163,6 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
     from rlfit.planning.sizing import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.sinks.jsonl import read_rows, truncate_after
-    from rlfit.run.build import Trainer
 
     logged = sum(1 for row in read_rows(directory.metrics) if row.get("kind") == "train")
     if logged:

@@ -1,5 +1,5 @@
-"""One training session in a run directory: the sinks, the checkpointer, the signal handler and the
-utilization sampler around the host loop (`rlfit.run.loop.Runner`), for a new run and a resumed one alike."""
+"""One training session of a single run: `rlfit.train` plans it and creates its run directory; `execute` trains it as
+one lane (`rlfit.run.lanes`), for a new run and a resumed one alike."""
 
 from __future__ import annotations
 
@@ -8,23 +8,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlfit.checkpoints.schedule import Checkpointer, SaveFailed
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
 from rlfit.hardware.jax_setup import configure_jax
-from rlfit.hardware.utilization import UtilizationSampler
 from rlfit.planning.plan import Plan
 from rlfit.planning.preset_choice import PresetChoice, choose_preset
-from rlfit.run.build import Trainer
-from rlfit.run.loop import Progress, Runner, RunResult
+from rlfit.run.trainer import Trainer
+from rlfit.run.lanes import LaneSpec, train_lanes
+from rlfit.run.loop import RunResult
+from rlfit.run.progress import Progress
 from rlfit.run.new_run import check_new_run_dir, create_run_dir, default_run_path
-from rlfit.run.signals import StopFlag, raise_if_signalled
+from rlfit.run.stepper import OneSeed
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.rundir.write_failures import stop_on_refusal
-from rlfit.sinks import Sink, Sinks
 from rlfit.sinks.console import ConsoleSink
-from rlfit.sinks.jsonl import JsonlSink
-from rlfit.sinks.tensorboard import TensorBoardSink
-from rlfit.sinks.wandb import check_wandb_available, open_wandb_sink
+from rlfit.sinks.wandb import check_wandb_available
 
 
 def train(
@@ -115,9 +112,10 @@ def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None,
         return execute(trainer, directory, quiet=quiet, live=live)
 
 
-def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress | None = None, *,
+def execute(trainer: Trainer, directory: RunDir, state: Any = None, progress: Progress | None = None, *,
             quiet: bool = True, live: bool | None = None) -> RunResult:
-    """Runs `trainer` in `directory` from `state`/`progress` (fresh when None) with sinks, checkpoints, signals.
+    """Runs `trainer` in `directory` from `state`/`progress` (fresh when None): a run is one lane
+    (`rlfit.run.lanes.train_lanes`: sinks, checkpoints, signals), with the console unless `quiet`.
 
     The caller holds the directory's lock. A file of the run that cannot be written stops the run in one line
     (exit code 4), the checkpoints written before it intact. A run stopped by SIGTERM/SIGINT, saved and closed,
@@ -126,46 +124,15 @@ def execute(trainer: Trainer, directory: RunDir, state=None, progress: Progress 
     from rlfit.parallel.distributed import is_writer
 
     plan = trainer.plan
-    start = progress.iteration if progress else 0
-    writer = is_writer()  # with jax.distributed, the other processes write nothing
-    quiet = quiet or not writer
+    quiet = quiet or not is_writer()  # with jax.distributed, the other processes write nothing
     console = None if quiet else ConsoleSink(plan.num_iterations, plan.num_iterations * plan.env_steps_per_iteration,
-                                             start_iteration=start, live=live)
-    try:
-        sinks = open_sinks(trainer.config, directory, console, writer)
-        checkpointer = Checkpointer(directory, warn=console.message if console else None,
-                                    sync_metrics=sinks.sync, writer=writer)
-        sampler = UtilizationSampler.for_backend(plan.backend)  # None on a CPU
-        if console is not None and trainer.randomization.note:
-            console.message(trainer.randomization.note)
-        try:
-            if sampler is not None:
-                sampler.start()
-            with StopFlag() as stop_flag:
-                result = Runner(trainer, directory, sinks, checkpointer, stop_flag, console,
-                                sampler).run(state, progress)
-        finally:
-            if sampler is not None:
-                sampler.stop()
-            sinks.close()
-    except OSError as error:
-        raise SaveFailed(f"cannot write {error.filename or directory.path}: {error.strerror or error}; the checkpoints "
-                         "written before are intact", f"free space or fix permissions, then `rlfit resume "
-                         f"{directory.path}`") from None
-    raise_if_signalled(result.stopped_by)
+                                             start_iteration=progress.iteration if progress else 0, live=live)
+    if console is not None and trainer.randomization.note:
+        console.message(trainer.randomization.note)
+    [result] = train_lanes(OneSeed(trainer), [LaneSpec(trainer, directory, progress)], state, console=console)
     if console is not None:
         console.message(summary_line(result))
     return result
-
-
-def open_sinks(config: Config, directory: RunDir, console: ConsoleSink | None = None, writer: bool = True) -> Sinks:
-    """Where a run's metrics go: metrics.jsonl, TensorBoard and W&B (when configured) in `directory`, and the
-    console; only the console on a process that does not write (`writer` False)."""
-    files: list[Sink] = [JsonlSink(directory.metrics), TensorBoardSink(directory.tensorboard, directory.metrics)
-                         ] if writer else []
-    wandb_sink = open_wandb_sink(config, directory, warn=console.message if console else None) if writer else None
-    files += [wandb_sink] if wandb_sink else []
-    return Sinks(files + ([console] if console else []))
 
 
 def summary_line(result: RunResult) -> str:

@@ -108,9 +108,8 @@ class GraceWatch:
 
     def iteration_ended(self, state: Any, progress: Any, saved: bool) -> None:
         """After an iteration (its evaluation and scheduled save done): from the second iteration on, keeps a host
-        copy when iterations are longer than the grace allows. `saved`: this iteration's checkpoint was written."""
-        import dataclasses
-
+        copy when iterations are longer than the grace allows. `progress`: the counters the save writes (its
+        `iteration`, and `copy()`); `saved`: this iteration's checkpoint was written."""
         self._iteration_s = time.monotonic() - self._iteration_started
         if saved:
             self._saved_iteration = progress.iteration
@@ -123,7 +122,7 @@ class GraceWatch:
             started = time.monotonic()
             copy = host_copy(state)
             self.copy_s_max = max(self.copy_s_max, time.monotonic() - started)
-            self._copy = (copy, dataclasses.replace(progress, events=list(progress.events)))
+            self._copy = (copy, progress.copy())
         else:  # no state, but the summary a save without one writes reports the last finished iteration's counters
             self._copy = (None, progress)
 

@@ -13,8 +13,8 @@ import numpy as np
 from rlfit.envs.observation_set import observation_set_of
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.hardware.probe import peak_bytes_in_use
-from rlfit.run.after_step import Progress
-from rlfit.run.build import Trainer
+from rlfit.run.progress import Progress
+from rlfit.run.trainer import Trainer
 from rlfit.run.summary_record import RunSummary
 from rlfit.versions import package_versions
 
@@ -41,8 +41,6 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
     reused); `time_to_first_step_s`: to the end of the session's first training step from the process's start (from
     the session's start for a later run in the same process, an experiment's next trial); `compile_wait_s`: how
     long the session waited for programs compiling in the background (`Trainer.compile`) once it needed them."""
-    plan = trainer.plan
-    peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
     return RunSummary(
         env=trainer.config.env.name,
         final_eval_reward=progress.last_eval_reward,
@@ -63,15 +61,7 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
         init_s=init_s,
         eval_s=eval_s,
         sps_mean=session_steps / train_wall_s if train_wall_s > 0 else None,
-        device=plan.device,
-        backend=plan.backend,
-        impl=plan.impl,
-        sizes=plan.sizes._asdict(),
-        preset=plan.preset,
-        predicted_bytes=plan.predicted_bytes,
-        devices=trainer.layout.describe(),
-        device_peak_bytes=max(peaks, default=None),
-        device_peak_bytes_per_device=peaks or None,
+        **where_it_ran(trainer),
         events=progress.events,
         stopped_by=stopped_by,
         versions=package_versions(),
@@ -83,3 +73,12 @@ def observation_record(env: Any) -> dict[str, Any] | None:
     """summary.json's `observation_set`: the `robot` set `env` applies, or None for the environment's own."""
     chosen = observation_set_of(env)
     return None if chosen is None else chosen.to_dict()
+
+
+def where_it_ran(trainer: Trainer) -> dict[str, Any]:
+    """summary.json's fields on the devices and sizes of `trainer`'s run, with each local device's peak memory."""
+    plan = trainer.plan
+    peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
+    return {"device": plan.device, "backend": plan.backend, "impl": plan.impl, "sizes": plan.sizes._asdict(),
+            "preset": plan.preset, "predicted_bytes": plan.predicted_bytes, "devices": trainer.layout.describe(),
+            "device_peak_bytes": max(peaks, default=None), "device_peak_bytes_per_device": peaks or None}

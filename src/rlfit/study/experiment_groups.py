@@ -27,8 +27,8 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.run.probes import StepProbes
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
-    from rlfit.study.seed_group import SeedGroup
-    from rlfit.run.build import Trainer
+    from rlfit.run.seed_group import SeedGroup
+    from rlfit.run.trainer import Trainer
 
     manifest = experiment.manifest
     config = resolve(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trials[0]))
@@ -42,7 +42,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
         return
     group = SeedGroup.build(Trainer.build(config, plan, env=env), [t.seed for t in trials[:size]])
     while True:
-        compile_s = group.compile()
+        group.compile()
         fits, why = group_fits(group.compiled_step, device)
         if fits:
             break
@@ -57,30 +57,30 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
         if len(chunk) < 2:
             break
         member = group.with_seeds([t.seed for t in chunk])
-        reused = start > 0
+        member.reused = start > 0  # the first group compiled the programs; the others of its size reuse them
         if member.compiled_step is None:  # a last, smaller group
-            compile_s, reused = member.compile(), False
+            member.compile()
         configs = [config.replace(run={"seed": t.seed}) for t in chunk]
         paths = [experiment.trial_dir(t) for t in chunk]
         for path in paths:
             path.parent.mkdir(parents=True, exist_ok=True)
         note = {"seeds": [t.seed for t in chunk], "size": len(chunk), "reason": reason}
         train_as_group(experiment, chunk, progress, done, "", lambda: train_seed_group(
-            member, configs, paths, progress.say, 0.0 if reused else compile_s, reused, note))
+            member, configs, paths, progress.say, note))
 
 
 def train_as_group(experiment: Experiment, members: list[Trial], progress: ProgressLine, done: int, what: str,
                    train: Callable[[], list[Any] | None]) -> None:
     """Runs `train` (a seed group of `members`), showing progress and recording each failed lane's FAILED_FILE;
     out of device memory, says so: the members continue one by one from their checkpoints."""
-    from rlfit.study.group_runner import GroupOutOfMemory
+    from rlfit.planning.backoff import OutOfMemory
 
     progress.show(done, f"{members[0].variant} seeds {', '.join(str(t.seed) for t in members)} in one program{what}",
                   running_count=len(members))
     started = time.perf_counter()
     try:
         outcomes = train()
-    except GroupOutOfMemory as error:
+    except OutOfMemory as error:  # no smaller sizes for the group (or run.oom_backoff=false)
         progress.say(f"{experiment.manifest.name}: the group ran out of device memory ({error}); its trials "
                      "continue one by one from their checkpoints")
         return
@@ -89,14 +89,14 @@ def train_as_group(experiment: Experiment, members: list[Trial], progress: Progr
     progress.durations += [(time.perf_counter() - started) / len(members)] * len(members)
     for outcome in outcomes:
         if outcome.failure is not None:
-            write_json(outcome.path / FAILED_FILE, {"error": outcome.failure, "kind": "NonFiniteError"})
+            write_json(outcome.run_dir.path / FAILED_FILE, {"error": outcome.failure, "kind": "NonFiniteError"})
 
 
 def resume_groups(experiment: Experiment, partial: list[Trial], progress: ProgressLine, done: int) -> None:
     """Continues stopped or killed seed groups together (bit-identical to groups never stopped): the started
     trials of one variant that were trained in the same group (their plan.json says so) and stopped at the
     same checkpoint. Trials it leaves resume alone afterwards."""
-    from rlfit.study.group_runner import recorded_group, resume_seed_group
+    from rlfit.study.group_runner import continue_seed_group, recorded_group
 
     groups: dict[tuple[int, ...], list[Trial]] = {}
     notes = {}
@@ -109,7 +109,7 @@ def resume_groups(experiment: Experiment, partial: list[Trial], progress: Progre
         if len(members) > 1:
             paths = [experiment.trial_dir(t) for t in members]
             train_as_group(experiment, members, progress, done, " (resumed)",
-                           lambda: resume_seed_group(paths, progress.say, notes[seeds]))
+                           lambda: continue_seed_group(paths, progress.say, notes[seeds]))
 
 
 def variant_label(trials: Sequence[Trial]) -> str:

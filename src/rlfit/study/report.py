@@ -129,7 +129,7 @@ def seeds_plan(scores: dict[str, np.ndarray]) -> dict[str, Any] | None:
     """The a-priori planner on this study as a pilot: the pooled per-seed SD over variants and, per difference of
     PLANNER_SDS of it, the seeds per variant a Welch test at ALPHA needs for 80% power; None below 2 variants with
     2 seeds."""
-    from rlfit.study.seeds_planner import POWER_TARGET, seeds_needed
+    from rlfit.study.power import POWER_TARGET, seeds_needed
 
     groups = [v for v in scores.values() if v.size >= 2]
     if len(groups) < 2:

@@ -217,7 +217,7 @@ def planner_lines(plan: dict[str, Any] | None) -> list[str]:
                       for row in plan["rows"])
     return ["", f"Seeds planner (a-priori, this study as the pilot, pooled SD between seeds {fmt_number(plan['pooled_sd'])}): "
             f"to detect a difference of {sizes}, with {plan['power']:.0%} power in a two-sided Welch test at alpha "
-            f"{plan['alpha']}. `rlfit.study.seeds_planner.seeds_needed` gives it for any difference."]
+            f"{plan['alpha']}. `rlfit.study.power.seeds_needed` gives it for any difference."]
 
 
 def correlation_lines(numbers: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ from rlfit.api import train
 from rlfit.errors import UserError
 from rlfit.hardware.probe import probe_device
 from rlfit.planning.backoff import OutOfMemory
-from rlfit.run.build import reusing_programs
+from rlfit.run.trainer import reusing_programs
 from rlfit.run.checks import run_checks
 from rlfit.run.loop import NonFiniteError
 from rlfit.run.restore import read_saved_config

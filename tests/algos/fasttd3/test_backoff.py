@@ -10,7 +10,7 @@ import numpy as np
 from rlfit.algos.registry import algorithm
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 
 def test_resize_halves_the_environments_and_keeps_what_was_learned():

@@ -8,7 +8,7 @@ import numpy as np
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 from tests.conftest import TOY_ENV
 
 

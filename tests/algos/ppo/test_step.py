@@ -8,7 +8,7 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 SIZES = ["ppo.num_envs=8", "ppo.batch_size=4", "ppo.num_minibatches=4", "ppo.unroll_length=5",
          "ppo.num_updates_per_batch=2", "env.episode_length=20", "ppo.policy_hidden=[16]",

@@ -8,7 +8,7 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 EPISODE_LENGTH = 50
 RANDOM_POLICY_RETURN = 11.8

@@ -73,7 +73,7 @@ def test_plan_and_train_size_the_buffer_from_xla_and_refuse_what_cannot_fit(caps
     """The CLI end to end on the toy environment; the prediction is checked against XLA's own analysis of the step
     at the chosen size compiled as training compiles it (so that training below reads it from the compile cache)."""
     from rlfit.planning.plan import make_plan
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
     from rlfit.run.probes import analyze_compiled
 
     sets = [arg for item in BIG for arg in ("--set", item)]

@@ -9,7 +9,7 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.planning.plan import make_plan
-from rlfit.run.build import Trainer
+from rlfit.run.trainer import Trainer
 
 N, EPISODE_LENGTH, STEPS = 4, 5, 3
 OVERRIDES = ("algo=sac", f"env.episode_length={EPISODE_LENGTH}", f"sac.num_envs={N}", "sac.batch_size=16",

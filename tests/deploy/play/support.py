@@ -34,7 +34,7 @@ def make_policy_run(run_dir: Path, env_name: str, overrides: Sequence[str] = (),
     from rlfit.planning.plan import make_plan
     from rlfit.deploy.policy_file import save_policy
     from rlfit.run.new_run import create_run_dir
-    from rlfit.run.build import Trainer
+    from rlfit.run.trainer import Trainer
 
     config = resolve(env_name, preset, None, overrides)
     plan = make_plan(config)

@@ -14,22 +14,25 @@ over many updates the rounding differences grow as training amplifies them, so a
 sample of the same seed's training, not a copy of it (measured by `benchmarks/seeds_vmap.py`: after 1280
 updates on CartpoleBalance the final eval rewards of the two differ by up to 67.7). A lane does not depend on
 the other seeds of its group: the same seed in another group of the same size is bit-identical (tested).
-`rlfit experiment` trains groups through `rlfit.study.group_runner`.
+A SeedGroup is a `rlfit.run.stepper.Stepper`: the host loop (`rlfit.run.loop`) trains its lanes as it trains a
+single run; `rlfit experiment` opens them through `rlfit.study.group_runner`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.hardware.compile_log import ProgramCompile, timed_compile
 from rlfit.hardware.jax_setup import compile_ahead
-from rlfit.run.build import PROGRAM_NAMES, seed_argument, seed_is_traced
-from rlfit.run.evaluate import EvalMetrics, make_evaluator
-from rlfit.run.loop import eval_key
+from rlfit.run.evaluate import EvalMetrics, eval_key, make_evaluator
+from rlfit.run.trainer import PROGRAM_NAMES, Compiled, Trainer, seed_argument, seed_is_traced
 
 
 def stack(trees: Sequence[Any]) -> Any:
@@ -46,13 +49,16 @@ def lane(tree: Any, index: int) -> Any:
 class SeedGroup:
     """A Trainer's learner and evaluator over `seeds`, compiled once for all of them."""
 
-    trainer: Any
+    trainer: Trainer
     seeds: tuple[int, ...]
+    reused: bool = False
+    """The programs were compiled for another group of the same size in this process (`with_seeds`)."""
     _step: Any = None
     _evaluate: Any = None
+    _records: list[ProgramCompile] = field(default_factory=list)
 
     @classmethod
-    def build(cls, trainer: Any, seeds: Sequence[int]) -> SeedGroup:
+    def build(cls, trainer: Trainer, seeds: Sequence[int]) -> SeedGroup:
         if len(set(seeds)) != len(seeds) or not seeds:
             raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
         return cls(trainer, tuple(int(s) for s in seeds))
@@ -78,30 +84,30 @@ class SeedGroup:
     def compile(self, state: Any | None = None) -> float:
         """Compiles the vmapped step (state donated) and evaluator for `state`'s shapes (default: the abstract
         state); returns the seconds it took."""
-        import time
-
-        trainer = self.trainer
-        learner = trainer.learner
+        trainer, learner = self.trainer, self.trainer.learner
         started = time.perf_counter()
-        state = state if state is not None else self.abstract_state()
-        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+        abstract = self.abstract_of(state if state is not None else self.abstract_state())
         group = f"{len(self.seeds)} seeds"
-        self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,),
-                                   ynn_fusions=trainer.step_ynn_fusions,
-                                   store_key=trainer.store_key(f"{PROGRAM_NAMES[0]} of {group}"))
+        with timed_compile(PROGRAM_NAMES[0]) as step_timing:
+            self._step = compile_ahead(jax.vmap(learner.step), abstract, donate_argnums=(0,),
+                                       ynn_fusions=trainer.step_ynn_fusions,
+                                       store_key=trainer.store_key(f"{PROGRAM_NAMES[0]} of {group}"))
         policy_params, stats = jax.eval_shape(jax.vmap(learner.acting), abstract)
         keys = jax.ShapeDtypeStruct((len(self.seeds), 2), jnp.uint32)
         evaluator = jax.vmap(make_evaluator(trainer.eval_env, learner.policy_logits, learner.policy_rate,
-                                                 learner.policy.head))
-        self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions,
-                                       store_key=trainer.store_key(f"{PROGRAM_NAMES[1]} of {group}"))
+                                            learner.policy.head))
+        with timed_compile(PROGRAM_NAMES[1]) as eval_timing:
+            self._evaluate = compile_ahead(evaluator, policy_params, stats, keys, ynn_fusions=trainer.eval_ynn_fusions,
+                                           store_key=trainer.store_key(f"{PROGRAM_NAMES[1]} of {group}"))
+        self._records = [timing.record for timing in (step_timing, eval_timing) if timing.record is not None]
+        self.reused = False
         return time.perf_counter() - started
 
     def with_seeds(self, seeds: Sequence[int]) -> SeedGroup:
         """The same group for other seeds, sharing the compiled programs when the count is the same."""
         other = SeedGroup.build(self.trainer, seeds)
-        if len(other.seeds) == len(self.seeds):
-            other._step, other._evaluate = self._step, self._evaluate
+        if len(other.seeds) == len(self.seeds) and self._step is not None:
+            other._step, other._evaluate, other._records, other.reused = self._step, self._evaluate, self._records, True
         return other
 
     @property
@@ -119,6 +125,48 @@ class SeedGroup:
         (the key a solo run uses)."""
         if self._evaluate is None:
             self.compile(state)
+        return self._evaluated(self._evaluate, state, iteration)
+
+    def _evaluated(self, evaluate: Callable[..., EvalMetrics], state: Any, iteration: int) -> EvalMetrics:
         policy_params, stats = jax.vmap(self.trainer.learner.acting)(state)
         keys = jnp.stack([eval_key(seed, iteration) for seed in self.seeds])
-        return self._evaluate(policy_params, stats, keys)
+        return evaluate(policy_params, stats, keys)
+
+    # The host loop's `Stepper`.
+
+    def starting_state(self, say: Callable[[str], None] | None, total: int) -> tuple[Any, ProgramCompile | None]:
+        return self.init(), None
+
+    def programs(self, state: Any | None, say: Callable[[str], None] | None, total: int) -> Compiled:
+        """The compiled step and evaluation (compiled here unless they are for `state`'s shapes already), as the
+        loop takes a single run's; `reused` when another group of this size compiled them."""
+        if self._step is None:
+            self.compile(state)
+        return Compiled(_done(self._step), _done(self._evaluate),
+                        self.abstract_of(state if state is not None else self.abstract_state()),
+                        list(self._records), self.reused)
+
+    def evaluate_lanes(self, compiled: Compiled, state: Any, iteration: int) -> EvalMetrics:
+        return self._evaluated(compiled.evaluate, state, iteration)
+
+    def place(self, state: Any) -> Any:
+        return state
+
+    def abstract_of(self, state: Any) -> Any:
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+
+    def lane(self, tree: Any, index: int) -> Any:
+        return lane(tree, index)
+
+    def stack(self, trees: Sequence[Any]) -> Any:
+        return stack(trees)
+
+    def rebuilt(self, trainer: Trainer) -> SeedGroup:
+        return SeedGroup.build(trainer, self.seeds)
+
+
+def _done(value: Any) -> Future:
+    """`value` as a finished future (a group's programs are compiled before the loop starts)."""
+    future: Future = Future()
+    future.set_result(value)
+    return future

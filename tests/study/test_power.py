@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from rlfit.study.seeds_planner import seeds_needed, welch_power
+from rlfit.study.power import seeds_needed, welch_power
 
 
 @pytest.mark.parametrize("n, sd_a, sd_b, difference", [(6, 1.0, 3.0, 2.5), (10, 2.0, 2.0, 2.0), (20, 1.0, 0.5, 0.5)])
