@@ -24,10 +24,10 @@ from rlfit.config.schema import Config
 from rlfit.errors import UserError
 from rlfit.planning.plan import make_plan
 from rlfit.run.loop import Progress, RunResult
-from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
+from rlfit.run.restore import (checked_config, differences, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
-from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
+from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_atomic, write_json
 from rlfit.sinks.wandb import check_wandb_available
 
 

@@ -1,0 +1,111 @@
+"""How long the command line takes to answer what needs no JAX: `rlfit --help`, `--version`, a misspelled option and a
+missing run directory (resume, export, play), against `python -c pass` (issue 64, item 7).
+
+Each case is a new process (`python -m rlfit ...`, what the `rlfit` script runs), timed `--repeats` times in turn
+(case after case, so a burst of load on the shared cores spreads over all of them); the record keeps every wall time
+and their min, median and max, the exit code, the first line it printed, and whether it imported JAX (one more run
+under `python -X importtime`, not timed).
+
+    .venv/bin/python benchmarks/cli_startup.py                     # 7 repeats: results/cli_startup.json
+    .venv/bin/python benchmarks/cli_startup.py --src /tmp/main/src --tag before   # another checkout's code
+    .venv/bin/python benchmarks/cli_startup.py --quick             # 2 repeats: a check of the script (results/tmp/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import TMP, child_env, finish_record, print_table, start_record  # noqa: E402
+
+MISSING = "no-such-run-dir"
+"""A run directory that does not exist (relative to the children's working folder, an empty temporary one)."""
+CASES = {
+    "python -c pass": ["-c", "pass"],
+    "rlfit --help": ["-m", "rlfit", "--help"],
+    "rlfit --version": ["-m", "rlfit", "--version"],
+    "rlfit export RUN --formt onnx": ["-m", "rlfit", "export", MISSING, "--formt", "onnx"],
+    "rlfit resume MISSING": ["-m", "rlfit", "resume", MISSING],
+    "rlfit export MISSING": ["-m", "rlfit", "export", MISSING],
+    "rlfit play MISSING": ["-m", "rlfit", "play", MISSING],
+}
+"""Case name -> the Python interpreter's arguments. The first is the floor: an interpreter that imports nothing."""
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs of each case (default: 7)")
+    parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
+    parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
+    parser.add_argument("--quick", action="store_true", help="2 repeats: a check of the script (results/tmp/)")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.quick:
+        args.repeats, args.tag = 2, "quick"
+    return args
+
+
+def run_once(argv: list[str], env: dict[str, str], work: Path) -> tuple[float, int, str]:
+    """Wall seconds, exit code and first line of output (stdout, else stderr) of one run of `argv`."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return wall, done.returncode, lines[0] if lines else ""
+
+
+def imports_jax(argv: list[str], env: dict[str, str], work: Path) -> bool:
+    """Whether `argv` imports JAX: `-X importtime` lists every module a process imports, on stderr."""
+    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, cwd=work, capture_output=True, text=True)
+    return any(line.rsplit("|", 1)[-1].strip() == "jax" for line in done.stderr.splitlines())
+
+
+def measure(args: argparse.Namespace, work: Path) -> dict[str, dict[str, Any]]:
+    """Every case `args.repeats` times, in turn; per case its times, their summary, exit code and first line."""
+    env = child_env(work / "cache", args.src)
+    walls: dict[str, list[float]] = {name: [] for name in CASES}
+    last: dict[str, tuple[int, str]] = {}
+    for repeat in range(args.repeats):
+        for name, rest in CASES.items():
+            wall, code, line = run_once([sys.executable, *rest], env, work)
+            walls[name].append(round(wall, 3))
+            last[name] = (code, line)
+        print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
+    return {name: {"argv": ["python", *rest], "exit_code": last[name][0], "first_line": last[name][1][:200],
+                   "imports_jax": imports_jax([sys.executable, *rest], env, work), "wall_s": walls[name],
+                   "min_s": min(walls[name]), "median_s": round(statistics.median(walls[name]), 3),
+                   "max_s": max(walls[name])}
+            for name, rest in CASES.items()}
+
+
+def source_commit(src: str | None) -> str | None:
+    """The commit of the checkout `src` lies in (None for this one: the record's `git` says it)."""
+    if not src:
+        return None
+    done = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or None
+
+
+def main() -> None:
+    args = parse_args()
+    record = start_record("cli_startup" + (f"_{args.tag}" if args.tag else ""))
+    record.update({"repeats": args.repeats, "src": args.src, "src_commit": source_commit(args.src)})
+    work = TMP / "cli_startup_work"
+    work.mkdir(parents=True, exist_ok=True)
+    record["cases"] = measure(args, work)
+    floor = record["cases"]["python -c pass"]["median_s"]
+    print_table([(name, case["min_s"], case["median_s"], case["max_s"], round(case["median_s"] - floor, 3),
+                  case["exit_code"], case["imports_jax"]) for name, case in record["cases"].items()],
+                ("case", "min s", "median s", "max s", "median over python", "exit", "JAX"))
+    finish_record(record)
+
+
+if __name__ == "__main__":
+    main()
