@@ -137,7 +137,7 @@ class Runner:
         On RESOURCE_EXHAUSTED (compiling or stepping) it backs off to the next smaller valid sizes, recompiles
         and continues from the newest checkpoint or this session's starting state, recording the event.
         """
-        from rlfit.planning.backoff import is_out_of_memory
+        from rlfit.planning.out_of_memory import is_out_of_memory
 
         progress = progress or Progress()
         self._events = list(progress.events)
@@ -321,7 +321,7 @@ class Runner:
     def _fresh_state(self, progress: Progress) -> Any:
         """The starting state, backing off to smaller sizes while creating it runs out of memory (a large
         replay buffer is allocated here)."""
-        from rlfit.planning.backoff import is_out_of_memory
+        from rlfit.planning.out_of_memory import is_out_of_memory
 
         while True:
             try:

@@ -71,7 +71,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     from rlfit.run.session import execute
     from rlfit.parallel.distributed import is_writer
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.planner import check_device_precision
+    from rlfit.planning.device_plan import check_device_precision
 
     config = apply_request(checked_config(directory, record), request)
     check_wandb_available(config)
@@ -112,7 +112,7 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
     """A run without any checkpoint: refused if it logged iterations, else started again from its config."""
     from rlfit.run.session import execute
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.sinks.jsonl import read_rows, truncate_after
     from rlfit.run.build import Trainer

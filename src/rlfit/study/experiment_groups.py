@@ -23,7 +23,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.parallel.distributed import process_count
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group

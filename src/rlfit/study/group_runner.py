@@ -132,7 +132,7 @@ def resume_seed_group(paths: Sequence[Path], say: Callable[[str], None],
     from rlfit.checkpoints.format import dropped_leaves
     from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.plan import make_plan
-    from rlfit.planning.planner import check_device_precision
+    from rlfit.planning.device_plan import check_device_precision
     from rlfit.run.restore import checked_config, read_newest_meta, restore_newest, rewind_run_dir
     from rlfit.rundir.layout import lock_run_dir
     from rlfit.study.seed_group import stack
@@ -207,7 +207,7 @@ class GroupLoop:
     def run(self, state: Any) -> str | None:
         """Trains every lane to the plan's end or its stop; what stopped the lanes still training (a time budget,
         a signal's name), None when each ended by its own rules or at the plan's end."""
-        from rlfit.planning.backoff import is_out_of_memory
+        from rlfit.planning.out_of_memory import is_out_of_memory
 
         try:
             return self._train(state)
