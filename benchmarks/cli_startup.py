@@ -3,7 +3,8 @@ missing run directory (resume, export, play), against `python -c pass` (issue 64
 
 Each case is a new process (`python -m rlfit ...`, what the `rlfit` script runs), timed `--repeats` times in turn
 (case after case, so a burst of load on the shared cores spreads over all of them); the record keeps every wall time
-and their min, median and max, the exit code, the first line it printed, and whether it imported JAX (one more run
+and their min, median and max, the CPU seconds each took (user + system: what the process costs whatever else
+shares the cores), the exit code, the first line it printed, and whether it imported JAX (one more run
 under `python -X importtime`, not timed).
 
     .venv/bin/python benchmarks/cli_startup.py                     # 7 repeats: results/cli_startup.json
@@ -14,12 +15,13 @@ under `python -X importtime`, not timed).
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import TMP, child_env, finish_record, print_table, start_record  # noqa: E402
@@ -52,13 +54,27 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def run_once(argv: list[str], env: dict[str, str], work: Path) -> tuple[float, int, str]:
-    """Wall seconds, exit code and first line of output (stdout, else stderr) of one run of `argv`."""
+class Run(NamedTuple):
+    """One run of a case."""
+
+    wall_s: float
+    cpu_s: float
+    """User + system CPU seconds of the process (what it costs, whatever else shares the cores)."""
+    exit_code: int
+    first_line: str
+    """Its first line of output: stdout, else stderr."""
+
+
+def run_once(argv: list[str], env: dict[str, str], work: Path) -> Run:
+    """Runs `argv` once in `work` and times it."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     lines = (done.stdout or done.stderr).strip().splitlines()
-    return wall, done.returncode, lines[0] if lines else ""
+    return Run(wall, cpu, done.returncode, lines[0] if lines else "")
 
 
 def imports_jax(argv: list[str], env: dict[str, str], work: Path) -> bool:
@@ -70,19 +86,23 @@ def imports_jax(argv: list[str], env: dict[str, str], work: Path) -> bool:
 def measure(args: argparse.Namespace, work: Path) -> dict[str, dict[str, Any]]:
     """Every case `args.repeats` times, in turn; per case its times, their summary, exit code and first line."""
     env = child_env(work / "cache", args.src)
-    walls: dict[str, list[float]] = {name: [] for name in CASES}
-    last: dict[str, tuple[int, str]] = {}
+    runs: dict[str, list[Run]] = {name: [] for name in CASES}
     for repeat in range(args.repeats):
         for name, rest in CASES.items():
-            wall, code, line = run_once([sys.executable, *rest], env, work)
-            walls[name].append(round(wall, 3))
-            last[name] = (code, line)
+            runs[name].append(run_once([sys.executable, *rest], env, work))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
-    return {name: {"argv": ["python", *rest], "exit_code": last[name][0], "first_line": last[name][1][:200],
-                   "imports_jax": imports_jax([sys.executable, *rest], env, work), "wall_s": walls[name],
-                   "min_s": min(walls[name]), "median_s": round(statistics.median(walls[name]), 3),
-                   "max_s": max(walls[name])}
+    return {name: summary(["python", *rest], runs[name], imports_jax([sys.executable, *rest], env, work))
             for name, rest in CASES.items()}
+
+
+def summary(argv: list[str], runs: list[Run], jax: bool) -> dict[str, Any]:
+    """A case's record: its runs' wall and CPU seconds (each, and min, median, max of the wall time), the last
+    run's exit code and first line, and whether it imports JAX."""
+    walls = [round(run.wall_s, 3) for run in runs]
+    cpus = [round(run.cpu_s, 3) for run in runs]
+    return {"argv": argv, "exit_code": runs[-1].exit_code, "first_line": runs[-1].first_line[:200], "imports_jax": jax,
+            "wall_s": walls, "min_s": min(walls), "median_s": round(statistics.median(walls), 3), "max_s": max(walls),
+            "cpu_s": cpus, "median_cpu_s": round(statistics.median(cpus), 3)}
 
 
 def source_commit(src: str | None) -> str | None:
@@ -102,8 +122,8 @@ def main() -> None:
     record["cases"] = measure(args, work)
     floor = record["cases"]["python -c pass"]["median_s"]
     print_table([(name, case["min_s"], case["median_s"], case["max_s"], round(case["median_s"] - floor, 3),
-                  case["exit_code"], case["imports_jax"]) for name, case in record["cases"].items()],
-                ("case", "min s", "median s", "max s", "median over python", "exit", "JAX"))
+                  case["median_cpu_s"], case["exit_code"], case["imports_jax"]) for name, case in record["cases"].items()],
+                ("case", "min s", "median s", "max s", "median over python", "median CPU s", "exit", "JAX"))
     finish_record(record)
 
 

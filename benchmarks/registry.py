@@ -317,6 +317,14 @@ def make_test_time_figures(record: dict) -> list[Figure]:
     return figures
 
 
+def cli_startup_figures(record: dict) -> list[Figure]:
+    when = "before issue 64 item 7" if record["benchmark"].endswith("_before") else "now"
+    return [Figure(f"`{name}` ({when}): median wall time, {case['min_s']:.2f}-{case['max_s']:.2f} s over "
+                   f"{len(case['wall_s'])} runs, median CPU {case['median_cpu_s']:.2f} s"
+                   f"{', imports JAX' if case['imports_jax'] else ''}", _num(case["median_s"], 2), "s")
+            for name, case in record["cases"].items()]
+
+
 def checkpoint_figures(record: dict) -> list[Figure]:
     return [Figure(f"{case['algo']} {case['preset']}: save / load ({case['state_bytes'] / 2**20:,.1f} MiB state)",
                    f"{case['save_s']:.3g} / {case['load_s']:.3g}", "s") for case in record["cases"]]
@@ -461,6 +469,10 @@ BENCHMARKS = (
     Benchmark("make_test_time", "speed", "`make test` in a fresh clone: wall and CPU time, seconds per test file",
               ("README.md (two commands)", "docs/getting-started.md"), "cpu", "about 30 (one `make test`)",
               "make_test_timepy-issue-48-item-6", (Source("make_test_time.json", make_test_time_figures),)),
+    Benchmark("cli_startup", "speed", "how long `rlfit --help`, `--version`, a bad option and a missing run directory "
+              "take, against `python -c pass`", ("benchmarks/README.md",), "cpu", "1 (7 cases, 7 repeats)",
+              "cli_startuppy-issue-64-item-7", (Source("cli_startup_before.json", cli_startup_figures),
+                                                Source("cli_startup.json", cli_startup_figures))),
     Benchmark("render_throughput", "speed", "frames/s of rlfit's JAX camera against `mujoco.Renderer`",
               ("docs/pixels.md",), "cpu", "not measured", "render_throughputpy",
               (Source("render_throughput.json", render_figures),)),
