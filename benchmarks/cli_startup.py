@@ -9,7 +9,7 @@ under `python -X importtime`, not timed).
 
     .venv/bin/python benchmarks/cli_startup.py                     # 7 repeats: results/cli_startup.json
     .venv/bin/python benchmarks/cli_startup.py --src /tmp/main/src --tag before   # another checkout's code
-    .venv/bin/python benchmarks/cli_startup.py --quick             # 2 repeats: a check of the script (results/tmp/)
+    .venv/bin/python benchmarks/cli_startup.py --quick             # 1 repeat: a check of the script (results/tmp/)
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each case (default: 7)")
     parser.add_argument("--src", help="run on this checkout's src folder (PYTHONPATH), e.g. the code before a change")
     parser.add_argument("--tag", default="", help="a suffix for the record's name (e.g. before)")
-    parser.add_argument("--quick", action="store_true", help="2 repeats: a check of the script (results/tmp/)")
+    parser.add_argument("--quick", action="store_true", help="1 repeat: a check of the script (results/tmp/)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.quick:
-        args.repeats, args.tag = 2, "quick"
+        args.repeats, args.tag = 1, "quick"
     return args
 
 

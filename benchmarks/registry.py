@@ -498,6 +498,7 @@ QUICK_MEASURED = {
     "algo_compare": "32 s, load 7.3-8.0",
     "brax_compare": "173 s, load 5.9-7.4",
     "checkpoint_save": "12 s, load 9.6-9.8",
+    "cli_startup": "106 s, load 18.2-21.9 (2026-12-06: 15 processes of about 0.4 CPU s each)",
     "cpu_compile_options": "25 s, load 8.8-9.2",
     "encoders": "14 s, load 6.1-6.2",
     "eval_compile": "7 s, load 10.4-10.2",
