@@ -171,6 +171,8 @@ def check_precision(precision: str, device: DeviceInfo) -> None:
 
 def check_device_precision(precision: str) -> DeviceInfo:
     """Probes this process's device and runs `check_precision` on it (as `train` and `resume` both do)."""
+    from rlfit.hardware.probe import probe_device  # looked up when called (tests stand a T4 in for it)
+
     device = probe_device()
     check_precision(precision, device if device.jax_uses_it else cpu_device(device))
     return device
