@@ -471,7 +471,7 @@ BENCHMARKS = (
               "make_test_timepy-issue-48-item-6", (Source("make_test_time.json", make_test_time_figures),)),
     Benchmark("cli_startup", "speed", "how long `rlfit --help`, `--version`, a bad option and a missing run directory "
               "take, against `python -c pass`", ("benchmarks/README.md",), "cpu",
-              "3.5 (5 repeats, load 15); 20 on main before item 7",
+              "0.3 (7 repeats, load 4); 2 on main before item 7 (5 repeats, load 4-6)",
               "cli_startuppy-issue-64-item-7", (Source("cli_startup_before.json", cli_startup_figures),
                                                 Source("cli_startup.json", cli_startup_figures))),
     Benchmark("render_throughput", "speed", "frames/s of rlfit's JAX camera against `mujoco.Renderer`",
