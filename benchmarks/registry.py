@@ -318,7 +318,8 @@ def make_test_time_figures(record: dict) -> list[Figure]:
 
 
 def cli_startup_figures(record: dict) -> list[Figure]:
-    when = "before issue 64 item 7" if record["benchmark"].endswith("_before") else "now"
+    when = "now" if not record.get("src_commit") else f"src at {record['src_commit'][:7]}"
+    when = f"before issue 64 item 7, {when}" if record["benchmark"].endswith("_before") else when
     return [Figure(f"`{name}` ({when}): median wall time, {case['min_s']:.2f}-{case['max_s']:.2f} s over "
                    f"{len(case['wall_s'])} runs, median CPU {case['median_cpu_s']:.2f} s"
                    f"{', imports JAX' if case['imports_jax'] else ''}", _num(case["median_s"], 2), "s")
