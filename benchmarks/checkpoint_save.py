@@ -41,7 +41,7 @@ def measure(env_name: str, algo: str, preset: str, reps: int) -> dict:
     from rlfit.checkpoints.format import load_checkpoint, save_checkpoint
     from rlfit.config.schema import resolve
     from rlfit.checkpoints.fingerprint import fingerprints
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.run.trainer import Trainer
 

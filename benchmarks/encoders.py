@@ -5,7 +5,7 @@ features) with respect to the parameters, fed uint8 clips. Time: median of a few
 (`--batch`, 32 by default; a case too big for this machine's memory at that batch is timed at a smaller batch,
 and the row says which). Memory: `jax.jit(step).lower(...).compile().memory_analysis()` for batch 128/256/512,
 compiled from shapes only (nothing allocated): argument + output - alias + temp bytes, the same reading as
-rlfit.planning.memory, with the native 3D convolutions a GPU runs (timing uses this backend's choice: on a CPU,
+rlfit.planning.memory_model, with the native 3D convolutions a GPU runs (timing uses this backend's choice: on a CPU,
 sums of 2D convolutions, rlfit.networks.conv3d). On a CPU backend the plan is XLA's CPU buffer plan, a guide to,
 not a measure of, a GPU's. fp32 throughout.
 

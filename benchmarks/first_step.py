@@ -277,7 +277,7 @@ def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) 
     from rlfit.config.schema import resolve
     from rlfit.envs import load_env
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.rundir.layout import write_json
     from rlfit.run.new_run import check_new_run_dir, create_run_dir

@@ -1,6 +1,6 @@
 """Predicted against measured peak memory of one training iteration, over several num_envs and environments.
 
-For each environment the planner's own model is fitted (`rlfit.planning.deciding.fit_memory_model`: XLA's
+For each environment the planner's own model is fitted (`rlfit.planning.measure.fit_memory_model`: XLA's
 compile-time analysis at 256 and 2048 environments, a line in num_envs). Then, at each measured num_envs,
 the iteration is compiled (XLA's analysis at that exact size is recorded too), the state is created, one
 warm-up iteration runs, and one measured iteration runs.
@@ -101,7 +101,7 @@ def measure(config, sizes, env) -> dict[str, Any]:
     import jax
 
     from rlfit.planning.plan import make_plan
-    from rlfit.planning.memory import point_from_analysis
+    from rlfit.planning.memory_model import point_from_analysis
     from rlfit.run.trainer import Trainer
 
     trainer = Trainer.build(config, make_plan(config, sizes), env=env)
@@ -177,7 +177,7 @@ def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
     from rlfit.planning.plan import config_sizes
     from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN
     from rlfit.algos.ppo.candidates import scale_sizes
-    from rlfit.planning.deciding import fit_memory_model
+    from rlfit.planning.measure import fit_memory_model
     from rlfit.run.probes import StepProbes
 
     config = resolve(name, "smoke", overrides=list(overrides_for(name)))

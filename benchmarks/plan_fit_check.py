@@ -1,7 +1,7 @@
 """The planner's lines from its probes against the line it used before and against XLA at the exact sizes.
 
 For each environment of `results/memory_prediction_cpu.json` (its overrides), the planner's models are fitted now
-(`rlfit.planning.memory.fit_memory_model`) from both sets of probes: a CPU target's (the cap's candidate and 3/8
+(`rlfit.planning.measure.fit_memory_model`) from both sets of probes: a CPU target's (the cap's candidate and 3/8
 of it) and an accelerator's (384 and 3072 environments). Each is compared, at each size that file measured, with
 XLA's analysis at that exact size (`xla_exact_bytes`, recorded there) and with the line used before
 (`line_bytes`, fitted at 256 and 2048 environments). Then the lines choose: `num_envs` for GPU targets of 8 to
@@ -36,7 +36,7 @@ def choices(config, models, old_model) -> list[dict]:
     from rlfit.hardware.probe import cpu_info
     from rlfit.hardware.xla_memory import read_xla_memory_settings
     from rlfit.planning.budget import stated_budget
-    from rlfit.planning.planner import memory_plan_from_model
+    from rlfit.planning.fit import memory_plan_from_model
 
     cpu = cpu_info("cpu", "check", read_xla_memory_settings({}), [])
     rows = []
@@ -55,8 +55,8 @@ def main() -> None:
 
     from rlfit.config.schema import resolve
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.memory import MemoryModel
-    from rlfit.planning.deciding import fit_memory_model
+    from rlfit.planning.memory_model import MemoryModel
+    from rlfit.planning.measure import fit_memory_model
     from rlfit.run.probes import StepProbes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RLFIT, TMP, finish_record, print_table, start_record  # noqa: E402
 
-from rlfit.planning.backoff import EXIT_OUT_OF_MEMORY  # noqa: E402
+from rlfit.planning.out_of_memory import EXIT_OUT_OF_MEMORY  # noqa: E402
 
 GIB = 1 << 30
 TARGET_RATIO = 0.9

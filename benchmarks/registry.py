@@ -357,6 +357,15 @@ def make_test_time_figures(record: dict) -> list[Figure]:
     return figures
 
 
+def cli_startup_figures(record: dict) -> list[Figure]:
+    when = "now" if not record.get("src_commit") else f"src at {record['src_commit'][:7]}"
+    when = f"before issue 64 item 7, {when}" if record["benchmark"].endswith("_before") else when
+    return [Figure(f"`{name}` ({when}): median wall time, {case['min_s']:.2f}-{case['max_s']:.2f} s over "
+                   f"{len(case['wall_s'])} runs, median CPU {case['median_cpu_s']:.2f} s"
+                   f"{', imports JAX' if case['imports_jax'] else ''}", _num(case["median_s"], 2), "s")
+            for name, case in record["cases"].items()]
+
+
 def checkpoint_figures(record: dict) -> list[Figure]:
     return [Figure(f"{case['algo']} {case['preset']}: save / load ({case['state_bytes'] / 2**20:,.1f} MiB state)",
                    f"{case['save_s']:.3g} / {case['load_s']:.3g}", "s") for case in record["cases"]]
@@ -513,6 +522,11 @@ BENCHMARKS = (
               (Source("deploy_time.json", deploy_time_figures),), quick="",
               quick_exempt="it times G1 commands (minutes); tests/deploy/controller and tests/run/test_g1.py run "
                            "each of them at small sizes"),
+    Benchmark("cli_startup", "speed", "how long `rlfit --help`, `--version`, a bad option and a missing run directory "
+              "take, against `python -c pass`", ("benchmarks/README.md",), "cpu",
+              "0.3 (7 repeats, load 4); 2 on main before item 7 (5 repeats, load 4-6)",
+              "cli_startuppy-issue-64-item-7", (Source("cli_startup_before.json", cli_startup_figures),
+                                                Source("cli_startup.json", cli_startup_figures))),
     Benchmark("render_throughput", "speed", "frames/s of rlfit's JAX camera against `mujoco.Renderer`",
               ("docs/pixels.md",), "cpu", "not measured", "render_throughputpy",
               (Source("render_throughput.json", render_figures),)),
@@ -538,6 +552,7 @@ QUICK_MEASURED = {
     "algo_compare": "32 s, load 7.3-8.0",
     "brax_compare": "173 s, load 5.9-7.4",
     "checkpoint_save": "12 s, load 9.6-9.8",
+    "cli_startup": "106 s, load 18.2-21.9 (2026-12-06: 15 processes of about 0.4 CPU s each)",
     "cpu_compile_options": "25 s, load 8.8-9.2",
     "encoders": "14 s, load 6.1-6.2",
     "eval_compile": "7 s, load 10.4-10.2",

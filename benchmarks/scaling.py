@@ -38,7 +38,7 @@ def child(args: argparse.Namespace) -> None:
 
     from rlfit.config.schema import resolve
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.run.evaluate import eval_key
     from rlfit.run.trainer import Trainer

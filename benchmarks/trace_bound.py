@@ -1,8 +1,8 @@
 """The planner's bound from the lowered program against XLA's exact analysis of the same program.
 
 For each case (environment, preset, algorithm) a child process lowers the training step at the sizes the planner
-would choose when memory does not limit (on this CPU: `planner.unlimited_choice` within the core cap), times the
-lowering and the walk of its StableHLO (`rlfit.hardware.program_memory.lowered_bound`), then compiles it as the
+would choose when memory does not limit (on this CPU: `rlfit.planning.measure.unlimited_choice` within the core cap),
+times the lowering and the walk of its StableHLO (`rlfit.hardware.program_memory.lowered_bound`), then compiles it as the
 planner's probes compile (`rlfit.run.probes.probe_options`) and reads XLA's memory analysis. The bound must never
 be below XLA's figure; how far above it is what the planner gives up when it decides on the bound. Fresh compile
 cache and program store off in every child, so every compile is cold.
@@ -32,7 +32,8 @@ from rlfit.config.schema import resolve
 from rlfit.envs import load_env
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.hardware.program_memory import lowered_bound
-from rlfit.planning.planner import num_envs_cap, unlimited_choice
+from rlfit.planning.budget import num_envs_cap
+from rlfit.planning.measure import unlimited_choice
 from rlfit.run.probes import analyze_compiled, lower_iteration, probe_options
 
 env_name, preset, algo = sys.argv[1:4]

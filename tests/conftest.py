@@ -171,7 +171,7 @@ SCHEDULED_FIRST = (
     "tests/algos/sac/test_pixels.py", "tests/algos/sac/test_planning.py", "tests/study/test_group_runner.py",
     "tests/networks/test_encoders.py", "tests/sinks/test_wandb.py", "tests/deploy/play/test_play.py",
     "tests/cli/test_train_cli.py", "tests/deploy/export/test_onnx_encoders.py", "tests/run/test_oom_backoff.py",
-    "tests/planning/test_preset_choice.py",
+    "tests/planning/test_preset.py",
 )
 """The test files that take longest (a fresh clone's `make test`, summed per file by benchmarks/make_test_time.py,
 2026-11-28, then reordered by the CPU seconds each file's last cut left), longest first. `make test` hands whole

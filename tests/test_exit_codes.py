@@ -51,7 +51,7 @@ def test_the_rows_say_what_the_names_say():
 
 def test_the_errors_and_commands_carry_the_named_codes():
     from rlfit.errors import UserError
-    from rlfit.planning.backoff import OutOfMemory
+    from rlfit.planning.out_of_memory import OutOfMemory
     from rlfit.run.loop import EXIT_NON_FINITE, NonFiniteError
     from rlfit.run.signals import EXIT_CODES
     from rlfit.rundir.write_failures import WriteFailed

@@ -79,7 +79,7 @@ def test_doctor_text_says_plainly_when_there_is_no_gpu(doctor):
 def test_plan_for_an_8gib_gpu_as_json(plan_cli):
     """The toy environment in the default preset's proportions (32 minibatches, a batch half the environments), so
     the candidates run past what 8 GiB holds; a real environment's plan for a GPU (CartpoleBalance, same probes) is
-    tests/planning/test_preset_choice.py's."""
+    tests/planning/test_preset.py's."""
     result = plan_cli("plan", TOY, "--device-memory", "8GiB", "--json")
     assert result.returncode == 0, result.stderr
     planned = json.loads(result.stdout)

@@ -7,9 +7,9 @@ import pytest
 
 from rlfit.config.schema import resolve
 from rlfit.hardware import probe
-from rlfit.planning.memory import MemoryModel
-from rlfit.planning.planner import encoder_candidates
-from rlfit.planning.sizing import PlanRequest, memory_plan
+from rlfit.planning.memory_model import MemoryModel
+from rlfit.planning.device_plan import encoder_candidates
+from rlfit.planning.device_plan import PlanRequest, memory_plan
 
 GIB = 2**30
 PIXELS = ["env.observation=pixels", "env.image_size=16", "env.frames=3"]

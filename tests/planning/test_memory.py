@@ -15,8 +15,9 @@ from rlfit.hardware import probe
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.run.trainer import Trainer
-from rlfit.planning import deciding, sizing
-from rlfit.planning.planner import num_envs_cap, unlimited_choice
+from rlfit.planning import device_plan, measure
+from rlfit.planning.budget import num_envs_cap
+from rlfit.planning.measure import unlimited_choice
 from rlfit.run.probes import PROBE_COMPILER_OPTIONS, StepProbes, analyze_compiled
 
 TOY = "tests.toy_env:make"
@@ -25,16 +26,16 @@ pytestmark = pytest.mark.slow
 
 def memory_plan(config, device_memory=None, target_backend=None, fit_lines=False):
     """The planner's MemoryPlan, the step measured by rlfit's own measurer (a fresh one: the environment loaded)."""
-    return sizing.memory_plan(config, StepProbes(), sizing.PlanRequest(device_memory, target_backend,
-                                                                       fit_lines=fit_lines))
+    return device_plan.memory_plan(config, StepProbes(), device_plan.PlanRequest(device_memory, target_backend,
+                                                                                 fit_lines=fit_lines))
 
 
 def fit_memory_model(config, target_backend=None):
-    return deciding.fit_memory_model(config, StepProbes(), target_backend)
+    return measure.fit_memory_model(config, StepProbes(), target_backend)
 
 
 def plan_for(config, **request):
-    return sizing.plan_for(config, StepProbes(), **request)
+    return device_plan.plan_for(config, StepProbes(), **request)
 
 
 BOUNDS: dict[tuple[str, str], object] = {}
@@ -191,7 +192,7 @@ def test_the_bound_lies_between_xla_and_the_factor_the_planner_hopes_within(algo
     """For each algorithm's step at the size the planner bounds (toy env, this CPU's cap): XLA's analysis of it
     compiled as training compiles it <= the bound <= BOUND_OVER_XLA_AT_MOST times XLA's (the factor by which
     the planner decides whether compiling that size alone may pay)."""
-    from rlfit.planning.deciding import BOUND_OVER_XLA_AT_MOST
+    from rlfit.planning.measure import BOUND_OVER_XLA_AT_MOST
 
     algo_config = resolve(TOY, "smoke", overrides=[f"algo={algo}"])
     sizes = unlimited_choice(algo_config, num_envs_cap("cpu"))

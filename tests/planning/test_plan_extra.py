@@ -9,7 +9,7 @@ import json
 from rlfit.config.schema import resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import PlanExtra, make_plan
-from rlfit.planning.sizing import plan_for
+from rlfit.planning.device_plan import plan_for
 from rlfit.run.probes import StepProbes
 from rlfit.run.loop import lane_plan as group_plan
 from tests.conftest import TOY_ENV

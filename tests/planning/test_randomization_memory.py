@@ -25,7 +25,7 @@ from rlfit.hardware.program_memory import lowered_bound
 from rlfit.hardware.units import format_bytes
 from rlfit.planning.plan import config_sizes
 from rlfit.run.probes import analyze_compiled, lower_iteration
-from rlfit.planning.deciding import BOUND_OVER_XLA_AT_MOST
+from rlfit.planning.measure import BOUND_OVER_XLA_AT_MOST
 from tests.conftest import cli_in_process
 
 pytestmark = pytest.mark.slow

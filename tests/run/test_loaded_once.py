@@ -1,5 +1,5 @@
 """One process, one environment: `train --num-envs auto` loads the environment once for planning, training and an
-out-of-memory back-off alike, and configures JAX once (`rlfit.planning.sizing.Planned.env`)."""
+out-of-memory back-off alike, and configures JAX once (`rlfit.planning.device_plan.Planned.env`)."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ def test_a_process_that_runs_out_of_memory_alone_stops_the_run_in_one_line_inste
     from types import SimpleNamespace
 
     from rlfit.run import recover
-    from rlfit.planning.backoff import OutOfMemory
+    from rlfit.planning.out_of_memory import OutOfMemory
 
     waited = []
     monkeypatch.setattr(recover, "process_count", lambda: 2)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from rlfit.deploy.transfer import EpisodeRecord, TransferRun
+from rlfit.deploy.transfer.check import TransferRun
+from rlfit.deploy.transfer.episodes import EpisodeRecord
 from rlfit.study.transfer_report import build_report, summary_line, write_report
 
 EVAL_EPISODES = 16

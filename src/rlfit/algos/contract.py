@@ -211,7 +211,7 @@ class MemoryRules(NamedTuple, Generic[SizesT]):
     more `num_envs` (and, where the state stores transitions, two or more capacities). Where the rules know the
     sizes training will most likely run (what `choose` picks when memory does not limit: PPO's largest candidate
     within a CPU's cap, SAC's config), those come first: `train --num-envs auto` compiles that probe as training
-    compiles its step, so training reuses it when chosen (`rlfit.planning.deciding`). Every other probe is a size
+    compiles its step, so training reuses it when chosen (`rlfit.planning.measure`). Every other probe is a size
     `choose` never picks, so training never compiles it again."""
     stored_transitions: Callable[[SizesT], int]
     """sizes -> transitions the training state stores (a replay buffer's capacity; 0 without one)."""

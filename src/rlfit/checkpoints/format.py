@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from rlfit.rundir.atomic import swap_into_place, write_synced
+from rlfit.rundir.layout import list_steps
 from rlfit.parallel.distributed import barrier, host_copy
 from rlfit.checkpoints.fingerprint import fingerprints
 from rlfit.rundir.write_failures import quiet_orbax_echoes
@@ -72,13 +73,6 @@ class CheckpointMeta:
 
 def step_dir(directory: Path, iteration: int) -> Path:
     return directory / f"{iteration:08d}"
-
-
-def list_steps(directory: Path) -> list[int]:
-    """Iterations of the (complete-looking) checkpoints in `directory`, oldest first."""
-    if not directory.is_dir():
-        return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
 
 
 def save_checkpoint(directory: Path, state: Any, meta_fields: dict[str, Any],

@@ -13,7 +13,6 @@ import sys
 
 from rlfit import exit_codes
 from rlfit.errors import UserError
-from rlfit.run.loop import NonFiniteError
 from rlfit.run.signals import StopRequested
 from rlfit.rundir.write_failures import EXIT_WRITE_FAILED, describe, refusal
 
@@ -36,9 +35,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from rlfit.config.algorithms import titles_in_words
+    from rlfit.versions import __version__
 
     parser = OneLineParser(prog="rlfit",
                            description=f"Train robot control policies with {titles_in_words()}, sized to your hardware.")
+    parser.add_argument("--version", action="version", version=f"rlfit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     subparsers.required = True
     for name in COMMANDS:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"rlfit: error: {error}", file=sys.stderr)
         return error.exit_code
-    except (NonFiniteError, StopRequested) as stop:
+    except StopRequested as stop:
         print(f"rlfit: {stop}", file=sys.stderr)
         return stop.exit_code
     except KeyboardInterrupt:
@@ -70,12 +71,22 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rlfit keys | head`: the reader has gone; stop quietly, as `cat` does
         return broken_pipe_exit()
     except Exception as error:  # noqa: BLE001 - a refused write anywhere is one line; anything else is a bug
+        if non_finite(error):
+            print(f"rlfit: {error}", file=sys.stderr)
+            return exit_codes.NON_FINITE
         refused = refusal(error)
         if refused is None:
             raise
         print(f"rlfit: error: {describe(refused)}; free space (or make it writable), then run the command again",
               file=sys.stderr)
         return EXIT_WRITE_FAILED
+
+
+def non_finite(error: BaseException) -> bool:
+    """Whether `error` is the run loop's `NonFiniteError`. It is looked up, not imported: its module imports JAX, and
+    only a process that imported it can have raised it (`rlfit --help` imports no JAX)."""
+    loop = sys.modules.get("rlfit.run.loop")
+    return loop is not None and isinstance(error, loop.NonFiniteError)
 
 
 def run() -> None:

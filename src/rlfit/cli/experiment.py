@@ -35,7 +35,6 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from rlfit.errors import UserError
     from rlfit.study.experiment import failed_trials, open_experiment, start_experiment
-    from rlfit.study.schedule import run_experiment
     from rlfit.study.manifest import parse_seeds_per_program
     from rlfit.study.report import check_report_paths, write_report
     from rlfit.rundir.write_failures import stop_on_refusal
@@ -60,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         experiment = experiment.with_seeds_per_program(count)
     zip_path = experiment.path / f"{experiment.manifest.name}.zip"
     check_report_paths(experiment, zip_path)  # before hours of training
+    from rlfit.study.schedule import run_experiment  # imports JAX: after every check of the input
+
     with stop_on_refusal(f"free space, then `rlfit experiment resume {experiment.path}`"):
         run_experiment(experiment, say=say, ray=args.ray)
         report = write_report(experiment, zip_path=zip_path)

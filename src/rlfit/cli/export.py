@@ -24,6 +24,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlfit.rundir.layout import existing_run_dir
+
+    existing_run_dir(args.run_dir)  # a wrong path is one line at once, before JAX is imported
     from rlfit.deploy.export.onnx import export_onnx
 
     result = export_onnx(args.run_dir, args.out, args.checkpoint)

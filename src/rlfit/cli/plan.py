@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from rlfit.config.schema import resolve
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.planner import check_precision
-    from rlfit.planning.sizing import PlanRequest, memory_plan
+    from rlfit.planning.device_plan import check_precision
+    from rlfit.planning.device_plan import PlanRequest, memory_plan
     from rlfit.run.probes import StepProbes, planning_message
     from rlfit.run.session import preset_for_device
     from rlfit.envs.randomization import resolve_randomization

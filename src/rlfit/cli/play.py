@@ -29,10 +29,13 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from rlfit.config.rules import check_seed
     from rlfit.deploy.play.commands import parse_command
-    from rlfit.deploy.play.session import PlayOptions, play
+    from rlfit.rundir.layout import existing_run_dir
 
     check_seed(args.seed, "--seed")
     command = parse_command(args.command) if args.command is not None else None
+    existing_run_dir(args.run_dir)  # a wrong path is one line at once, before JAX is imported
+    from rlfit.deploy.play.session import PlayOptions, play
+
     options = PlayOptions(run_dir=args.run_dir, checkpoint=args.checkpoint, out=args.out, seconds=args.seconds,
                           command=command, viewer=args.viewer, seed=args.seed)
     result = play(options, say=progress(args))  # its last line describes the result

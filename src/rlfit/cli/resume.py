@@ -40,6 +40,9 @@ def overrides_by_section(items: list[str]) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlfit.rundir.layout import open_run
+
+    open_run(args.run_dir)  # a wrong path is one line at once, before JAX is imported
     from rlfit.run.resume import resume
 
     join_if_distributed(args)

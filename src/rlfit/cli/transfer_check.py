@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from rlfit.cli.output import add_output_arguments, progress, show_result
-from rlfit.deploy.transfer.check import DEFAULT_EPISODES_PER_MODEL, DEFAULT_MODELS
+from rlfit.deploy.transfer.options import DEFAULT_EPISODES_PER_MODEL, DEFAULT_MODELS
 
 
 def register(subparsers) -> None:
@@ -39,11 +39,9 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rlfit.config.rules import check_seed
-    from rlfit.deploy.transfer import TransferCheckOptions, run_transfer_check
+    from rlfit.deploy.transfer.options import TransferCheckOptions, check_counts
     from rlfit.errors import UserError
-    from rlfit.rundir.write_failures import stop_on_refusal
-    from rlfit.sinks.jsonl import read_rows
-    from rlfit.study.transfer_report import build_report, summary_line, write_report
+    from rlfit.rundir.layout import existing_run_dir
 
     check_seed(args.seed, "--seed")
     out = args.out if args.out is not None else args.run_dir
@@ -51,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--out {args.out} is not a folder; create it first")
     options = TransferCheckOptions(args.run_dir, args.onnx, args.models, args.episodes_per_model, args.max_steps,
                                    args.seed)
+    check_counts(options)
+    existing_run_dir(args.run_dir)  # wrong input is one line at once, before JAX is imported
+    from rlfit.deploy.transfer.check import run_transfer_check
+    from rlfit.rundir.write_failures import stop_on_refusal
+    from rlfit.sinks.jsonl import read_rows
+    from rlfit.study.transfer_report import build_report, summary_line, write_report
+
     result = run_transfer_check(options, say=progress(args))
     metrics = args.run_dir / "metrics.jsonl"
     rows = read_rows(metrics) if metrics.is_file() else []

@@ -237,7 +237,7 @@ def resolve(
 
     The algorithm (`algo`) is the overrides', else the file's, else ppo; it picks the preset and the
     published layer. The preset is `preset`, else the file's `preset:`, else `default` (`rlfit train` chooses one
-    for the device first: `rlfit.planning.preset_choice`).
+    for the device first: `rlfit.planning.preset`).
     """
     file_layer = read_yaml(config_file) if config_file is not None else {}
     preset = preset or file_preset(file_layer, config_file) or "default"

@@ -29,6 +29,7 @@ import numpy as np
 
 from rlfit.deploy.policy_record import PolicyActionSpace, PolicyDescription, PolicyNetwork, PolicyObservation
 from rlfit.rundir.atomic import aside_path, swap_into_place, write_synced
+from rlfit.rundir.layout import existing_run_dir
 from rlfit.errors import UserError
 from rlfit.versions import __version__
 
@@ -174,10 +175,7 @@ def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
 
 def policy_location(run_dir: str | Path, checkpoint: str | None = None) -> Path:
     """Where a run's policy is: RUN_DIR itself, or RUN_DIR/checkpoints/<checkpoint> ('50' finds '00000050')."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise UserError(f"run directory {run_dir} does not exist; "
-                        "pass the folder `rlfit train` wrote (runs/<env>-<time>)")
+    run_dir = existing_run_dir(run_dir)
     if checkpoint is None:
         return run_dir
     root = run_dir / "checkpoints"

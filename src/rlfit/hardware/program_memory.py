@@ -20,7 +20,7 @@ Every other value of the unoptimized program is counted as its own buffer: XLA's
 elementwise intermediates out of memory, reshapes that are views, and its other reuse only lower the figure XLA
 reports. The bound is not a proof: it is checked against XLA's analysis in tests/hardware/test_program_memory.py
 and benchmarks/trace_bound.py (1.1-1.7x XLA's figure for the training steps measured there), and rlfit uses it
-only where even the bound, with the planner's margin, fits the budget (`rlfit.planning.deciding`); elsewhere XLA compiles
+only where even the bound, with the planner's margin, fits the budget (`rlfit.planning.measure`); elsewhere XLA compiles
 and decides.
 """
 

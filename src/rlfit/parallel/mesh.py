@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from rlfit.errors import UserError
 
 AXIS = "envs"
@@ -122,6 +120,7 @@ class DeviceLayout:
 
     def __init__(self, count: int):
         import jax
+        import numpy as np
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         self.count = count  # of jax.devices(): every process's, in a run over several (`rlfit.parallel.distributed`)

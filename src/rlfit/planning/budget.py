@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlfit.errors import UserError
-from rlfit.hardware.probe import DeviceInfo
+from rlfit.hardware.cpu_envs import cpu_max_num_envs
+from rlfit.hardware.probe import DeviceInfo, usable_cores
 from rlfit.hardware.xla_memory import cpu_budget, gpu_budget
 from rlfit.hardware.units import format_bytes
 
@@ -57,7 +58,7 @@ def stated_budget(device_memory: int, target_backend: str, device: DeviceInfo) -
 
 def margin_for(prediction_backend: str, target_backend: str, source: str = "xla") -> tuple[float, str]:
     """The safety margin for a prediction made on `prediction_backend` for a run on `target_backend`: from XLA's
-    compile (`source` "xla") or a bound from the lowered program ("lowered", `rlfit.planning.memory.MemoryModel`)."""
+    compile (`source` "xla") or a bound from the lowered program ("lowered", `rlfit.planning.memory_model.MemoryModel`)."""
     how = (f"XLA's {prediction_backend} compile of the iteration" if source == "xla" else
            f"a bound read from the iteration lowered for {prediction_backend}, not compiled")
     if prediction_backend == target_backend:
@@ -65,3 +66,9 @@ def margin_for(prediction_backend: str, target_backend: str, source: str = "xla"
     return CROSS_BACKEND_MARGIN, (f"predicted on the {prediction_backend} backend for a {target_backend} run: "
                                   "compilers and MJX implementations differ, so the safety margin is widened to "
                                   f"x{CROSS_BACKEND_MARGIN:g} (run `rlfit plan` on the target for a closer figure)")
+
+
+def num_envs_cap(target_backend: str, cpu_cores: int | None = None) -> int | None:
+    """The most environments worth running on the target: on a CPU `cpu_max_num_envs` of `cpu_cores` (default:
+    this process's), where more step no faster; None on an accelerator (memory alone decides)."""
+    return cpu_max_num_envs(cpu_cores or usable_cores()) if target_backend == "cpu" else None

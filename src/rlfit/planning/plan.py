@@ -27,7 +27,7 @@ class PlanExtra(JsonRecord):
     margin: float | None = field(default=None, metadata=WRITTEN_WHEN_SET)
     """The safety factor on fitted bytes: a configuration fits when `estimate * margin <= budget_bytes`."""
     memory_model: dict[str, Any] | None = field(default=None, metadata=WRITTEN_WHEN_SET)
-    """The fitted memory model (`rlfit.planning.memory.MemoryModel.to_dict()`: coefficients, `source`, the
+    """The fitted memory model (`rlfit.planning.memory_model.MemoryModel.to_dict()`: coefficients, `source`, the
     measured `points`)."""
     seed_group: dict[str, Any] | None = field(default=None, metadata=WRITTEN_WHEN_SET)
     """For a lane of a seed group: the group's `seeds`, size and reason (how `rlfit experiment resume` finds it)."""
@@ -54,7 +54,7 @@ class Plan:
     devices: int = 1
     """Local devices the run is split over (`rlfit.parallel.mesh`); the sizes are totals over all of them."""
     preset: str | None = None
-    """The preset the config was built from (named, or chosen for the device: `rlfit.planning.preset_choice`);
+    """The preset the config was built from (named, or chosen for the device: `rlfit.planning.preset`);
     None where the config did not come from `rlfit train` (the API's `train_config`, an experiment's trial)."""
 
     @property

@@ -61,7 +61,7 @@ def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: 
 def group_fits(compiled_step: Any, device: DeviceInfo) -> tuple[bool, str]:
     """Whether a compiled group step's XLA memory analysis, with the safety margin, fits `device`'s budget (true
     when either is unknown: the out-of-memory fallback still guards)."""
-    from rlfit.planning.memory import point_from_analysis
+    from rlfit.planning.memory_model import point_from_analysis
 
     analysis = compiled_step.memory_analysis()
     if analysis is None or device.budget_bytes is None:

@@ -154,7 +154,7 @@ class Runner:
         On RESOURCE_EXHAUSTED (compiling or stepping) it backs off to the next smaller valid sizes, recompiles
         and continues from the newest checkpoints or this session's starting state, recording the event.
         """
-        from rlfit.planning.backoff import is_out_of_memory
+        from rlfit.planning.out_of_memory import is_out_of_memory
 
         self._events = list(self.lanes[0].progress.events)
         self._session_started = started = time.perf_counter()
@@ -408,7 +408,7 @@ class Runner:
     def _fresh_state(self) -> Any:
         """The lanes' starting state, backing off to smaller sizes while creating it runs out of memory (a large
         replay buffer is allocated here)."""
-        from rlfit.planning.backoff import is_out_of_memory
+        from rlfit.planning.out_of_memory import is_out_of_memory
 
         while True:
             try:

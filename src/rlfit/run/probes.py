@@ -1,7 +1,7 @@
 """The training step measured at given sizes without running it: lowered at those sizes (as training lowers it),
 then bounded from its lowered StableHLO (`rlfit.hardware.program_memory`, no compile) or compiled for XLA's
 memory analysis (`StepProbes`, the measurer `rlfit.run` hands the planner). Which measure the plan needs, and what
-it means, is the planner's (`rlfit.planning.deciding`)."""
+it means, is the planner's (`rlfit.planning.measure`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rlfit.hardware.jax_setup import lower_ahead
 from rlfit.hardware.program_memory import UnboundedProgram, lowered_bound
 from rlfit.hardware.units import format_bytes
 from rlfit.planning.measure import described
-from rlfit.planning.memory import MemoryPoint, point_from_analysis
+from rlfit.planning.memory_model import MemoryPoint, point_from_analysis
 from rlfit.planning.plan import make_plan
 from rlfit.run.trainer import PROGRAM_NAMES, Trainer
 
@@ -41,7 +41,7 @@ def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, T
     """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, as
     `Trainer.compile_iteration` lowers it on one device, so the persistent compile cache holds one for the other;
     the Trainer it was built with). Traces; compiles nothing. (A run split over several devices is planned per
-    device: `rlfit.planning.planner`.)"""
+    device: `rlfit.planning.fit`.)"""
     trainer = Trainer.build(config, make_plan(config, sizes, devices=1), env=env)
     lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
                           store_key=trainer.store_key(PROGRAM_NAMES[0]))
@@ -60,12 +60,12 @@ class StepProbes:
     """The training step measured for the planner (`rlfit.planning.measure.StepMeasurer`): lowered at given sizes
     as training lowers it, then bounded from its lowered program or compiled for XLA's memory analysis. It loads
     the environment on its first measure and keeps it (`env`), for every later measure and for training
-    (`rlfit.planning.sizing.Planned.env`); a program lowered for a bound is kept for the compile that may follow.
+    (`rlfit.planning.device_plan.Planned.env`); a program lowered for a bound is kept for the compile that may follow.
     `say` (the console's, or None) hears what is bounded and compiled, and the planner's reasons."""
 
     def __init__(self, say: Callable[[str], None] | None = None, env: Any = None) -> None:
         self.say = say
-        """Hears each measure and the planner's decisions (`rlfit.planning.deciding`), or None."""
+        """Hears each measure and the planner's decisions (`rlfit.planning.measure`), or None."""
         self._env = env
         """The environment measured on (given, or loaded by the first measure)."""
         self._lowered: dict[Any, tuple[Config, Any, Trainer]] = {}

@@ -1,5 +1,5 @@
 """Out-of-memory back-off for the host loop: the next smaller sizes, a Trainer rebuilt at them, and the state and
-counters to continue from. Recognising the error and naming the sizes is `rlfit.planning.backoff`'s and the
+counters to continue from. Recognising the error and naming the sizes is `rlfit.planning.out_of_memory`'s and the
 algorithm's (`Algorithm.smaller_sizes`); this module rebuilds. It writes nothing: the runner records the
 `BackOff` it returns (metrics rewound and the event logged, plan.json rewritten, the console's totals).
 
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import jax
 
 from rlfit.parallel.distributed import all_reach, process_count
-from rlfit.planning.backoff import OutOfMemory, out_of_memory_message
+from rlfit.planning.out_of_memory import OutOfMemory, out_of_memory_message
 from rlfit.planning.plan import Plan
 from rlfit.run.progress import Progress
 from rlfit.run.stepper import Stepper

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,15 +30,6 @@ RESUMABLE_CHANGES = ("run.num_timesteps", "run.eval_every", "run.save_interval",
 
 def warn(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def open_run(path: str | Path) -> RunDir:
-    """The run directory at `path`; one that rlfit did not write is a UserError."""
-    directory = RunDir(Path(path))
-    if not directory.path.is_dir() or not (directory.config.exists() or list_steps(directory.checkpoints)):
-        raise UserError(f"{directory.path} is not an rlfit run directory (no config.yaml, no checkpoints); "
-                        "give the directory `rlfit train` wrote")
-    return directory
 
 
 def differences(old: Config, new: Config, allowed: tuple[str, ...] = RESUMABLE_CHANGES) -> list[tuple[str, Any, Any]]:

@@ -27,11 +27,11 @@ from rlfit.planning.plan import make_plan
 from rlfit.run.lanes import LaneSpec
 from rlfit.run.loop import RunResult, lane_plan
 from rlfit.run.progress import Progress
-from rlfit.run.restore import (checked_config, differences, open_run, read_newest_meta, read_saved_config, restore_newest,
+from rlfit.run.restore import (checked_config, differences, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
 from rlfit.run.trainer import Trainer
-from rlfit.rundir.layout import RunDir, lock_run_dir, write_atomic, write_json
+from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_atomic, write_json
 from rlfit.sinks.wandb import check_wandb_available
 
 
@@ -91,7 +91,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
 def configure(config: Config) -> None:
     """JAX set up for a resumed run's precision, refused first where this device cannot keep it or W&B is missing."""
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.planner import check_device_precision
+    from rlfit.planning.device_plan import check_device_precision
 
     check_wandb_available(config)
     check_device_precision(config.run.precision)
@@ -160,7 +160,7 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
     """A run without any checkpoint: refused if it logged iterations, else started again from its config."""
     from rlfit.run.session import execute
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.sinks.jsonl import read_rows, truncate_after
 

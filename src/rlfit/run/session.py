@@ -11,7 +11,7 @@ from typing import Any
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import Plan
-from rlfit.planning.preset_choice import PresetChoice, choose_preset
+from rlfit.planning.preset import PresetChoice, choose_preset
 from rlfit.run.trainer import Trainer
 from rlfit.run.lanes import LaneSpec, train_lanes
 from rlfit.run.loop import RunResult
@@ -43,13 +43,13 @@ def train(
     `num_envs_auto=True` trains with the largest configuration predicted to fit the device's memory, or
     `device_memory` bytes (an int, or a size such as '12GiB') when given; the plan is saved as plan.json.
     `run.fit_to_device` in the config (set by the `g1` preset) asks for the same. With no `preset` (and none in
-    the config file) the preset is chosen for the device (`rlfit.planning.preset_choice`): quick on a CPU,
+    the config file) the preset is chosen for the device (`rlfit.planning.preset`): quick on a CPU,
     Playground's published settings on a GPU, sized down where they do not fit; plan.json and summary.json say which.
 
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
     """
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes, planning_message
 
     choice = preset_for_device(env, preset, config_file, overrides)

@@ -59,6 +59,33 @@ class RunDir:
         return self.path / "policy"
 
 
+def list_steps(directory: Path) -> list[int]:
+    """Iterations of the (complete-looking) checkpoints in `directory`, oldest first."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def open_run(path: str | Path) -> RunDir:
+    """The run directory at `path`; one that rlfit did not write is a UserError (pure Python: `rlfit resume`
+    checks its argument with it before it imports JAX)."""
+    directory = RunDir(Path(path))
+    if not directory.path.is_dir() or not (directory.config.exists() or list_steps(directory.checkpoints)):
+        raise UserError(f"{directory.path} is not an rlfit run directory (no config.yaml, no checkpoints); "
+                        "give the directory `rlfit train` wrote")
+    return directory
+
+
+def existing_run_dir(path: str | Path) -> Path:
+    """`path` as a Path where it is a directory; else the one-line UserError of `rlfit play`, `export` and
+    `transfer-check` (pure Python: the command line checks its argument with it before it imports JAX)."""
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} does not exist; "
+                        "pass the folder `rlfit train` wrote (runs/<env>-<time>)")
+    return run_dir
+
+
 def lock_run_dir(path: Path, command: str) -> RunLock:
     """Locks an existing run directory for `command` (resume), or raises a one-line UserError."""
     with user_path_errors(path, "check the directory's permissions"):

@@ -23,7 +23,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.parallel.distributed import process_count
     from rlfit.hardware.probe import probe_device
     from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.sizing import plan_for
+    from rlfit.planning.device_plan import plan_for
     from rlfit.run.probes import StepProbes
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
@@ -73,7 +73,7 @@ def train_as_group(experiment: Experiment, members: list[Trial], progress: Progr
                    train: Callable[[], list[Any] | None]) -> None:
     """Runs `train` (a seed group of `members`), showing progress and recording each failed lane's FAILED_FILE;
     out of device memory, says so: the members continue one by one from their checkpoints."""
-    from rlfit.planning.backoff import OutOfMemory
+    from rlfit.planning.out_of_memory import OutOfMemory
 
     progress.show(done, f"{members[0].variant} seeds {', '.join(str(t.seed) for t in members)} in one program{what}",
                   running_count=len(members))

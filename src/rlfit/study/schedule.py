@@ -15,7 +15,7 @@ from typing import Any
 from rlfit.api import train
 from rlfit.errors import UserError
 from rlfit.hardware.probe import probe_device
-from rlfit.planning.backoff import OutOfMemory
+from rlfit.planning.out_of_memory import OutOfMemory
 from rlfit.run.trainer import reusing_programs
 from rlfit.run.checks import run_checks
 from rlfit.run.loop import NonFiniteError

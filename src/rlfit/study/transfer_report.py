@@ -39,7 +39,8 @@ import numpy as np
 import scipy.stats
 from statsmodels.stats.proportion import proportion_confint
 
-from rlfit.deploy.transfer import EpisodeRecord, TransferRun
+from rlfit.deploy.transfer.check import TransferRun
+from rlfit.deploy.transfer.episodes import EpisodeRecord
 from rlfit.study.report_format import fmt_interval
 from rlfit.study.stats import compare, interval_estimates
 

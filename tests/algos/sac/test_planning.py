@@ -13,8 +13,8 @@ from rlfit.config.schema import resolve
 from rlfit.hardware.probe import cpu_info
 from rlfit.hardware.xla_memory import read_xla_memory_settings
 from rlfit.planning.budget import SAME_BACKEND_MARGIN, stated_budget
-from rlfit.planning.memory import MemoryModel, MemoryPoint
-from rlfit.planning.planner import memory_plan_from_model
+from rlfit.planning.memory_model import MemoryModel, MemoryPoint
+from rlfit.planning.fit import memory_plan_from_model
 
 TOY = "tests.toy_env:make"
 MIB = 1 << 20

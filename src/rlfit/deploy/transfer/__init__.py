@@ -1,6 +1,4 @@
-"""`rlfit transfer-check`: the exported (ONNX) policy in native MuJoCo on the nominal and on randomized models."""
+"""`rlfit transfer-check`: the exported (ONNX) policy in native MuJoCo on the nominal and on randomized models.
 
-from rlfit.deploy.transfer.check import TransferCheckOptions, TransferRun, run_transfer_check
-from rlfit.deploy.transfer.episodes import EpisodeRecord
-
-__all__ = ["EpisodeRecord", "TransferCheckOptions", "TransferRun", "run_transfer_check"]
+Modules: `options` (what to check; pure Python), `check` (runs the episodes), `episodes`, `models`, `onnx_policy`.
+This package imports none of them, so the command line reads `options` without JAX."""

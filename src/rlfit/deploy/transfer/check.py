@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,29 +20,9 @@ import jax
 
 from rlfit.deploy.transfer.episodes import NOMINAL, RANDOMIZED, EpisodeRecord, ModelRun, run_episodes
 from rlfit.deploy.transfer.onnx_policy import ARRAY_OBS_NAME, load_onnx_policy, onnx_path
+from rlfit.deploy.transfer.options import TransferCheckOptions, check_counts
 from rlfit.errors import UserError
-
-DEFAULT_MODELS = 4
-DEFAULT_EPISODES_PER_MODEL = 2
-
-
-@dataclass(frozen=True)
-class TransferCheckOptions:
-    """What to check and how much."""
-
-    run_dir: Path
-    onnx: Path | None = None
-    """The exported model (default: RUN_DIR/policy.onnx, what `rlfit export RUN_DIR` writes)."""
-    models: int = DEFAULT_MODELS
-    """Randomized models to draw (the nominal model runs models * episodes_per_model episodes as well)."""
-    episodes_per_model: int = DEFAULT_EPISODES_PER_MODEL
-    max_steps: int | None = None
-    """Policy steps per episode at most (default and most: the run's episode length, env.episode_length /
-    action_repeat)."""
-    seed: int = 0
-    """Seed of the check's models and resets (`rlfit.deploy.transfer.models`: apart from training's and
-    evaluation's)."""
-
+from rlfit.rundir.layout import existing_run_dir
 
 class TransferRun(NamedTuple):
     """What the check ran: its episodes and what a report says about the conditions."""
@@ -64,14 +43,6 @@ class TransferRun(NamedTuple):
     """Episodes of each of the run's evaluations in training (run.num_eval_envs)."""
 
 
-def check_counts(options: TransferCheckOptions) -> None:
-    """A UserError for a count below 1 (a flag's fix named)."""
-    for flag, value in (("--models", options.models), ("--episodes-per-model", options.episodes_per_model),
-                        ("--max-steps", options.max_steps)):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be at least 1, got {value}")
-
-
 def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None] = print) -> TransferRun:
     """Runs the check's episodes (see the module docstring); UserError for every bad input, before running."""
     from rlfit.deploy.play.native import native_model
@@ -83,8 +54,7 @@ def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None]
     from rlfit.hardware.jax_setup import configure_jax
 
     check_counts(options)
-    if not Path(options.run_dir).is_dir():
-        raise UserError(f"run directory {options.run_dir} does not exist; pass the folder `rlfit train` wrote")
+    existing_run_dir(options.run_dir)
     config = read_run_config(options.run_dir)
     path = onnx_path(options.run_dir, options.onnx)
     configure_jax(config.run.precision)

@@ -7,7 +7,7 @@ On a CPU the `quick` tier: Playground's published settings are made for a GPU (t
 epochs of 32 minibatches per iteration), and on 2 CPU cores one of their iterations takes minutes (CartpoleBalance:
 about 4,500 env steps/s against about 110,000 for quick at its former 4 epochs; benchmarks/README.md). On a GPU or
 TPU, whatever its size, Playground's published settings (`default`), kept where the planner predicts that they fit the
-device's memory and otherwise sized down by it to the most that fits (`rlfit.planning.sizing.plan_for`'s
+device's memory and otherwise sized down by it to the most that fits (`rlfit.planning.device_plan.plan_for`'s
 `shrink_to_fit`), so a 12 GB card runs the same recipe with fewer environments instead of failing. A named preset
 always wins.
 """

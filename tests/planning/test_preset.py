@@ -11,9 +11,9 @@ import pytest
 import rlfit
 from rlfit.algos.ppo.config import PRESETS as PPO_PRESETS
 from rlfit.config.schema import resolve
-from rlfit.planning.preset_choice import choose_preset
+from rlfit.planning.preset import choose_preset
 from rlfit.run.session import preset_for_device
-from rlfit.planning.sizing import plan_for
+from rlfit.planning.device_plan import plan_for
 from rlfit.run.probes import StepProbes
 from tests.conftest import TOY_ENV, TOY_TRAIN_OVERRIDES, cli_in_process
 

@@ -12,8 +12,9 @@ from rlfit.hardware.xla_memory import read_xla_memory_settings
 from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.hardware.cpu_envs import cpu_max_num_envs
 from rlfit.planning.budget import CROSS_BACKEND_MARGIN, SAME_BACKEND_MARGIN, stated_budget
-from rlfit.planning.memory import MemoryModel, MemoryPoint, fit_coefficients
-from rlfit.planning.planner import check_precision, memory_plan_from_model
+from rlfit.planning.memory_model import MemoryModel, MemoryPoint, fit_coefficients
+from rlfit.planning.device_plan import check_precision
+from rlfit.planning.fit import memory_plan_from_model
 
 GIB = 1 << 30
 SETTINGS = read_xla_memory_settings({})

@@ -24,7 +24,7 @@ Where the first probe is the size training runs when memory does not limit (`Mem
 the planner compiles it alone first (`MemoryModel.measured_once`): with bytes a line of non-negative intercept and
 slopes, no smaller size needs more than it and a larger one at most in proportion, so when it fits the budget the
 choice is made and the other probes are never compiled; only when it does not fit are they compiled and the line
-fitted (`rlfit.planning.deciding`).
+fitted (`rlfit.planning.measure`).
 
 Before any of that, the planner reads an upper bound of the step at those sizes from its lowered program, which
 costs a trace and no compile (`rlfit.hardware.program_memory`, `MemoryModel.source` "lowered"): every value of
@@ -86,7 +86,7 @@ class MemoryModel:
     """The JAX backend the points were compiled for ('cpu', 'gpu', ...)."""
     first_is_unlimited_choice: bool = False
     """Whether `points[0]` is at the sizes the rules choose when memory does not limit (the probe training may
-    reuse, `rlfit.planning.deciding`)."""
+    reuse, `rlfit.planning.measure`)."""
     source: str = "xla"
     """Where the points come from: "xla" (XLA's compile-time analysis of the compiled step) or "lowered" (an upper
     bound read from the lowered step without compiling it, `rlfit.hardware.program_memory`; one point only)."""

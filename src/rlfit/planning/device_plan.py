@@ -1,7 +1,7 @@
-"""Sizing a run to its device, in one place: the budget, the encoder, the model that decides
-(`rlfit.planning.deciding`), the choice, and the Plan. The training step is measured by the `StepMeasurer` that
-`rlfit.run` hands in (`rlfit.run.probes.StepProbes`), which loads the environment once; the result carries that
-environment so that training builds on it instead of loading it again.
+"""The plan for a device, in one place: the device (its precision, how many, the encoder that suits it), its budget,
+the model that decides (`rlfit.planning.measure`), what fits (`rlfit.planning.fit`), and the Plan. The training step
+is measured by the `StepMeasurer` that `rlfit.run` hands in (`rlfit.run.probes.StepProbes`), which loads the
+environment once; the result carries that environment so that training builds on it instead of loading it again.
 
     planned = plan_for(config, StepProbes(say), PlanRequest(device_memory, for_training=True), auto_num_envs=True)
     planned.config, planned.plan, planned.env
@@ -18,15 +18,13 @@ from typing import Any, NamedTuple
 
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
-from rlfit.hardware.probe import DeviceInfo, probe_device
+from rlfit.hardware.probe import DeviceInfo, cpu_info, probe_device
 from rlfit.hardware.units import format_bytes, parse_size
 from rlfit.planning.budget import Budget, local_budget, stated_budget
-from rlfit.planning.deciding import Target, deciding_model
-from rlfit.planning.measure import StepMeasurer
-from rlfit.planning.memory import MemoryModel
+from rlfit.planning.fit import MemoryPlan
+from rlfit.planning.measure import StepMeasurer, Target, deciding_model
+from rlfit.planning.memory_model import MemoryModel
 from rlfit.planning.plan import Plan, PlanExtra, make_plan
-from rlfit.planning.planner import (MemoryPlan, check_device_precision, cpu_device, encoder_candidates,
-                                    planned_device_count)
 
 
 class PlanRequest(NamedTuple):
@@ -40,7 +38,7 @@ class PlanRequest(NamedTuple):
     """Devices of that size the run is split over (default: `run.devices` on this process; a stated
     `device_memory` may name more devices than this machine has)."""
     for_training: bool = False
-    """Training follows on this process (`rlfit.planning.deciding.Target.for_training`; one device only)."""
+    """Training follows on this process (`rlfit.planning.measure.Target.for_training`; one device only)."""
     fit_lines: bool = False
     """Compile every probe and fit the line whatever one size gives (`rlfit plan --fit-line`)."""
 
@@ -138,3 +136,49 @@ def encoder_reason(tried: list[MemoryPlan], budget: Budget) -> str:
     return (f"network.encoder=auto on {budget.target_backend}: {first.config.network.encoder} does not fit the "
             f"budget of {format_bytes(budget.budget_bytes)} in any configuration (its smallest is predicted at "
             f"{format_bytes(smallest)}); planned {planned.config.network.encoder} instead")
+
+
+def planned_device_count(requested: str, stated: bool) -> int:
+    """Devices to plan for: `run.devices` (auto: this process's); more than this machine has only for a stated
+    device (`--device-memory`: planning for another machine)."""
+    import jax
+
+    from rlfit.parallel.mesh import device_count, parse_devices
+
+    if stated and (parsed := parse_devices(requested)) is not None:
+        return parsed
+    return device_count(requested, len(jax.devices()), jax.default_backend())
+
+
+def encoder_candidates(config: Config, target_backend: str) -> tuple[str | None, ...]:
+    """The encoders the planner tries in order: (None,) (the config's, resolved later) except for pixel
+    observations with `network.encoder=auto` on an accelerator: R3D-18, then the CPU's choice for the frames."""
+    from rlfit.networks.encoders import choose_encoder
+
+    if config.env.observation != "pixels" or config.network.encoder != "auto" or target_backend == "cpu":
+        return (None,)
+    return (choose_encoder("auto", target_backend, config.env.frames),
+            choose_encoder("auto", "cpu", config.env.frames))
+
+
+def check_precision(precision: str, device: DeviceInfo) -> None:
+    """Refuses bf16 on a device without native bf16 (e.g. T4, V100) with the fix in the message."""
+    if precision == "bf16" and device.bf16 is False:
+        raise UserError(f"run.precision=bf16 needs a GPU with bf16 (compute capability 8.0+, e.g. A100, L4, RTX 30xx "
+                        f"or newer); {device.name} has compute capability {device.compute_capability or 'unknown'}: "
+                        "set run.precision=fp32")
+
+
+def check_device_precision(precision: str) -> DeviceInfo:
+    """Probes this process's device and runs `check_precision` on it (as `train` and `resume` both do)."""
+    from rlfit.hardware.probe import probe_device  # looked up when called (tests stand a T4 in for it)
+
+    device = probe_device()
+    check_precision(precision, device if device.jax_uses_it else cpu_device(device))
+    return device
+
+
+def cpu_device(device: DeviceInfo) -> DeviceInfo:
+    """The CPU as the device, for a machine whose GPU JAX cannot use."""
+    notes = list(device.notes) + [f"{device.name} was found but JAX computes on the CPU; planning for the CPU"]
+    return cpu_info(device.jax_backend, device.jax_version, device.xla, notes)

@@ -1,12 +1,13 @@
-"""Choose the largest valid configuration that fits the device: config + device -> sizes, precision, reasons.
+"""What fits: the candidates' predicted bytes against the budget and the algorithm's choice, for a memory model that
+is given (compiles nothing):
 
-    probe (or --device-memory) -> budget;  measure the step (`rlfit.planning.deciding`: a bound read from the lowered
-    step at one size, XLA's analysis of one size, or a line through the algorithm's probe sizes) -> memory model
-    (bytes = intercept + per env * num_envs + per transition * stored transitions, or a bound from one size);
-    the algorithm's rules (`Algorithm.memory`) judge candidates with it (predicted bytes with margin <= budget?)
-    and choose -> Plan(sizes, predicted_bytes, reasons)
+    memory model (`rlfit.planning.memory_model`: bytes = intercept + per env * num_envs + per transition * stored
+    transitions, or a bound from one size) + budget (`rlfit.planning.budget`)
+        -> the algorithm's rules (`Algorithm.memory`) judge each candidate (predicted bytes with margin <= budget?)
+        -> MemoryPlan(candidates, requested, chosen, reasons)
 
-PPO chooses the most environments that fit; SAC the largest replay buffer (`rlfit.algos.<name>.planning`).
+PPO chooses the most environments that fit; SAC the largest replay buffer (`rlfit.algos.<name>.planning`). How the
+model is measured is `rlfit.planning.measure`; the device, its budget and the Plan are `rlfit.planning.device_plan`.
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ from typing import Any
 
 from rlfit.algos.contract import Candidate
 from rlfit.config.schema import Config
-from rlfit.errors import UserError
-from rlfit.planning.plan import config_sizes
-from rlfit.hardware.probe import DeviceInfo, usable_cores
-from rlfit.hardware.cpu_envs import cpu_max_num_envs
-from rlfit.planning.budget import Budget, margin_for
-from rlfit.planning.memory import MemoryModel
 from rlfit.hardware.units import format_bytes
+from rlfit.planning.budget import Budget, margin_for, num_envs_cap
+from rlfit.planning.memory_model import MemoryModel
+from rlfit.planning.plan import config_sizes
+
 
 @dataclass(frozen=True)
 class MemoryPlan:
@@ -108,61 +107,6 @@ def memory_plan_from_model(config: Config, model: MemoryModel, budget: Budget,
                       rules.columns, nothing_fits, devices=devices)
 
 
-def num_envs_cap(target_backend: str, cpu_cores: int | None = None) -> int | None:
-    """The most environments worth running on the target: on a CPU `cpu_max_num_envs` of `cpu_cores` (default:
-    this process's), where more step no faster; None on an accelerator (memory alone decides)."""
-    return cpu_max_num_envs(cpu_cores or usable_cores()) if target_backend == "cpu" else None
-
-
-def unlimited_choice(config: Config, cap: int | None) -> Any:
-    """The sizes the algorithm's rules choose when memory does not limit (every candidate fits), within `cap`; None
-    when they choose nothing. The probe at these sizes is the one training may reuse (`rlfit.planning.deciding`)."""
-    from rlfit.algos.registry import algorithm
-
-    choice = algorithm(config.algo).memory.choose(config, lambda sizes: Candidate(sizes, 0, 0, True), cap)
-    return choice.chosen.sizes if choice.chosen is not None else None
-
-
-def planned_device_count(requested: str, stated: bool) -> int:
-    """Devices to plan for: `run.devices` (auto: this process's); more than this machine has only for a stated
-    device (`--device-memory`: planning for another machine)."""
-    import jax
-
-    from rlfit.parallel.mesh import device_count, parse_devices
-
-    if stated and (parsed := parse_devices(requested)) is not None:
-        return parsed
-    return device_count(requested, len(jax.devices()), jax.default_backend())
-
-
-def encoder_candidates(config: Config, target_backend: str) -> tuple[str | None, ...]:
-    """The encoders the planner tries in order: (None,) (the config's, resolved later) except for pixel
-    observations with `network.encoder=auto` on an accelerator: R3D-18, then the CPU's choice for the frames."""
-    from rlfit.networks.encoders import choose_encoder
-
-    if config.env.observation != "pixels" or config.network.encoder != "auto" or target_backend == "cpu":
-        return (None,)
-    return (choose_encoder("auto", target_backend, config.env.frames),
-            choose_encoder("auto", "cpu", config.env.frames))
-
-
-def check_precision(precision: str, device: DeviceInfo) -> None:
-    """Refuses bf16 on a device without native bf16 (e.g. T4, V100) with the fix in the message."""
-    if precision == "bf16" and device.bf16 is False:
-        raise UserError(f"run.precision=bf16 needs a GPU with bf16 (compute capability 8.0+, e.g. A100, L4, RTX 30xx "
-                        f"or newer); {device.name} has compute capability {device.compute_capability or 'unknown'}: "
-                        "set run.precision=fp32")
-
-
-def check_device_precision(precision: str) -> DeviceInfo:
-    """Probes this process's device and runs `check_precision` on it (as `train` and `resume` both do)."""
-    from rlfit.hardware.probe import probe_device
-
-    device = probe_device()
-    check_precision(precision, device if device.jax_uses_it else cpu_device(device))
-    return device
-
-
 def _fit_reason(model: MemoryModel) -> str:
     def point(p: Any) -> str:
         stored = f" storing {p.transitions:,}" if p.transitions else ""
@@ -186,11 +130,3 @@ def _fit_reason(model: MemoryModel) -> str:
                "training does, so that training reuses it when chosen; the others are compile-only probes at sizes "
                "never chosen)" if model.first_is_unlimited_choice else
                ": compile-only probes at sizes never chosen, so training compiles no size twice)"))
-
-
-def cpu_device(device: DeviceInfo) -> DeviceInfo:
-    """The CPU as the device, for a machine whose GPU JAX cannot use."""
-    from rlfit.hardware.probe import cpu_info
-
-    notes = list(device.notes) + [f"{device.name} was found but JAX computes on the CPU; planning for the CPU"]
-    return cpu_info(device.jax_backend, device.jax_version, device.xla, notes)

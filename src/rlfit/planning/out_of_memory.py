@@ -1,8 +1,9 @@
-"""Out-of-memory back-off: recognise XLA's out-of-memory error and name the next smaller configuration.
+"""Out of device memory: recognise XLA's out-of-memory error (`is_out_of_memory`), and the error and one line a run
+ends with where it cannot back off (`OutOfMemory`, `out_of_memory_message`).
 
-The runner catches an error from creating the state, compiling or running an iteration; when
-`is_out_of_memory` says so it asks the algorithm (`Algorithm.smaller_sizes`) for the next configuration,
-rebuilds, and continues from the current training state.
+The back-off itself is the runner's (`rlfit.run.recover`): it catches an error from creating the state, compiling
+or running an iteration; when `is_out_of_memory` says so it asks the algorithm (`Algorithm.smaller_sizes`) for the
+next configuration, rebuilds, and continues from the current training state.
 """
 
 from __future__ import annotations
