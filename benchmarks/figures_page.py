@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.registry import BENCH_DIR, BENCHMARKS, CATEGORIES, LIBRARIES, RESULTS, Benchmark, newest, provenance
+from benchmarks.benchmark_types import Benchmark
+from benchmarks.registry import BENCH_DIR, BENCHMARKS, CATEGORIES, LIBRARIES
+from benchmarks.results_files import RESULTS, newest, provenance
 
 FIGURES = BENCH_DIR / "FIGURES.md"
 README = BENCH_DIR / "README.md"

@@ -13,7 +13,7 @@ import sys
 import pytest
 from markdown.extensions.toc import slugify
 
-from benchmarks import registry
+from benchmarks import registry, results_files
 from benchmarks.__main__ import figures_command, generated_pages, main
 from benchmarks.figures_page import TABLE_BEGIN, TABLE_END, figures_markdown, suite_table
 from tests.conftest import REPO_ROOT
@@ -55,7 +55,7 @@ def test_each_benchmark_has_a_known_category_device_and_either_a_quick_check_or_
 def test_every_result_a_benchmark_cites_exists_and_yields_figures():
     for benchmark in registry.BENCHMARKS:
         for source in benchmark.sources:
-            path = registry.newest(source.pattern)
+            path = results_files.newest(source.pattern)
             if benchmark.device == "gpu" and path is None:
                 continue  # not measured yet: FIGURES.md says so
             assert path is not None, f"{benchmark.name}: no results/{source.pattern}"
@@ -88,8 +88,8 @@ def test_the_newest_of_several_results_is_the_one_with_the_latest_date(tmp_path)
     for name, date in (("a_old.json", "2026-11-01T00:00:00"), ("a_new.json", "2026-11-20T00:00:00"),
                        ("a_mid.json", "2026-11-10T00:00:00")):
         (tmp_path / name).write_text(json.dumps({"command": name, "date": date}))
-    assert registry.newest("a_*.json", tmp_path).name == "a_new.json"
-    assert registry.newest("b_*.json", tmp_path) is None
+    assert results_files.newest("a_*.json", tmp_path).name == "a_new.json"
+    assert results_files.newest("b_*.json", tmp_path) is None
 
 
 def test_the_readme_table_is_one_table_listing_every_benchmark_once():
