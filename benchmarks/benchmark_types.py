@@ -47,7 +47,8 @@ class Benchmark(NamedTuple):
     minutes: str
     """A full run on the 2-core CPU, from the README's measured figures, or "not measured"."""
     section: str
-    """The benchmarks README's method section (its anchor)."""
+    """Its method page: a path under benchmarks/ (`methods/NAME.md`), with `#anchor` where the method is a section
+    of a page it shares."""
     sources: tuple[Source, ...] = ()
     quick: str = "--quick"
     """The arguments of its short check, or "" where it has none (`quick_exempt` says why)."""

@@ -1,8 +1,9 @@
 """The generated pages of the benchmark suite, from the registry and the newest results JSON:
 
 - FIGURES.md, "current figures": per category, each benchmark's claims with the figure of its newest JSON, the
-  command, date, commit and machine that gave it, and a link to the README's method section;
-- the benchmarks README's table of benchmarks, between TABLE_BEGIN and TABLE_END.
+  command, date, commit and machine that gave it, and a link to its method page (benchmarks/methods/);
+- the benchmarks README's table of benchmarks, each linked to its method page and its figures, between TABLE_BEGIN
+  and TABLE_END.
 
 `python -m benchmarks figures` writes both, `--check` fails where either is stale (the tests run the check).
 """
@@ -39,17 +40,27 @@ def _quick_cell(benchmark: Benchmark) -> str:
     return f"`{benchmark.quick}` ({benchmark.quick_seconds}{needs})"
 
 
+def _figures_cell(benchmark: Benchmark) -> str:
+    """A link to the benchmark's figures in FIGURES.md, or why it has none."""
+    return f"[FIGURES.md](FIGURES.md#{figures_anchor(benchmark)})" if benchmark.sources else "none (no results JSON)"
+
+
+def figures_anchor(benchmark: Benchmark) -> str:
+    """The anchor of the benchmark's heading in FIGURES.md (`### NAME.py`)."""
+    return f"{benchmark.name}py"
+
+
 def suite_table() -> str:
     """The table of benchmarks by category (one table, no blank line inside), then the modules that are not
     benchmarks: what `python -m benchmarks list` prints and the README holds."""
-    rows = ["| category | script | measures | device | minutes (full run, 2-core CPU) | quick check | figures quoted in |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| category | script (its method) | measures | device | minutes (full run, 2-core CPU) | quick check "
+            "| figures | figures quoted in |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for category in CATEGORIES:
         for benchmark in (b for b in BENCHMARKS if b.category == category):
             note = f" One-off investigation: {benchmark.one_off}." if benchmark.one_off else ""
-            rows.append(f"| {category} | [`{benchmark.name}.py`](#{benchmark.section}) | {_cell(benchmark.measures)}.{note} "
+            rows.append(f"| {category} | [`{benchmark.name}.py`]({benchmark.section}) | {_cell(benchmark.measures)}.{note} "
                         f"| {benchmark.device} | {_cell(benchmark.minutes)} | {_cell(_quick_cell(benchmark))} "
-                        f"| {_cell(', '.join(benchmark.backs))} |")
+                        f"| {_figures_cell(benchmark)} | {_cell(', '.join(benchmark.backs))} |")
     libraries = "; ".join(f"`{name}` ({meaning})" for name, meaning in LIBRARIES.items())
     return "\n".join(rows) + f"\n\nNot benchmarks (modules the scripts use): {libraries}.\n"
 
@@ -88,7 +99,8 @@ def figures_markdown(results: Path | None = None) -> str:
              "(`benchmarks/registry.py` says which JSON backs which claim); do not edit by hand. Each figure has the "
              "command that gave it, its date (UTC), the commit measured, the machine and its 1-minute load average "
              "at the start and end (wall-clock figures are only as good as the machine was quiet: compare the load "
-             "with the cores). How each is measured: the [benchmarks README](README.md); why a default is what it "
+             "with the cores). How each is measured: its method page, under [methods/](methods/) (the [benchmarks "
+             "README](README.md) lists them); why a default is what it "
              "is: the [decision records](decisions/README.md).", ""]
     for category, meaning in CATEGORIES.items():
         members = [b for b in BENCHMARKS if b.category == category and b.sources]
@@ -98,7 +110,7 @@ def figures_markdown(results: Path | None = None) -> str:
         for benchmark in members:
             lines += [f"### {benchmark.name}.py", "",
                       f"{_sentence(benchmark.measures)} "
-                      f"([method](README.md#{benchmark.section})). Quoted in: {', '.join(benchmark.backs)}.", "",
+                      f"([method]({benchmark.section})). Quoted in: {', '.join(benchmark.backs)}.", "",
                       "| claim | figure | command | date | commit | machine | JSON |",
                       "| --- | --- | --- | --- | --- | --- | --- |", *_figure_rows(benchmark, results), ""]
     return "\n".join(lines).rstrip("\n") + "\n"

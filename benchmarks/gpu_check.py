@@ -26,7 +26,7 @@ It writes DIR/gpu_check.json again after every step (a command cut off keeps wha
 reads "running"), and per run DIR/runs/STEP/{summary.json,plan.json,metrics.jsonl} and DIR/logs/STEP.log.
 
     .venv/bin/python benchmarks/gpu_bundle.py prepare             # here, once: .gpu/ (wheels, G1 assets), its size
-    python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu"   # there: the learning group (README: the command)
+    python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu"   # there: the learning group (methods/gpu_check.md)
     python3 benchmarks/gpu_check.py --bundle .gpu --out "$OUT/gpu" --steps t4     # a later call: the T4 group
     .venv/bin/python benchmarks/gpu_check.py --dry-run             # here: the rehearsal, toy stand-ins, minutes
     .venv/bin/python benchmarks/gpu_check.py --dry-run --steps doctor learn_g1    # these steps only

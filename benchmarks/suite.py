@@ -12,7 +12,7 @@ Three modes, one JSON (results/suite_4ep_gae_once.json, or --out):
   preset's `num_eval_envs`) on each of `--brax-seeds`, one run at a time. Both sides train the same iterations:
   the preset's `run.num_timesteps` rounded up to whole evaluation periods (Brax trains whole epochs of
   `eval_every` iterations), evaluating every `eval_every` iterations.
-- `--report`: the README table (between the `suite-table` markers of benchmarks/README.md) from the JSON.
+- `--report`: the method page's table (between the `suite-table` markers of benchmarks/methods/suite.md) from the JSON.
 
 Resumable: a probe or run already in the JSON is skipped, and the JSON is rewritten after each one (`--commit`
 also commits it). `--budget-minutes` starts no run that its measured cost says would end past the budget.
@@ -25,9 +25,9 @@ statistics (`rlfit.study.stats`; see suite_report.py).
     .venv/bin/python benchmarks/suite.py --time-envs --commit                  # cost of every environment
     .venv/bin/python benchmarks/suite.py --budget-minutes 60 --commit          # the suite, in sittings
     .venv/bin/python benchmarks/suite.py --envs PointMass --seeds --brax-seeds 0 1 2   # Brax only, one env
-    .venv/bin/python benchmarks/suite.py --report                              # README table from the JSON
+    .venv/bin/python benchmarks/suite.py --report                              # methods/suite.md's table from the JSON
     .venv/bin/python benchmarks/suite.py --set ppo.learning_rate=3e-4 --out results/suite_lr3e-4.json   # a variant
-    .venv/bin/python benchmarks/suite.py --compare results/suite_8ep_gae_once.json   # README: rlfit's settings side by side
+    .venv/bin/python benchmarks/suite.py --compare results/suite_8ep_gae_once.json   # its page: the settings side by side
     .venv/bin/python benchmarks/suite.py --out results/suite_8ep_gae_once.json --compare results/suite_4ep_gae_once.json --print
     .venv/bin/python benchmarks/suite.py --quick --envs CartpoleBalance        # 2 iterations: checks the script
 """
@@ -62,7 +62,8 @@ PROBE_ITERATIONS = 3
 QUICK_ITERATIONS, QUICK_EVAL_EVERY = 2, 1
 DEFAULT_OUT = RESULTS / "suite.json"
 QUICK_OUT = TMP / "suite_quick.json"
-README = REPO / "benchmarks" / "README.md"
+README = REPO / "benchmarks" / "methods" / "suite.md"
+"""suite.py's method page, which holds the suite table and the variants table (between their markers)."""
 
 
 def dm_control_envs() -> list[str]:
@@ -77,9 +78,9 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
     parser = OneLineParser(prog="suite.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--time-envs", action="store_true", help="time one short run per environment")
-    modes.add_argument("--report", action="store_true", help="write the README table from the JSON and stop")
+    modes.add_argument("--report", action="store_true", help="write the method page's suite table from the JSON and stop")
     modes.add_argument("--compare", type=Path, nargs="+", metavar="JSON", default=None,
-                       help="write the README's variants table: rlfit at the JSON's (--out's) settings against "
+                       help="write the method page's variants table: rlfit at the JSON's (--out's) settings against "
                             "each of these suite JSONs (e.g. results/suite_8ep_gae_once.json), and stop")
     parser.add_argument("--envs", nargs="+", default=None,
                         help="environments (default: every DM Control one; the suite: those that fit, cheapest first)")
@@ -97,7 +98,7 @@ def parse_args(argv: Sequence[str] | None = None, known_envs: Sequence[str] | No
                              f"(default {MAX_RUN_MINUTES:g})")
     parser.add_argument("--commit", action="store_true", help="git-commit the JSON after each run")
     parser.add_argument("--print", action="store_true", dest="print_only",
-                        help="--report/--compare: print the table instead of writing it into the README")
+                        help="--report/--compare: print the table instead of writing it into the method page")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_ITERATIONS} iterations, eval every {QUICK_EVAL_EVERY}: checks the script only")
     parser.add_argument("--out", type=Path, default=None,

@@ -1,4 +1,5 @@
-"""suite.py's arithmetic and tables: per-environment summaries, the suite's IQMs with intervals, the README table.
+"""suite.py's arithmetic and tables: per-environment summaries, the suite's IQMs with intervals, the tables of
+its method page (benchmarks/methods/suite.md).
 
 No training here: every function reads the suite's JSON record (or part of it) and returns or prints figures.
 """
@@ -15,9 +16,9 @@ from common import print_table
 COLLAPSE_RATIO = 0.8
 """A run collapsed when its final eval reward is below this fraction of its own best."""
 TABLE_START, TABLE_END = "<!-- suite-table:start -->", "<!-- suite-table:end -->"
-"""The README lines between which `write_readme_table` writes (both lines kept)."""
+"""The method page's lines between which `write_readme_table` writes (both lines kept)."""
 VARIANTS_START, VARIANTS_END = "<!-- suite-variants:start -->", "<!-- suite-variants:end -->"
-"""The README lines between which `write_variants_table` writes (`suite.py --compare`)."""
+"""The method page's lines between which `write_variants_table` writes (`suite.py --compare`)."""
 
 
 def user_error(message: str) -> NoReturn:

@@ -96,12 +96,40 @@ def test_a_stale_figures_page_fails_the_build(repo):
 
 def test_the_benchmark_pages_are_the_benchmarks_own_files():
     figures = docs_hooks.benchmark_part("benchmark-figures.md")
-    assert figures.startswith("# Current figures") and "](benchmarks.md#quickstartpy)" in figures
+    assert figures.startswith("# Current figures") and "](benchmark-methods.md#quickstartpy)" in figures
+    methods = docs_hooks.benchmark_part("benchmark-methods.md")
+    pages = list((REPO_ROOT / "benchmarks" / "methods").glob("*.md"))
+    assert methods.startswith("## ") and methods.count("\n## ") + 1 == len(pages) >= 25
+    assert "\n## quickstart.py\n" in methods
     decisions = docs_hooks.benchmark_part("benchmark-decisions.md")
     records = sorted((REPO_ROOT / "benchmarks" / "decisions").glob("[0-9]*.md"))
     assert decisions.count("\n## ") + decisions.startswith("## ") == len(records) >= 16
     assert "## 0015 The quick preset keeps `gae_once`" in decisions
     assert "## 0017 PPO's quick preset: 8 epochs per batch and Brax's estimator" in decisions
+
+
+def test_a_method_page_link_becomes_its_title_or_its_anchor_on_the_methods_page(repo):
+    methods = repo / "benchmarks" / "methods"
+    methods.mkdir()
+    (methods / "suite.md").write_text("# suite.py (issue 28)\n\n## rlfit's settings\n")
+    source = repo / "benchmarks" / "FIGURES.md"
+    text = "[a](methods/suite.md) [b](methods/suite.md#rlfits-settings) [c](methods/) [d](README.md#running-them)"
+    assert docs_hooks.site_links(text, source, root=repo) == (
+        "[a](benchmark-methods.md#suitepy-issue-28) [b](benchmark-methods.md#rlfits-settings) "
+        "[c](benchmark-methods.md) [d](benchmarks.md#running-them)")
+
+
+def test_the_methods_page_is_every_method_page_in_the_order_the_index_links_them(repo):
+    methods = repo / "benchmarks" / "methods"
+    methods.mkdir()
+    for name, title in (("a.md", "a.py"), ("b.md", "b.py"), ("c.md", "Measured by hand")):
+        (methods / name).write_text(f"# {title}\n\n## How\n\n[back](../README.md)\n")
+    (repo / "benchmarks" / "README.md").write_text("# Benchmarks\n\n[b](methods/b.md) [a](methods/a.md#how) "
+                                                     "[b again](methods/b.md)\n")
+    assert [path.name for path in docs_hooks.method_pages(repo)] == ["b.md", "a.md", "c.md"]
+    page = docs_hooks.benchmark_part("benchmark-methods.md", root=repo)
+    assert page.startswith("## b.py\n\n### How\n\n[back](benchmarks.md)\n")
+    assert page.index("## a.py") < page.index("## Measured by hand")
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@
   `rlfit.cli.reference` makes from the argument parsers: a stale one fails the build, naming
   `python tools/commands_page.py`, which rewrites it;
 - the relative links of the pages mkdocs does not read (README.md, CHANGELOG.md, the benchmarks' README,
-  FIGURES.md and decision records) are checked: a link to a file that does not exist, or to a heading a docs/ or
+  FIGURES.md, method pages and decision records) are checked: a link to a file that does not exist, or to a heading a docs/ or
   benchmarks/ page does not have, fails the build as a broken link in docs/ does;
 - the benchmark pages are the benchmarks' own files, shown in the site with their links made the site's: the
-  Benchmarks page is benchmarks/README.md, Current figures is benchmarks/FIGURES.md (a stale one fails the build,
-  naming `python -m benchmarks figures`), Benchmark decisions is every record in benchmarks/decisions/.
+  Benchmarks page is benchmarks/README.md (the index), Current figures is benchmarks/FIGURES.md (a stale one fails
+  the build, naming `python -m benchmarks figures`), Benchmark methods is every page in benchmarks/methods/ (in the
+  order the index links them), Benchmark decisions is every record in benchmarks/decisions/.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ RECORDS = (
 COMMANDS_PAGE = "commands.md"
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_OUTSIDE_DOCS = ("README.md", "CHANGELOG.md", "benchmarks/README.md", "benchmarks/FIGURES.md")
-"""Files whose links the build checks (mkdocs checks docs/ itself), with every benchmarks/decisions/*.md."""
+"""Files whose links the build checks (mkdocs checks docs/ itself), with every benchmarks/methods/*.md and
+benchmarks/decisions/*.md."""
 BENCHMARK_PAGES = {"benchmarks.md": "<!-- benchmarks:readme -->", "benchmark-figures.md": "<!-- benchmarks:figures -->",
+                   "benchmark-methods.md": "<!-- benchmarks:methods -->",
                    "benchmark-decisions.md": "<!-- benchmarks:decisions -->"}
 """The docs pages made of the benchmarks' files, each with the line its generated part replaces."""
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -143,7 +146,7 @@ def broken_links(path: Path, root: Path = ROOT) -> list[str]:
 def checked_outside_docs(root: Path = ROOT) -> list[Path]:
     """The files outside docs/ whose relative links the build checks."""
     return [root / name for name in CHECKED_OUTSIDE_DOCS if (root / name).exists()] + \
-        sorted((root / "benchmarks" / "decisions").glob("*.md"))
+        sorted((root / "benchmarks" / "methods").glob("*.md")) + sorted((root / "benchmarks" / "decisions").glob("*.md"))
 
 
 def on_pre_build(config, **kwargs) -> None:
@@ -177,8 +180,9 @@ def title_anchor(path: Path) -> str:
 
 def site_links(markdown: str, source: Path, root: Path = ROOT) -> str:
     """`markdown` from the file `source` (under benchmarks/) with its relative links made the site's: the benchmarks'
-    README, FIGURES.md and decision records become their docs pages, docs/ pages stay links, and any other file (a
-    results JSON) becomes its repository path in code, which the site does not serve."""
+    README, FIGURES.md, method pages and decision records become their docs pages (a method page: its title's anchor
+    on the methods page, or the link's own anchor, which the page keeps), docs/ pages stay links, and any other file
+    (a results JSON) becomes its repository path in code, which the site does not serve."""
     bench = root / "benchmarks"
 
     def relink(match: re.Match) -> str:
@@ -192,6 +196,10 @@ def site_links(markdown: str, source: Path, root: Path = ROOT) -> str:
             return f"[{text}](benchmarks.md{hash_anchor})"
         if resolved == bench / "FIGURES.md":
             return f"[{text}](benchmark-figures.md{hash_anchor})"
+        if resolved == bench / "methods":
+            return f"[{text}](benchmark-methods.md)"
+        if resolved.parent == bench / "methods" and resolved.suffix == ".md":
+            return f"[{text}](benchmark-methods.md#{anchor or title_anchor(resolved)})"
         if resolved.parent == bench / "decisions" and resolved.suffix == ".md":
             page = "benchmark-decisions.md"
             return f"[{text}]({page})" if resolved.name == "README.md" else f"[{text}]({page}#{title_anchor(resolved)})"
@@ -212,9 +220,17 @@ def demoted(markdown: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def method_pages(root: Path = ROOT) -> list[Path]:
+    """benchmarks/methods/*.md in the order the benchmarks' README first links them, then any it does not link."""
+    methods = root / "benchmarks" / "methods"
+    linked = re.findall(r"\]\(methods/([\w-]+\.md)", (root / "benchmarks" / "README.md").read_text())
+    order = list(dict.fromkeys(name for name in linked if (methods / name).is_file()))
+    return [methods / name for name in order] + sorted(path for path in methods.glob("*.md") if path.name not in order)
+
+
 def benchmark_part(uri: str, root: Path = ROOT) -> str:
-    """The generated part of a benchmark docs page: the benchmarks' README, FIGURES.md (PluginError if stale) or
-    every decision record, with the site's links."""
+    """The generated part of a benchmark docs page: the benchmarks' README, FIGURES.md (PluginError if stale), every
+    method page or every decision record, with the site's links."""
     bench = root / "benchmarks"
     if uri == "benchmark-figures.md":
         if str(root) not in sys.path:
@@ -228,6 +244,8 @@ def benchmark_part(uri: str, root: Path = ROOT) -> str:
         return site_links(page.read_text(), page, root)
     if uri == "benchmarks.md":
         return site_links(bench.joinpath("README.md").read_text(), bench / "README.md", root)
+    if uri == "benchmark-methods.md":
+        return "\n".join(site_links(demoted(path.read_text()), path, root) for path in method_pages(root))
     records = sorted(path for path in (bench / "decisions").glob("[0-9]*.md"))
     return "\n".join(site_links(demoted(path.read_text()), path, root) for path in records)
 

@@ -15,7 +15,7 @@ from markdown.extensions.toc import slugify
 
 from benchmarks import registry, results_files
 from benchmarks.__main__ import figures_command, generated_pages, main
-from benchmarks.figures_page import TABLE_BEGIN, TABLE_END, figures_markdown, suite_table
+from benchmarks.figures_page import TABLE_BEGIN, TABLE_END, figures_anchor, figures_markdown, suite_table
 from tests.conftest import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
@@ -102,16 +102,30 @@ def test_the_readme_table_is_one_table_listing_every_benchmark_once():
     assert table + "\n" == suite_table().strip() + "\n"
 
 
-def test_figures_page_links_each_benchmark_to_its_method_section():
-    page = figures_markdown()
-    readme_anchors = set()
-    for line in (BENCHMARKS / "README.md").read_text().splitlines():
-        if line.startswith("#"):
-            readme_anchors.add(slugify(line.lstrip("#").strip().replace("`", ""), "-"))
+def heading_anchors(path) -> set[str]:
+    """The anchors of a Markdown file's headings, as the site's table of contents makes them."""
+    return {slugify(line.lstrip("#").strip().replace("`", ""), "-") for line in path.read_text().splitlines()
+            if line.startswith("#")}
+
+
+def test_every_benchmark_has_a_method_page_that_the_figures_page_and_the_readme_link():
+    page, readme = figures_markdown(), (BENCHMARKS / "README.md").read_text()
     for benchmark in registry.BENCHMARKS:
-        assert benchmark.section in readme_anchors, f"{benchmark.name}: no README heading #{benchmark.section}"
+        file, _, anchor = benchmark.section.partition("#")
+        assert file.startswith("methods/") and file.endswith(".md"), f"{benchmark.name}: section names no method page"
+        assert (BENCHMARKS / file).is_file(), f"{benchmark.name}: no benchmarks/{file}"
+        assert not anchor or anchor in heading_anchors(BENCHMARKS / file), f"{benchmark.name}: no heading #{anchor}"
+        assert f"[`{benchmark.name}.py`]({benchmark.section})" in readme, benchmark.name
         if benchmark.sources:
-            assert f"(README.md#{benchmark.section})" in page
+            assert f"([method]({benchmark.section}))" in page, benchmark.name
+            assert f"[FIGURES.md](FIGURES.md#{figures_anchor(benchmark)})" in readme, benchmark.name
+            assert figures_anchor(benchmark) in heading_anchors(BENCHMARKS / "FIGURES.md"), benchmark.name
+
+
+def test_every_method_page_is_listed_in_the_readme():
+    readme = (BENCHMARKS / "README.md").read_text()
+    pages = sorted(path.name for path in (BENCHMARKS / "methods").glob("*.md"))
+    assert pages and [name for name in pages if f"](methods/{name})" not in readme] == []
 
 
 @pytest.mark.parametrize(("argv", "message"), [
