@@ -90,7 +90,7 @@ LIBRARIES = {
 
 # --- the registry ---------------------------------------------------------------------------------------------------
 
-BENCHMARKS = (
+BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("quickstart", "learning", "`rlfit train ENV --preset P` as a user runs it: final eval reward and wall "
               "clock against the issue targets (PPO, SAC, FastTD3, pixels)",
               ("README.md (first command)", "docs/algorithms/ppo.md", "docs/algorithms/sac.md",
