@@ -25,7 +25,7 @@ def quickstart_check(path: Path) -> dict[str, Any]:
     """Check (1) from quickstart.py's record at `path`: per seed 0-9 its final, best and reliability (recomputed:
     final >= target and >= ratio x best; the record's own `reliable` beside it), the CPU models, and "pass",
     "fail" or "pending" (the file or some seeds missing, and the count could still go either way)."""
-    check: dict[str, Any] = {"file": str(path), "rule": f"final >= {QUICKSTART_TARGET:g} and >= {QUICKSTART_RATIO} x "
+    check: dict[str, Any] = {"file": _shown(path), "rule": f"final >= {QUICKSTART_TARGET:g} and >= {QUICKSTART_RATIO} x "
                              f"best on at least {QUICKSTART_NEEDED} of seeds {QUICKSTART_SEEDS[0]}-{QUICKSTART_SEEDS[-1]}"}
     if not path.is_file():
         return check | {"status": "pending", "why": "no record yet: run benchmarks/quickstart.py --seeds 0 ... 9"}
@@ -111,3 +111,13 @@ def difference_verdict(comparison: dict[str, Any]) -> dict[str, Any]:
     if comparison["missing_runs"]:
         text += f"; partial: {comparison['missing_runs']} declared runs missing"
     return {"outcome": text.split(";")[0], "text": text}
+
+
+def _shown(path: Path) -> str:
+    """`path` from the repository root where it lies inside it (the report must not depend on the checkout's place),
+    else as given."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)

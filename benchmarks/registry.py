@@ -64,6 +64,9 @@ CATEGORIES = {
 
 
 LIBRARIES = {
+    "results_files.py": "the newest results JSON a source names, and a record's provenance",
+    "figure_readers.py": "the figures of each kind of results JSON, one reader per kind",
+    "benchmark_types.py": "the registry's types: a benchmark, a results source, a figure, its provenance",
     "common.py": "shared helpers: machine context, JSON records, tables, timed subprocesses",
     "brax_child.py": "the Brax side of brax_compare.py, suite.py and first_step.py, run inside benchmarks/.venv-brax",
     "brax_iteration_reference.py": "brax_reference.py's whole-iteration fixture: Brax's `ppo.train` on the toy env",
