@@ -20,7 +20,8 @@ def layers_bottom_up() -> list[set[str]]:
         import tomli as tomllib
 
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    [layers] = [contract["layers"] for contract in contracts if contract["type"] == "layers"]
+    [layers] = [contract["layers"] for contract in contracts
+                if contract["type"] == "layers" and contract["name"].startswith("each stage")]
     return [{name.strip().removeprefix("rlfit.") for name in layer.split("|")} for layer in reversed(layers)]
 
 

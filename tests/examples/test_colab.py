@@ -143,9 +143,11 @@ def test_the_g1_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     assert sorted((run_dir / "checkpoints").iterdir()), "no checkpoint"
     assert (run_dir / "play.mp4").stat().st_size > 0 and "text/html" in mime_types(notebook)  # the inline video
     assert (run_dir / "policy.onnx").stat().st_size > 0
-    # the transfer check of the exported file: its report, shown in the notebook, with the MJX evaluation beside it
+    # the transfer check of the exported file: its report, shown in the notebook; episodes cut by --max-steps are not
+    # compared with MJX's whole-episode evaluation, and the report says why
     report = json.loads((run_dir / "transfer_check.json").read_text())
-    assert set(report["conditions"]) == {"native_nominal", "mjx_nominal"}  # CartpoleBalance has no randomizer
+    assert set(report["conditions"]) == {"native_nominal"}  # CartpoleBalance has no randomizer
+    assert report["mjx_left_out"]
     assert len(report["episodes"]) == 2 and "# Transfer check: CartpoleBalance" in output
     assert (tmp_path / "rlfit-runs" / "g1.zip").stat().st_size > 0
     # the training cell run again continues the run (to the new total: a second iteration of 64 env steps)

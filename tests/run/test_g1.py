@@ -175,7 +175,9 @@ def test_export_writes_the_deployment_bundle_beside_the_model_and_in_its_metadat
     props = onnxruntime.InferenceSession(str(g1_onnx), providers=["CPUExecutionProvider"]).get_modelmeta()
     assert first_difference(from_metadata(dict(props.custom_metadata_map), "g1.onnx").to_dict(),
                             bundle.to_dict()) is None
-    assert bundle.env == G1 and bundle.observation.size == 103 and bundle.clocks[0].name == "gait_phase"
+    # the shared smoke run trains on the robot's observation set: 103 entries less the pelvis linear velocity
+    assert bundle.env == G1 and bundle.observation_set == "robot" and bundle.observation.size == 100
+    assert bundle.clocks[0].name == "gait_phase"
     os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     env = load_env(resolve(G1, "smoke").env, "cpu")
     check_bundle_against_model(env, bundle)
