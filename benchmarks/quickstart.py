@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -161,8 +162,9 @@ def load_or_start(args: argparse.Namespace, name: str, out: Path) -> dict:
     if out.exists():
         record = json.loads(out.read_text())
         if record.get("settings") != key:
-            raise SystemExit(f"quickstart.py: error: {out} holds runs of another command line "
-                             f"({' '.join(record.get('settings') or ['?'])}); pass another --out or --name")
+            print(f"quickstart.py: error: {out} holds runs of another command line "
+                  f"({' '.join(record.get('settings') or ['?'])}); pass another --out or --name", file=sys.stderr)
+            raise SystemExit(2)
         record.setdefault("sittings", []).append(start_record(name))
         return record
     record = start_record(name)
