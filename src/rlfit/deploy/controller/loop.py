@@ -268,7 +268,11 @@ class OnnxPolicy:
 def load_deployment(onnx_path: Path, bundle_file: Path | None = None) -> tuple[s.Bundle, OnnxPolicy]:
     """The bundle and the policy of an export: deploy.yaml beside the ONNX file (or `bundle_file`), checked against
     the bundle in the file's metadata and against its input and output sizes. UserError for any disagreement."""
-    import onnxruntime
+    try:
+        import onnxruntime
+    except ImportError:
+        raise UserError("the controller runs the exported policy with onnxruntime: pip install 'rlfit[export]'") \
+            from None
 
     onnx_path = Path(onnx_path)
     yaml_path = Path(bundle_file) if bundle_file is not None else s.bundle_path(onnx_path)
