@@ -54,6 +54,10 @@ class RunPlan(Protocol):
     def backend(self) -> str:
         """JAX's backend the run compiles for ('cpu', 'gpu', 'tpu')."""
 
+    @property
+    def num_iterations(self) -> int:
+        """Iterations from the run's start to `run.num_timesteps` (a step-size schedule's length)."""
+
 
 class TrainState(Protocol):
     """What generic code reads of an algorithm's training state (a NamedTuple or flax struct of arrays)."""

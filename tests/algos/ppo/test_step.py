@@ -208,3 +208,44 @@ def test_an_adaptive_kl_run_resumes_bit_identical_to_a_straight_run(capfd, tmp_p
     assert summaries[0]["params_digest"] == summaries[1]["params_digest"]
     rates = [json.loads(line).get("learning_rate") for line in (tmp_path / "split" / "metrics.jsonl").open()]
     assert len({rate for rate in rates if rate is not None}) > 1  # the step size moved, so the resume carried it
+
+
+def test_linear_schedule_falls_to_zero_over_the_runs_updates(toy_env_name):
+    """`ppo.learning_rate_schedule: linear`: after iteration k of 3 (2 epochs x 4 minibatches = 8 updates each) the
+    state holds the step its last update took, 1e-3 x (1 - (8k - 1) / 24), as the plain formula gives it."""
+    from rlfit.algos.ppo.algorithm import metrics_row
+
+    config = resolve(toy_env_name, "smoke", None, SIZES + ["ppo.learning_rate=1e-3", "run.num_timesteps=240",
+                                                          "ppo.learning_rate_schedule=linear"])
+    plan = make_plan(config)
+    assert plan.num_iterations == 3
+    linear = Trainer.build(config, plan)
+    state = linear.init_state()
+    before = avals(state)
+    step = jax.jit(linear.train_iteration_fn())
+    for k in (1, 2, 3):
+        state, metrics = step(state)
+        assert avals(state) == before
+        expected = 1e-3 * (1 - (8 * k - 1) / 24)
+        assert float(metrics.learning_rate) == pytest.approx(expected, rel=1e-5)
+        assert metrics_row(jax.device_get(metrics))["learning_rate"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_resumed_linear_schedule_continues_its_count_toward_the_new_total(capfd, tmp_path):
+    """A run of 3 smoke iterations (2 updates each) resumed to 5: its count carries on, and the line is redrawn to
+    the new total, so iteration 4's last update (number 7 of 10) takes 1e-3 x (1 - 7 / 10)."""
+    import json
+
+    from tests.conftest import TOY_ENV, cli_in_process
+
+    schedule = ["--set", "ppo.learning_rate_schedule=linear", "--set", "ppo.learning_rate=1e-3"]
+    first = cli_in_process(capfd, "train", TOY_ENV, "--preset", "smoke", "--set", "run.num_timesteps=192", *schedule,
+                           "--run-dir", "split", "--quiet", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    resumed = cli_in_process(capfd, "resume", "split", "--timesteps", "320", "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = [json.loads(line) for line in (tmp_path / "split" / "metrics.jsonl").open()]
+    rates = {row["iteration"]: row["learning_rate"] for row in rows if "learning_rate" in row}
+    assert rates[3] == pytest.approx(1e-3 * (1 - 5 / 6), rel=1e-5)
+    assert rates[4] == pytest.approx(1e-3 * (1 - 7 / 10), rel=1e-5)
+    assert rates[5] == pytest.approx(1e-3 * (1 - 9 / 10), rel=1e-5)

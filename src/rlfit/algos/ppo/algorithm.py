@@ -42,7 +42,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     encoder = choice.spec if choice is not None else None
     agent = make_agent(obs_example, train_env.action_space, config.ppo, plan.precision, encoder,
                        choice.weights if choice is not None else None)
-    optimizer = make_optimizer(config.ppo)
+    optimizer = make_optimizer(config.ppo, plan.num_iterations)
     if encoder is not None:
         optimizer = encoder_optimizer(optimizer, config.network.freeze_encoder)
     loss_scaling = plan.precision == "fp16"  # fp16 network compute trains with dynamic loss scaling

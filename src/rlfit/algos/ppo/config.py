@@ -41,7 +41,9 @@ class PPOConfig:
     max_grad_norm: float = 0.0
     """Global gradient-norm clip; 0 disables it."""
     learning_rate_schedule: str = "none"
-    """`none`: Adam at `learning_rate` throughout. `adaptive_kl`: Brax's (and rsl_rl's) adaptive schedule: before
+    """`none`: Adam at `learning_rate` throughout. `linear`: the step falls linearly from `learning_rate` to 0 over
+    the run's minibatch updates (to `run.num_timesteps`; a resume with a new total starts a new line from where the
+    count stands). `adaptive_kl`: Brax's (and rsl_rl's) adaptive schedule: before
     each minibatch update the step size is divided by 1.5 when the mean KL from the collecting policy to the
     current one exceeds 2 x `desired_kl`, multiplied by 1.5 when it is below `desired_kl` / 2 (and above 0), kept
     within [`learning_rate_schedule_min_lr`, `learning_rate_schedule_max_lr`], and carried from one iteration to
@@ -149,7 +151,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
 SECTION = PPOConfig
 TITLE = "PPO"
 ADVANTAGE_ESTIMATORS = ("brax", "gae_once")
-LEARNING_RATE_SCHEDULES = ("none", "adaptive_kl")
+LEARNING_RATE_SCHEDULES = ("none", "adaptive_kl", "linear")
 
 
 def check(config: Any) -> None:

@@ -24,7 +24,7 @@ from rlfit.algos.ppo.gae import compute_gae
 from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
 from rlfit.algos.ppo.losses import LossBatch, LossTerms, Steps, ppo_loss
 from rlfit.algos.ppo.rollout import collect_with_keys, step_keys
-from rlfit.algos.ppo.schedule import adapt_learning_rate, adaptive, learning_rate, make_adam
+from rlfit.algos.ppo.schedule import adapt_learning_rate, adaptive, learning_rate, make_adam, scheduled
 
 
 class TrainState(NamedTuple):
@@ -59,13 +59,15 @@ class IterationMetrics(NamedTuple):
     all_finite: jax.Array
     """False if any loss term or parameter is NaN or infinite."""
     learning_rate: jax.Array | None = None
-    """[] the step size after the iteration with `ppo.learning_rate_schedule: adaptive_kl`; None without."""
+    """[] the step size after the iteration with `ppo.learning_rate_schedule` `adaptive_kl` or `linear`; None
+    without."""
 
 
-def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig, iterations: int = 1) -> optax.GradientTransformation:
     """Adam, with global-norm clipping first when `max_grad_norm` > 0 (its step size scheduled with
-    `ppo.learning_rate_schedule: adaptive_kl`, `rlfit.algos.ppo.schedule`)."""
-    adam = make_adam(ppo)
+    `ppo.learning_rate_schedule` `adaptive_kl`, or `linear` over the updates of `iterations` iterations:
+    `rlfit.algos.ppo.schedule`)."""
+    adam = make_adam(ppo, iterations)
     return optax.chain(optax.clip_by_global_norm(ppo.max_grad_norm), adam) if ppo.max_grad_norm > 0 else adam
 
 
@@ -203,7 +205,7 @@ def make_iteration_from_keys(
         (params, opt_state, loss_scale), (terms, grad_norms, applied) = epochs(
             (state.params, state.opt_state, state.loss_scale), batch, epochs_key)
         metrics = iteration_metrics(terms, grad_norms, applied, loss_scale, params, data)
-        if adaptive(ppo):
+        if scheduled(ppo):
             metrics = metrics._replace(learning_rate=learning_rate(opt_state, ppo))
         return TrainState(params, opt_state, stats, env_state, state.key, loss_scale), metrics
 
