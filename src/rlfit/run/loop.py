@@ -11,11 +11,11 @@ in one vmapped program (`rlfit.run.seed_group.SeedGroup`), each lane its own run
 Everything inside an iteration is one compiled call; this loop only moves a few scalars to the host. What to log
 and when to stop are pure functions of those scalars (`rlfit.run.after_step`). Around the loop, with their own
 state: the out-of-memory back-off (`rlfit.run.recover`), the stop grace's watcher (`rlfit.run.stop_grace`) and the
-agreement between processes (`rlfit.run.loop_state.agreed`), for one lane and for several. A lane ends one way: its RunResult's
-`stopped_by` says why (None at the plan's end, a stopping rule's name, or a signal's: the caller turns a signal into
-its exit code, `rlfit.run.signals.raise_if_signalled`). Errors are raised: non-finite training of a single run
-(`NonFiniteError`; a lane of a group records it as its `failure`, the others go on), out of memory with no smaller
-sizes (`OutOfMemory`).
+agreement between processes (`rlfit.run.loop_state.agreed`), for one lane and for several; the loop's own counters
+are typed records (`rlfit.run.loop_state`). A lane ends one way: its RunResult's `stopped_by` says why (None at the
+plan's end, a stopping rule's name, or a signal's: the caller turns a signal into its exit code,
+`rlfit.run.signals.raise_if_signalled`). Errors are raised: non-finite training of a single run (`NonFiniteError`; a
+lane of a group records it as its `failure`, the others go on), out of memory with no smaller sizes (`OutOfMemory`).
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ class Runner:
                 self.stop_flag.signal_name if self.stop_flag is not None else None))
             if stop is not None:
                 self._stop(state, stop, watch, loop)
-        for index, lane in still_training(self.lanes):  # at the plan's end already (a resumed run whose summary was not written)
+        # Lanes at the plan's end already (a resumed run whose summary was not written):
+        for index, lane in still_training(self.lanes):
             self._end(lane, self.stepper.lane(state, index), None, loop)
         return [lane.result for lane in self.lanes if lane.result is not None]
 
