@@ -48,6 +48,8 @@ if FAST_COMPILE_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # once, though xd
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+pytest_plugins = ("tests.g1_smoke",)  # the G1 smoke run that the G1 test files share (`g1_smoke_run`)
+
 TOY_ENV = "tests.toy_env:make"
 """The point-reaching environment in tests/toy_env.py: reward 1 - |position - target| per env step."""
 
