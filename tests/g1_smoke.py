@@ -46,14 +46,16 @@ def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def g1_smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared G1 smoke run's directory (made by the first worker to ask; the others wait for it)."""
-    from filelock import FileLock
+    """The shared G1 smoke run's directory (made by the first worker to ask; the others wait for it: an exclusive
+    `flock` on a file beside it, which the system releases if its worker dies)."""
+    import fcntl
 
     if not HAS_MENAGERIE:
         pytest.skip(f"the offline Menagerie copy is absent ({SHARED_MENAGERIE}); see its README")
     workdir = session_folder(tmp_path_factory) / "g1-smoke"
     run_dir, failed = workdir / "run", workdir / "failed.txt"
-    with FileLock(str(workdir) + ".lock", timeout=3600):
+    with open(str(workdir) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not (run_dir / "summary.json").is_file() and not failed.is_file():
             workdir.mkdir(exist_ok=True)
             result = rlfit_cli("train", G1, "--preset", "smoke", "--set", ROBOT_SET, "--run-dir", str(run_dir),
