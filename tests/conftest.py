@@ -48,6 +48,8 @@ if FAST_COMPILE_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # once, though xd
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+pytest_plugins = ("tests.g1_smoke",)  # the G1 smoke run that the G1 test files share (`g1_smoke_run`)
+
 TOY_ENV = "tests.toy_env:make"
 """The point-reaching environment in tests/toy_env.py: reward 1 - |position - target| per env step."""
 
@@ -162,11 +164,11 @@ def forked_rlfit():
 
 SCHEDULED_FIRST = (
     "tests/run/test_g1.py", "tests/benchmarks/test_every_quick_check.py", "tests/examples/test_colab.py",
-    "tests/planning/test_randomization_memory.py", "tests/deploy/controller/test_controller.py",
-    "tests/deploy/controller/test_g1_observation.py", "tests/hardware/test_compile_cache.py",
-    "tests/test_plain_install.py", "tests/conformance/test_stops.py", "tests/parallel/test_mesh.py",
-    "tests/study/test_experiment.py", "tests/parallel/test_distributed.py", "tests/conformance/test_deploy.py",
-    "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py", "tests/checkpoints/test_run_dir_integrity.py",
+    "tests/deploy/controller/test_controller.py", "tests/deploy/controller/test_g1_observation.py",
+    "tests/hardware/test_compile_cache.py", "tests/test_plain_install.py", "tests/conformance/test_stops.py",
+    "tests/parallel/test_mesh.py", "tests/study/test_experiment.py", "tests/parallel/test_distributed.py",
+    "tests/conformance/test_deploy.py", "tests/planning/test_memory.py", "tests/hardware/test_warp_import.py",
+    "tests/checkpoints/test_run_dir_integrity.py", "tests/planning/test_randomization_memory.py",
     "tests/conformance/test_resume.py", "tests/run/test_stop_grace.py", "tests/cli/test_plan_doctor.py",
     "tests/algos/sac/test_pixels.py", "tests/algos/sac/test_planning.py", "tests/study/test_group_runner.py",
     "tests/networks/test_encoders.py", "tests/sinks/test_wandb.py", "tests/deploy/play/test_play.py",
@@ -181,11 +183,12 @@ tests/test_plain_install.py was missing here, it ran last and alone for 97 s). (
 default pytest-xdist starts the files with the most tests first, which left a one-test file of a minute or more
 running alone at the end.) A file missing from this list is only scheduled later, never skipped.
 
-The two G1 files run only where ../shared holds the robot's files (else they skip at once), as it does in CI; there
-tests/run/test_g1.py is the longest file (335 s in a `make test` of 2026-12-01; test_randomization_memory.py took
-131 s there, lowering G1 four times and compiling it twice, where it now lowers it twice and compiles it once), and
-its smoke run compiles the G1 step that test_randomization_memory.py compiles at 8 environments: one compile for
-both when the run starts first."""
+The G1 files run only where ../shared holds the robot's files (else they skip at once), as it does in CI; there
+tests/run/test_g1.py is the longest file (405 s in a `make test` of 2026-12-01). Its smoke run (tests/g1_smoke.py,
+once per session) compiles the G1 step that test_randomization_memory.py compiles at 8 environments, whose G1 tests
+wait for the run and then find the step in the compile cache (they compiled it a second time beside the run, 120 s
+of the CI run of 2026-12-06, after the run moved to the robot's observation set): that file starts once the others
+above have had about the run's time, so that its worker seldom waits."""
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,16 +3,16 @@
 two sizes, and the bound against XLA's analysis of the compiled step at one (the offline Menagerie copy; G1 traces
 and compiles for minutes on two cores).
 
-G1's step at 8 environments is the one tests/run/test_g1.py's smoke run trains (its preset's sizes): compiled here
-with the training step's own compiler options, it is one compile for both through the test session's cache (and one
-trace, through the program store), whichever file gets there first (tests/conftest.py's SCHEDULED_FIRST starts
-test_g1.py first). XLA's memory analysis is the same under a probe's cheaper options (tests/planning/test_memory.py),
-which the test session's XLA_FLAGS set for every compile anyway."""
+G1's step at 8 environments, on the robot's observation set, is the one the G1 smoke run that tests/run/test_g1.py
+checks trains (its preset's sizes and set: tests/g1_smoke.py): compiled here with the training step's own compiler
+options, it is one compile for both through the test session's cache (and one trace, through the program store). The
+G1 tests here wait for that run (made once per session, by whichever worker asks first) rather than compile the step
+beside it: two compiles at once would both miss the cache. XLA's memory analysis is the same under a probe's cheaper
+options (tests/planning/test_memory.py), which the test session's XLA_FLAGS set for every compile anyway."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -27,12 +27,10 @@ from rlfit.planning.plan import config_sizes
 from rlfit.run.probes import analyze_compiled, lower_iteration
 from rlfit.planning.measure import BOUND_OVER_XLA_AT_MOST
 from tests.conftest import cli_in_process
+from tests.g1_smoke import G1, ROBOT_SET, SHARED_MENAGERIE
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MENAGERIE = (REPO_ROOT / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
-G1 = "G1JoystickFlatTerrain"
 G1_FIELDS = ("body_mass", "dof_armature", "dof_frictionloss", "pair_friction", "qpos0")
 """What Playground 0.2.0's G1 randomizer draws per environment."""
 
@@ -54,16 +52,15 @@ def test_rlfit_plan_shows_the_randomized_batch(capfd, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def g1():
-    if not (MENAGERIE / "unitree_g1" / "assets").is_dir():
-        pytest.skip(f"the offline Menagerie copy is absent ({MENAGERIE})")
+def g1(g1_smoke_run):
+    """(the shared G1 smoke run's config, G1 loaded for the CPU), once the run has filled the caches."""
     import os
 
     from rlfit.envs import load_env
 
-    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(MENAGERIE))
+    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     configure_jax("fp32")
-    config = resolve(G1, "smoke", overrides=["env.randomization=auto"])
+    config = resolve(G1, "smoke", overrides=["env.randomization=auto", ROBOT_SET])
     return config, load_env(config.env, "cpu")
 
 

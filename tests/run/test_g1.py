@@ -1,7 +1,8 @@
 """The G1 humanoid end to end on CPU with the offline Menagerie copy: smoke training, play, ONNX export.
 
 One training run (the `smoke` preset with `env.observation_set=robot`, driven through the CLI with
-RLFIT_MENAGERIE_PATH) is shared by the tests: the training check of the robot-measurable observation set, and the
+RLFIT_MENAGERIE_PATH; tests/g1_smoke.py, whose step tests/planning/test_randomization_memory.py compiles too) is
+shared by the tests: the training check of the robot-measurable observation set, and the
 play, export and transfer check of such a policy. G1 compiles for minutes on a 2-core CPU, hence `slow` (the full
 set's observation is checked against the robot set's in tests/envs/test_observation_set.py).
 """
@@ -9,8 +10,6 @@ set's observation is checked against the robot set's in tests/envs/test_observat
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,36 +17,16 @@ import pytest
 
 import rlfit
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_MENAGERIE = (REPO_ROOT / ".." / "shared" / "assets" / "mujoco_menagerie").resolve()
-G1 = "G1JoystickFlatTerrain"
-ROBOT_SET = "env.observation_set=robot"
-"""The shared run's policy observes what the robot measures: G1's 103 entries less the pelvis linear velocity."""
+from tests.g1_smoke import G1, NEEDS_MENAGERIE, ROBOT_SET, SHARED_MENAGERIE, rlfit_cli
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (SHARED_MENAGERIE / "unitree_g1" / "assets").is_dir(),
-                       reason=f"the offline Menagerie copy is absent ({SHARED_MENAGERIE}); see its README"),
-]
-
-
-def rlfit_cli(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
-    sources = os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)])  # this checkout's rlfit, then tests.*
-    env = {**os.environ, "PYTHONPATH": sources, "RLFIT_MENAGERIE_PATH": str(SHARED_MENAGERIE)}
-    return subprocess.run([sys.executable, "-m", "rlfit", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+pytestmark = [pytest.mark.slow, NEEDS_MENAGERIE]
 
 
 @pytest.fixture(scope="module")
-def g1_run(tmp_path_factory) -> Path:
-    """`rlfit train G1JoystickFlatTerrain --preset smoke --set env.observation_set=robot` with the offline assets;
-    the run directory."""
-    workdir = tmp_path_factory.mktemp("g1")
-    run_dir = workdir / "run"
-    result = rlfit_cli("train", G1, "--preset", "smoke", "--set", ROBOT_SET, "--run-dir", str(run_dir), "--quiet",
-                       cwd=workdir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
+def g1_run(g1_smoke_run) -> Path:
+    """`rlfit train G1JoystickFlatTerrain --preset smoke --set env.observation_set=robot` with the offline assets
+    (tests/g1_smoke.py: once per test session); the run directory."""
+    return g1_smoke_run
 
 
 def test_smoke_training_completes_and_saves_the_policy(g1_run):
