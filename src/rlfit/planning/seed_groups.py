@@ -9,8 +9,8 @@
   CPU code for the batched program is no faster per environment, and the cores are busy either way.
 - On a GPU, as many seeds as the device's memory holds: the solo plan's predicted bytes (XLA's analysis of the
   iteration, or the estimate read from the lowered iteration where that decided the plan) times the seeds, with
-  the planner's safety margin. Before the group trains, its compiled program's own analysis is checked against the same budget (`group_fits`), and the group is halved if it
-  does not fit.
+  the planner's safety margin. Before the group trains, its compiled program's own analysis is checked against
+  the same budget (`group_fits`), and the group is halved if it does not fit.
 - A run split over several devices (`run.devices`) trains its seeds one after another.
 - The manifest's `seeds_per_program` (or `--seeds-per-program`) overrides all of this.
 """
