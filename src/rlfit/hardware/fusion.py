@@ -8,7 +8,7 @@ is expected to stay inside a fusion, and hold no buffer of its own, when
 
 - it is made by a fusible operation (`FUSIBLE`; or by a call whose function returns such a value), and
 - every operation that reads it fuses it (`FUSIBLE` and `stablehlo.reduce`; a call whose function only fuses that
-  argument; a function's return, where the caller decides), and
+  argument; a function's return, where the caller decides, but not the program's own), and
 - it is not an expensive operation's (`EXPENSIVE`: an exponential, a division) read by several operations, which
   XLA computes once into memory rather than once per reader.
 
@@ -98,7 +98,9 @@ class Fusion:
     def fuses(self, reader: Any, value: Any) -> bool:
         """Whether `reader` (an operation reading `value`) fuses it."""
         name = _name(reader)
-        if name in CONSUMERS or name == "func.return":
+        if name == "func.return":  # the caller decides; what the program returns is a buffer
+            return str(reader.operation.parent.attributes["sym_name"]).strip('"') != "main"
+        if name in CONSUMERS:
             return True
         if name == "func.call":
             callee = _callee(reader)
