@@ -25,7 +25,6 @@ from rlfit.hardware.program_memory import lowered_bound
 from rlfit.hardware.units import format_bytes
 from rlfit.planning.plan import config_sizes
 from rlfit.run.probes import analyze_compiled, lower_iteration
-from rlfit.planning.measure import BOUND_OVER_XLA_AT_MOST
 from tests.conftest import cli_in_process
 
 pytestmark = pytest.mark.slow
@@ -99,14 +98,15 @@ def test_g1s_randomized_step_holds_its_model_batch_at_each_size(lowered_g1, num_
     assert lowered_bound(lowered).argument_bytes == state_bytes(state)
 
 
-def test_g1s_randomized_step_is_bounded_between_xla_and_its_allowance(g1, lowered_g1):
-    """The bound lies between XLA's analysis of the compiled step and BOUND_OVER_XLA_AT_MOST times it, the same error
-    the planner allows without randomization; at the smoke run's 8 environments, whose compile tests/run/test_g1.py
-    shares (a G1 compile is a minute on two cores; the batch's scaling is checked at two sizes above)."""
+def test_g1s_randomized_step_is_estimated_within_10_percent_of_xla(g1, lowered_g1):
+    """The estimate the planner uses lies within 10% of XLA's analysis of the compiled step, as without
+    randomization, and the bound is not below it; at the smoke run's 8 environments, whose compile
+    tests/run/test_g1.py shares (a G1 compile is a minute on two cores; the batch's scaling is checked at two sizes
+    above)."""
     config, _ = g1
     lowered, trainer = lowered_g1(8)
     sizes = scale_sizes(config_sizes(config), 8)
     bound = lowered_bound(lowered)
     xla = analyze_compiled(config, sizes, lowered.compile(compiler_options=compiler_options(trainer.step_ynn_fusions)))
-    predicted = bound.argument_bytes + bound.output_bytes + bound.temp_bytes
-    assert xla.total_bytes <= predicted <= BOUND_OVER_XLA_AT_MOST * xla.total_bytes
+    assert xla.total_bytes <= bound.argument_bytes + bound.output_bytes + bound.temp_bytes
+    assert abs(bound.estimate_bytes / xla.total_bytes - 1) <= 0.10
