@@ -2,7 +2,8 @@
 
 For each case (environment, preset, algorithm) a child process lowers the training step at the sizes the planner
 would choose when memory does not limit (on this CPU: `rlfit.planning.measure.unlimited_choice` within the core cap),
-or at each of `--num-envs` (the config's sizes scaled, `rlfit.algos.ppo.candidates.scale_sizes`; an off-policy
+or at the config's own sizes (`--config-sizes`: what a run of it trains), or at each of `--num-envs` (the
+config's sizes scaled, `rlfit.algos.ppo.candidates.scale_sizes`; an off-policy
 algorithm's environments alone), times the lowering and the walk of its StableHLO
 (`rlfit.hardware.program_memory.lowered_bound`: the bound, every value its own buffer, and the estimate the planner
 uses, XLA's fusion modelled), then compiles it as the planner's probes compile (`rlfit.run.probes.probe_options`)
@@ -47,8 +48,9 @@ configure_jax("fp32")
 config = resolve(env_name, preset, overrides=[f"algo={algo}", *sys.argv[6:]])
 env = load_env(config.env, jax.default_backend())
 planned = unlimited_choice(config, num_envs_cap(jax.default_backend()))
-counts = [int(n) for n in sys.argv[5].split(",") if n]
-chosen = ([planned] if not counts else [scale_sizes(config_sizes(config), n) for n in counts] if algo == "ppo"
+counts = [int(n) for n in sys.argv[5].split(",") if n.isdigit()]
+chosen = ([config_sizes(config)] if sys.argv[5] == "config" else [planned] if not counts
+          else [scale_sizes(config_sizes(config), n) for n in counts] if algo == "ppo"
           else [planned._replace(num_envs=n) for n in counts])
 for sizes in chosen:
     started = time.perf_counter()
@@ -84,6 +86,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cases", nargs="+", default=list(CASES), help="ENV:PRESET:ALGO each")
     parser.add_argument("--num-envs", nargs="+", type=int, default=[],
                         help="sizes to measure each case at (default: the planner's, once)")
+    parser.add_argument("--config-sizes", action="store_true",
+                        help="the config's own sizes (with --set), as `rlfit train` runs them")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every case (as `rlfit train --set`)")
     parser.add_argument("--no-xla", action="store_true", help="the bound and estimate only: no compile")
@@ -97,13 +101,14 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def measure(case: str, num_envs: list[int], overrides: list[str], compile_too: bool) -> list[dict]:
-    """One child per case: a record per size (in order), with the load before it."""
+def measure(case: str, sizes: list[str], overrides: list[str], compile_too: bool) -> list[dict]:
+    """One child per case: a record per size (`sizes`: numbers of environments, ["config"] for the config's own,
+    [] for the planner's), in order, with the load before it."""
     env_name, preset, algo = case.rsplit(":", 2)  # ENV may be module:factory
     with tempfile.TemporaryDirectory(prefix="rlfit-trace-bound-") as work:
         load = load_1min()
         done = subprocess.run([sys.executable, "-c", CHILD, env_name, preset, algo, "1" if compile_too else "0",
-                               ",".join(map(str, num_envs)), *overrides], cwd=REPO,
+                               ",".join(sizes), *overrides], cwd=REPO,
                               env=child_env(Path(work) / "cache", None, RLFIT_PROGRAM_STORE="0"),
                               capture_output=True, text=True)
     if done.returncode != 0:
@@ -135,10 +140,12 @@ def row(result: dict) -> list:
 def main() -> None:
     args = parse_args()
     record = start_record("trace_bound" + (f"_{args.tag}" if args.tag else ""))
-    record.update(cases=[], num_envs=args.num_envs, overrides=args.overrides, xla=not args.no_xla)
+    record.update(cases=[], num_envs=args.num_envs, config_sizes=args.config_sizes, overrides=args.overrides,
+                  xla=not args.no_xla)
     rows = []
     for case in args.cases:
-        for result in measure(case, args.num_envs, args.overrides, not args.no_xla):
+        sizes = ["config"] if args.config_sizes else [str(n) for n in args.num_envs]
+        for result in measure(case, sizes, args.overrides, not args.no_xla):
             record["cases"].append(result)
             rows.append(row(result))
             print(rows[-1], flush=True)
