@@ -6,11 +6,16 @@ into one kernel that writes only the chain's last value; a reduction fuses its e
 Across JAX's function calls too: XLA inlines every call before it fuses. So in a lowered StableHLO program a value
 is expected to stay inside a fusion, and hold no buffer of its own, when
 
-- it is made by a fusible operation (`FUSIBLE`; or by a call whose function returns such a value), and
+- it is made by a fusible operation (`FUSIBLE`), but is not a part of a larger operand (a slice, which kept out
+  would hold the whole operand until read); or by a call whose function computes it by such operations from its
+  arguments and its other results alone, and
 - every operation that reads it fuses it (`FUSIBLE` and `stablehlo.reduce`; a call whose function only fuses that
   argument; a function's return, where the caller decides, but not the program's own), and
 - it is not an expensive operation's (`EXPENSIVE`: an exponential, a division) read by several operations, which
   XLA computes once into memory rather than once per reader.
+
+A value kept out is computed where it is read, so what it is computed from lives until then
+(`Fusion.computed_from`; the walk moves those values' last use on).
 
 A matrix product (`stablehlo.dot_general`) whose operand is not in XLA's canonical order (batch dimensions first,
 then the left operand's contracted dimensions last and the right operand's right after the batch: a weight's

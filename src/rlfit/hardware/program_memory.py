@@ -16,12 +16,18 @@ order it is written and adds up the bytes of the values alive at each operation:
   the buffers given up to it;
 - the program holds its arguments throughout, its peak, and any argument it returns unchanged a second time.
 
-Every other value of the unoptimized program is counted as its own buffer: XLA's fusion, which keeps most
+The same walk with XLA's fusion modelled (`rlfit.hardware.fusion`: a value XLA is expected to keep inside a fusion
+holds no buffer and keeps what it is computed from alive until it is read; a reshape reuses its operand's buffer; a
+matrix product holds a transposed copy of an operand it contracts on the leading side) gives the estimate the
+planner uses (`ProgramBound.estimate_bytes`): within 10% of XLA's CPU analysis on the training steps measured
+(benchmarks/trace_bound.py), on either side of it.
+
+For the bound, every other value of the unoptimized program is counted as its own buffer: XLA's fusion, which keeps most
 elementwise intermediates out of memory, reshapes that are views, and its other reuse only lower the figure XLA
 reports. The bound is not a proof: it is checked against XLA's analysis in tests/hardware/test_program_memory.py
-and benchmarks/trace_bound.py (1.1-1.7x XLA's figure for the training steps measured there), and rlfit uses it
-only where even the bound, with the planner's margin, fits the budget (`rlfit.planning.measure`); elsewhere XLA compiles
-and decides.
+and benchmarks/trace_bound.py (1.1-1.7x XLA's figure for the training steps measured there). The planner plans
+from the estimate, not the bound, where the estimate with its margin fits the budget (`rlfit.planning.measure`);
+elsewhere XLA compiles and decides.
 """
 
 from __future__ import annotations
