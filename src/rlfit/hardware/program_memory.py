@@ -207,11 +207,12 @@ class _Walker:
                 if last_use.get(operand) != index:
                     readers.setdefault(operand, []).append(operation)
                 last_use[operand] = index
-        kept = self.kept_out(operations, readers, last_use)
+        arguments = list(block.arguments)
+        held = {argument for position, argument in enumerate(arguments) if position not in reusable}
+        kept = self.kept_out(operations, readers, last_use, held)
         dying: dict[int, list[Any]] = {}
         for value, index in last_use.items():
             dying.setdefault(index, []).append(value)
-        arguments = list(block.arguments)
         origin = {arguments[position]: position for position in reusable}  # value -> argument buffer it lives in
         live = peak = 0
         defined: dict[Any, int] = {}
@@ -239,16 +240,21 @@ class _Walker:
         returned = list(operations[-1].operands) if operations else []
         return peak, {position: origin[value] for position, value in enumerate(returned) if value in origin}
 
-    def kept_out(self, operations: list[Any], readers: dict[Any, list[Any]], last_use: dict[Any, int]) -> set[Any]:
-        """The values of a block's `operations` the fusion model keeps out of memory (none without it). Each is
-        computed where it is read, so what it is computed from lives until then: `last_use` is moved on to it."""
+    def kept_out(self, operations: list[Any], readers: dict[Any, list[Any]], last_use: dict[Any, int],
+                 held: set[Any]) -> set[Any]:
+        """The values of a block's `operations` the fusion model keeps out of memory (none without it), and the
+        reshapes of a buffer that outlives them or that the block may not give up (`held`: arguments; a view of it,
+        as XLA makes such a reshape a bitcast). Each is computed (or viewed) where it is read, so what it is computed
+        from lives until then: `last_use` is moved on to it."""
         kept: set[Any] = set()
         if self.fusion is None:
             return kept
         for index in range(len(operations) - 1, -1, -1):
             operation = operations[index]
             for result in operation.results:
-                if self.fusion.kept_out(result, readers.get(result, [])):
+                viewed = operation.operation.name == "stablehlo.reshape" and (
+                    operation.operands[0] in held or last_use.get(operation.operands[0], index) > index)
+                if viewed or self.fusion.kept_out(result, readers.get(result, [])):
                     kept.add(result)
                     end = last_use.get(result, index)
                     for operand in self.fusion.computed_from(operation, result):

@@ -63,10 +63,11 @@ def described(config: Config, sizes: Sizes) -> str:
     return f"num_envs={sizes.num_envs}" + (f" storing {stored:,} transitions" if stored else "")
 
 
-ESTIMATE_OVER_XLA_AT_MOST = 1.25
-"""How far above XLA's analysis the estimate from the lowered step can be expected to lie (at most 1.08x on the CPU
-steps measured, benchmarks/trace_bound.py). Where even the estimate divided by this does not fit the budget, XLA's
-analysis of that size is not expected to fit either, so the planner does not compile that size alone first (a wrong
+ESTIMATE_OVER_XLA_AT_MOST = 1.75
+"""How far above XLA's analysis the estimate from the lowered step can be expected to lie (at most 1.51x on the CPU
+steps measured: G1's randomized step at 8 environments; Playground's DM Control PPO steps within 10%,
+benchmarks/trace_bound.py). Where even the estimate divided by this does not fit the budget, XLA's analysis of that
+size is not expected to fit either, so the planner does not compile that size alone first (a wrong
 guess costs a compile, never a wrong choice)."""
 
 
