@@ -19,8 +19,9 @@ order it is written and adds up the bytes of the values alive at each operation:
 The same walk with XLA's fusion modelled (`rlfit.hardware.fusion`: a value XLA is expected to keep inside a fusion
 holds no buffer and keeps what it is computed from alive until it is read; a reshape reuses its operand's buffer; a
 matrix product holds a transposed copy of an operand it contracts on the leading side) gives the estimate the
-planner uses (`ProgramBound.estimate_bytes`): within 10% of XLA's CPU analysis on the training steps measured
-(benchmarks/trace_bound.py), on either side of it.
+planner uses (`ProgramBound.estimate_bytes`): within 10% of XLA's CPU analysis for the DM Control PPO steps
+measured (benchmarks/trace_bound.py), on either side of it; further off for others (G1's step at 8 environments:
++51%).
 
 For the bound, every other value of the unoptimized program is counted as its own buffer: XLA's fusion, which keeps most
 elementwise intermediates out of memory, reshapes that are views, and its other reuse only lower the figure XLA
