@@ -116,8 +116,8 @@ def _fit_reason(model: MemoryModel) -> str:
     if model.source == "lowered":
         return (f"memory estimated at one size without compiling, {point(model.points[0])} (the lowered step's "
                 "values alive at once, with XLA's expected fusion; within 10% of XLA's CPU analysis for the DM "
-                "Control PPO steps measured, more for G1): with the margin it fits, so nothing was compiled for planning; every other figure is a "
-                "bound from it (`rlfit plan --fit-line` compiles the step and fits XLA's line)")
+                "Control PPO steps measured, more for G1): with the margin it fits, so nothing was compiled for "
+                "planning; every other figure is a bound from it (`rlfit plan --fit-line` compiles the step and fits XLA's line)")
     if model.measured_once:
         return (f"memory measured at one size, {point(model.points[0])} (XLA's analysis of what training runs when "
                 "memory does not limit): it fits, so no other size was compiled; every other figure is a bound "

@@ -30,8 +30,8 @@ Before any of that, the planner estimates the step at those sizes from its lower
 and no compile (`rlfit.hardware.program_memory`, `MemoryModel.source` "lowered"): the values of the unoptimized
 program alive at once, those XLA's fusion is expected to keep out of memory left out (`rlfit.hardware.fusion`);
 within 10% of XLA's CPU analysis for the DM Control PPO steps measured (benchmarks/trace_bound.py; G1's step at 8
-environments +51%), where the bound that counts every value as its own buffer was 1.14-1.32x. Where the estimate with the margin fits the budget, nothing is
-compiled for planning at all.
+environments +51%), where the bound that counts every value as its own buffer was 1.14-1.32x. Where the estimate
+with the margin fits the budget, nothing is compiled for planning at all.
 """
 
 from __future__ import annotations
