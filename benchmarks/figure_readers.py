@@ -153,10 +153,16 @@ def planner_sweep_figures(record: dict) -> list[Figure]:
 
 
 def trace_bound_figures(record: dict) -> list[Figure]:
-    ratios = [case["bound_bytes"] / case["xla"]["total_bytes"] for case in record["cases"]]
-    return [Figure(f"bound from the lowered step over XLA's analysis ({len(ratios)} cases)",
-                   f"{min(ratios):.2f}-{max(ratios):.2f}", "ratio"),
-            Figure("never below XLA's analysis", str(record.get("never_below_xla")), "")]
+    measured = [case for case in record["cases"] if case.get("xla")]
+    ratios = [case["bound_bytes"] / case["xla"]["total_bytes"] for case in measured]
+    figures = [Figure(f"bound from the lowered step over XLA's analysis ({len(ratios)} cases)",
+                      f"{min(ratios):.2f}-{max(ratios):.2f}", "ratio"),
+               Figure("never below XLA's analysis", str(record.get("never_below_xla")), "")]
+    errors = [case["estimate_bytes"] / case["xla"]["total_bytes"] - 1 for case in measured if "estimate_bytes" in case]
+    if errors:
+        figures.append(Figure(f"the planner's estimate from the lowered step against XLA's analysis ({len(errors)} "
+                              "cases)", f"{min(errors):+.1%} to {max(errors):+.1%}", ""))
+    return figures
 
 
 def eval_compile_figures(record: dict) -> list[Figure]:

@@ -19,6 +19,10 @@ others run in later calls by name (`--steps GROUP`, GROUPS below):
  brax      cartpole_ppo_playground  rlfit's CartpoleBalance at Playground's settings: env steps/s
            brax_cartpole, brax_g1   Brax's PPO (gpu_brax.py) at the settings of cartpole_ppo_playground and learn_g1:
                                     env steps/s beside rlfit's ("not available" where Brax cannot run on this JAX)
+ line      line STEP (when named)   the planner's estimate from the lowered step (trace_bound.py --no-xla) at the
+                                    sizes of learn_cheetah_run, learn_g1, t4_g1_1024 and cartpole_ppo_playground, each
+                                    beside that step's device peak (gpu_figures.line_headline; the same call, or the
+                                    peaks of an earlier call's record)
  earlier   (only when named)        g1_ppo_warm (learn_g1's command again with its cache), trace_bound (three
                                     cases), memory_prediction, fasttd3_g1, g1_randomization_on / _off
 
@@ -56,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, RESULTS, TMP, load_1min, machine  # noqa: E402
 from gpu_bundle import BUNDLE, describe_size, install, transfer_size  # noqa: E402
 from gpu_figures import REFERENCE, T4, TARGETS, check_record, headline  # noqa: E402
-from gpu_steps import (Boxed, Context, Setup, brax, doctor, learn, memory_prediction, plain_train,  # noqa: E402,F401
-                       randomization, run_boxed, t4, trace_bound)
+from gpu_steps import (Boxed, Context, Setup, brax, doctor, learn, line, memory_prediction,  # noqa: E402,F401
+                       plain_train, randomization, run_boxed, t4, trace_bound)
 
 TOY_ENV = "tests.toy_env:make"
 
@@ -79,12 +83,16 @@ GPU = Setup(learn_env="CheetahRun", learn_argv=("--preset", "default", "--set", 
                        "brax_g1": ("G1JoystickFlatTerrain", "default", (f"run.eval_every={EVAL_EVERY}",))},
             brax_shim=True,
             trace_cases=("CartpoleBalance:quick:ppo", "CartpoleBalance:quick:sac", "G1JoystickFlatTerrain:g1:ppo"),
+            line_cases={"learn_cheetah_run": ("CheetahRun", "default", ()),
+                        "learn_g1": ("G1JoystickFlatTerrain", "default", ()),
+                        "t4_g1_1024": ("G1JoystickFlatTerrain", "g1", ("ppo.num_envs=1024",)),
+                        "cartpole_ppo_playground": ("CartpoleBalance", "default", ())},
             memory_env="CartpoleBalance", memory_num_envs=1024, fasttd3_preset="g1", timesteps={},
             reserve_s={"learn_cheetah_run": 25, "learn_g1": 25, "t4_g1_plan": 30, "t4_g1_1024": 30,
                        "cartpole_ppo_playground": 25},
             boxes={"doctor": 45, "learn_cheetah_run": 200, "learn_g1": 280, "t4_g1_plan": 420, "t4_g1_1024": 420,
                    "cartpole_ppo_playground": 120, "brax_cartpole": 120, "brax_g1": 250, "g1_ppo_warm": 90,
-                   "trace_bound": 45, "memory_prediction": 60, "fasttd3_g1": 90, "g1_randomization": 60},
+                   "trace_bound": 45, "line": 90, "memory_prediction": 60, "fasttd3_g1": 90, "g1_randomization": 60},
             deadline_s=490, min_start_s=20, grace_s=20)
 """490 s from the script's start, the install (about 2 s) included: within the command's 9 minutes (the device
 tool's `timeout_s` 540), 50 s to spare. The learning group: doctor 5 s, CheetahRun 200 s, G1 the rest (about
@@ -107,6 +115,8 @@ def dry_setup(stand_in: str) -> Setup:
                  brax_envs={name: ("CartpoleBalance", "smoke", ()) for name in ("brax_cartpole", "brax_g1")},
                  brax_shim=False,
                  trace_cases=(f"{stand_in}:smoke:ppo", f"{stand_in}:smoke:sac", f"{stand_in}:smoke:fasttd3"),
+                 line_cases={name: (stand_in, "smoke", ()) for name in ("learn_cheetah_run", "learn_g1",
+                                                                       "t4_g1_1024", "cartpole_ppo_playground")},
                  memory_env=stand_in, memory_num_envs=64, fasttd3_preset="smoke",
                  timesteps={"learn_cheetah_run": 192, "learn_g1": 192, "t4_g1_plan": 128, "t4_g1_1024": 128,
                             "g1_ppo_warm": 1, "cartpole_ppo_playground": 640, "fasttd3_g1": 640,
@@ -116,7 +126,8 @@ def dry_setup(stand_in: str) -> Setup:
                  boxes={"doctor": 30, **{key: scale * box for key, box in (
                      ("learn_cheetah_run", 90), ("learn_g1", 90), ("t4_g1_plan", 120), ("t4_g1_1024", 90),
                      ("cartpole_ppo_playground", 90), ("brax_cartpole", 60), ("brax_g1", 60), ("g1_ppo_warm", 45),
-                     ("trace_bound", 60), ("memory_prediction", 60), ("fasttd3_g1", 60), ("g1_randomization", 30))}},
+                     ("trace_bound", 60), ("line", 60), ("memory_prediction", 60), ("fasttd3_g1", 60),
+                     ("g1_randomization", 30))}},
                  deadline_s=720 * scale, min_start_s=5, grace_s=5)
 
 
@@ -134,6 +145,7 @@ class Step(NamedTuple):
 GROUPS = {"learning": ("doctor", "learn_cheetah_run", "learn_g1"), "t4": ("doctor", "t4_g1_plan"),
           "t4_1024": ("doctor", "t4_g1_1024"),
           "brax": ("doctor", "cartpole_ppo_playground", "brax_cartpole", "brax_g1"),
+          "line": ("doctor", "line"),
           "earlier": ("doctor", "trace_bound", "memory_prediction", "fasttd3_g1", "g1_randomization_on",
                       "g1_randomization_off")}
 """`--steps` shorthands, one GPU call each (a name that starts a step's name, such as trace_bound, names them all).
@@ -176,6 +188,9 @@ def steps(setup: Setup) -> list[Step]:
     ]
     found += [Step(f"trace_bound {case}", "trace_bound", "the planner's bound against XLA's memory analysis",
                    "trace_bound", trace_bound, False) for case in setup.trace_cases]
+    found += [Step(f"line {against}", "line", f"the planner's estimate from the lowered step at {against}'s sizes "
+                   "(no compile), against that step's device peak", "line", line, False)
+              for against in setup.line_cases]
     found += [
         Step("memory_prediction", "memory_prediction", "predicted against measured peak at one size",
              "memory_prediction", memory_prediction, False),

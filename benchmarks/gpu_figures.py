@@ -91,9 +91,13 @@ FIELDS_BY_KIND: dict[str, dict[str, tuple[type, ...]]] = {
     "doctor": {"device": (dict,), "jax_devices": (list,)},
     "train": RUN_FIELDS, "learn": LEARN_FIELDS, "t4": T4_FIELDS, "brax": BRAX_FIELDS,
     "trace_bound": {"case": (str,), "sizes": (dict,), "bound_bytes": (int,), "xla_bytes": (int,), "ratio": NUMBER,
+                    "estimate_bytes": (int,), "estimate_ratio": NUMBER,
                     "lower_s": NUMBER, "walk_s": NUMBER, "compile_s": NUMBER},
+    "line": {"case": (str,), "sizes": (dict,), "estimate_bytes": (int,), "bound_bytes": (int,), "against_step": (str,),
+             "lower_s": NUMBER, "walk_s": NUMBER},
     "memory_prediction": {"env": (str,), "num_envs": (int,), "measured_bytes": (int,), "line_bytes": NUMBER,
                           "xla_exact_bytes": (int,), "line_error": NUMBER, "xla_exact_error": NUMBER,
+                          "estimate_bytes": (int,), "estimate_error": NUMBER,
                           "method": (str,), "peak_bytes_by_stage": (dict,)},
 }
 STEP_FIELDS: dict[str, tuple[type, ...]] = {
@@ -224,7 +228,8 @@ def memory_figures(record: dict[str, Any]) -> dict[str, Any]:
     row = result["rows"][0]
     return {"env": result["env"], **{key: row[key] for key in (
         "num_envs", "measured_bytes", "line_bytes", "xla_exact_bytes", "line_error", "xla_exact_error",
-        "line_with_same_backend_margin_error", "method", "peak_bytes_by_stage", "state_bytes", "compile_s")},
+        "line_with_same_backend_margin_error", "estimate_bytes", "estimate_error", "method", "peak_bytes_by_stage",
+        "state_bytes", "compile_s")},
         "model": result["model"], "device": record.get("device")}
 
 
@@ -250,7 +255,24 @@ def ratio(numerator: Any, denominator: Any) -> float | None:
 def headline(record: dict[str, Any]) -> dict[str, Any]:
     """The figures the README quotes, beside their targets and references (None where not measured)."""
     return {**device_headline(record), **learning_headline(record), **t4_headline(record),
-            **brax_headline(record), **earlier_headline(record)}
+            **brax_headline(record), "line": line_headline(record), **earlier_headline(record)}
+
+
+def line_headline(record: dict[str, Any], peaks_from: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each `line STEP` step's estimate beside STEP's device peak, from this record or `peaks_from` (the record of
+    the call that ran STEP): {STEP: {estimate_bytes, device_peak_bytes, estimate_over_peak_minus_1}} (None where
+    not measured). Issue 65's target: within 10%."""
+    lines = {}
+    for step in record.get("steps") or []:
+        if step.get("kind") != "line" or step.get("status") != "ok":
+            continue
+        against, estimate = step["figures"]["against_step"], step["figures"]["estimate_bytes"]
+        peak = figure(record, against, "device_peak_bytes")
+        if peak is None and peaks_from is not None:
+            peak = figure(peaks_from, against, "device_peak_bytes")
+        lines[against] = {"estimate_bytes": estimate, "device_peak_bytes": peak,
+                          "estimate_over_peak_minus_1": estimate / peak - 1 if peak else None}
+    return lines
 
 
 def device_headline(record: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +351,10 @@ def earlier_headline(record: dict[str, Any]) -> dict[str, Any]:
         "g1_warm_within_target": None if warm is None else warm <= TARGETS["g1_warm_time_to_first_step_s_at_most"],
         "trace_bound_over_xla": {s["name"].split(" ", 1)[1]: s["figures"]["ratio"] for s in record["steps"]
                                  if s["kind"] == "trace_bound" and s["status"] == "ok"},
+        "trace_estimate_over_xla": {s["name"].split(" ", 1)[1]: s["figures"]["estimate_ratio"] for s in record["steps"]
+                                    if s["kind"] == "trace_bound" and s["status"] == "ok"},
         "memory_prediction_line_error": figure(record, "memory_prediction", "line_error"),
+        "memory_prediction_estimate_error": figure(record, "memory_prediction", "estimate_error"),
         "fasttd3_g1_env_steps_per_s": figure(record, "fasttd3_g1", "env_steps_per_s_median"),
     }
 

@@ -55,6 +55,9 @@ class Setup(NamedTuple):
     brax_shim: bool
     """gpu_brax.py restores `jax.device_put_replicated` where JAX lacks it (False: such a JAX is "not available")."""
     trace_cases: tuple[str, ...]
+    line_cases: dict[str, tuple[str, str, tuple[str, ...]]]
+    """The planner's estimate at a training step's own sizes, by that step's name: its environment, preset and
+    `--set` overrides (the `line` steps)."""
     memory_env: str
     memory_num_envs: int
     fasttd3_preset: str
@@ -182,6 +185,22 @@ def trace_bound(ctx: Context, name: str, box_s: float) -> dict[str, Any]:
     found = read_json(result)
     figures = found["cases"][0] if found else {}
     status, note = ended(boxed, bool(figures), "bound and XLA analysis")
+    return {"status": status, "note": note, "figures": figures, "wall_s": boxed.wall_s, "argv": argv}
+
+
+def line(ctx: Context, name: str, box_s: float) -> dict[str, Any]:
+    """`line STEP`: the planner's estimate from the lowered step (and the bound) at the sizes training step STEP
+    runs (`Setup.line_cases`), trace_bound.py without XLA's compile; its device peak is STEP's (`line_figures`)."""
+    against = name.split(" ", 1)[1]
+    env, preset, overrides = ctx.setup.line_cases[against]
+    log, result = ctx.work / f"{name.replace(' ', '_')}.log", ctx.work / f"{name.replace(' ', '_')}.json"
+    argv = [ctx.python, str(BENCH_DIR / "trace_bound.py"), "--cases", f"{env}:{preset}:ppo", "--config-sizes",
+            "--no-xla", "--out", str(result), *[part for value in overrides for part in ("--set", value)]]
+    boxed = run_boxed(argv, ctx.env, box_s, ctx.setup.grace_s, log)
+    keep_log(ctx, name, log)
+    found = read_json(result)
+    figures = {**found["cases"][0], "against_step": against} if found else {}
+    status, note = ended(boxed, bool(figures), "estimate")
     return {"status": status, "note": note, "figures": figures, "wall_s": boxed.wall_s, "argv": argv}
 
 

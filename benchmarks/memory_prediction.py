@@ -18,8 +18,9 @@ Measurement:
   `XLA_PYTHON_CLIENT_PREALLOCATE=false` so parent and child can share the GPU): in one process, the second
   environment's small sizes read the first environment's largest peak (seen on an H100, 2026-11-23).
 
-Error = predicted / measured - 1 for the line (what the planner uses, without and with its margin) and for
-XLA's analysis at the exact size.
+Error = predicted / measured - 1 for the line fitted through XLA's probes (without and with the planner's margin),
+for XLA's analysis at the exact size, and for the estimate the planner reads from the lowered step without
+compiling (`rlfit.hardware.program_memory.ProgramBound.estimate_bytes`, what it plans from where that decides).
 
     .venv/bin/python benchmarks/memory_prediction.py            # CartpoleBalance and CheetahRun, 4 sizes each
     .venv/bin/python benchmarks/memory_prediction.py --quick    # the toy environment at one size, small networks
@@ -100,13 +101,16 @@ def measure(config, sizes, env) -> dict[str, Any]:
     """Compiles and runs one iteration at `sizes`; XLA's analysis and the measured peak, in bytes."""
     import jax
 
+    from rlfit.hardware.program_memory import lowered_bound
     from rlfit.planning.plan import make_plan
     from rlfit.planning.memory_model import point_from_analysis
     from rlfit.run.trainer import Trainer
 
     trainer = Trainer.build(config, make_plan(config, sizes), env=env)
     started = time.perf_counter()
-    compiled = jax.jit(trainer.train_iteration_fn(), donate_argnums=0).lower(trainer.abstract_state()).compile()
+    lowered = jax.jit(trainer.train_iteration_fn(), donate_argnums=0).lower(trainer.abstract_state())
+    estimate = lowered_bound(lowered).estimate_bytes  # the planner's estimate from the lowered step (no compile)
+    compiled = lowered.compile()
     compile_s = time.perf_counter() - started
     analysis = point_from_analysis(sizes, compiled.memory_analysis())
     on_gpu = jax.default_backend() != "cpu"
@@ -133,7 +137,7 @@ def measure(config, sizes, env) -> dict[str, Any]:
     del state, metrics, compiled
     settle_host_memory()
     return {"analysis": analysis, "measured_bytes": measured, "peak_bytes_by_stage": stages, "method": method,
-            "state_bytes": state_bytes,
+            "state_bytes": state_bytes, "estimate_bytes": estimate,
             "compile_s": round(compile_s, 1), "iteration_s": round(iteration_s, 2)}
 
 
@@ -194,13 +198,17 @@ def benchmark_env(name: str, num_envs: tuple[int, ...]) -> dict[str, Any]:
             "num_envs": n, "sizes": sizes._asdict(), "measured_bytes": measured, "line_bytes": line,
             "xla_exact_bytes": result["analysis"].total_bytes, "state_bytes": result["state_bytes"],
             "line_error": round(line / measured - 1, 4),
+            "estimate_bytes": result["estimate_bytes"],
+            "estimate_error": round(result["estimate_bytes"] / measured - 1, 4),
             "xla_exact_error": round(result["analysis"].total_bytes / measured - 1, 4),
             "line_with_same_backend_margin_error": round(line * SAME_BACKEND_MARGIN / measured - 1, 4),
             "peak_bytes_by_stage": result["peak_bytes_by_stage"],
             "method": result["method"], "compile_s": result["compile_s"], "iteration_s": result["iteration_s"],
         })
         print(f"  {name} {n:>5d} envs: measured {measured / 2**20:8.1f} MiB, line {line / 2**20:8.1f} MiB "
-              f"({rows[-1]['line_error']:+.1%}), XLA at size {result['analysis'].total_bytes / 2**20:8.1f} MiB",
+              f"({rows[-1]['line_error']:+.1%}), XLA at size {result['analysis'].total_bytes / 2**20:8.1f} MiB, "
+              f"estimate from the lowered step {result['estimate_bytes'] / 2**20:8.1f} MiB "
+              f"({rows[-1]['estimate_error']:+.1%})",
               flush=True)
     return {"env": name, "overrides": list(overrides_for(name)), "model": model.to_dict(), "fit_s": round(fit_s, 1),
             "margins": {"same_backend": SAME_BACKEND_MARGIN, "cross_backend": CROSS_BACKEND_MARGIN}, "rows": rows}
@@ -247,11 +255,11 @@ def main() -> None:
         finish_record(record, args.out)
     rows = [(r["env"], row["num_envs"], row["measured_bytes"] / 2**20, row["line_bytes"] / 2**20,
              f"{row['line_error']:+.1%}", f"{row['xla_exact_error']:+.1%}",
-             f"{row['line_with_same_backend_margin_error']:+.1%}")
+             f"{row['line_with_same_backend_margin_error']:+.1%}", f"{row['estimate_error']:+.1%}")
             for r in record["results"] for row in r["rows"]]
     print()
     print_table(rows, ("env", "num_envs", "measured MiB", "predicted MiB", "error", "error (XLA at size)",
-                       "error with margin"))
+                       "error with margin", "error (estimate from the lowered step)"))
 
 
 if __name__ == "__main__":

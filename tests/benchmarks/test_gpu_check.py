@@ -232,7 +232,8 @@ def test_an_unknown_step_is_one_line_exit_2_naming_the_steps(tmp_path):
     done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--dry-run", "--steps", "doctor",
                            "g1_ppo_hot", "--out", str(tmp_path / "gpu")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
-    assert "no step 'g1_ppo_hot': choose from 'learning', 't4', 't4_1024', 'brax', 'earlier', 'doctor'" in done.stderr
+    assert ("no step 'g1_ppo_hot': choose from 'learning', 't4', 't4_1024', 'brax', 'line', 'earlier', 'doctor'"
+            in done.stderr)
     assert not (tmp_path / "gpu").exists()
 
 
@@ -289,14 +290,38 @@ def test_steps_named_by_group_by_prefix_or_by_default(gpu_check):
     assert t4 == {"doctor", "t4_g1_plan"}
     traced, unknown = gpu_check.chosen(order, ["trace_bound", "g1_ppo_hot"])
     assert len(traced) == 3 and all(name.startswith("trace_bound ") for name in traced) and unknown == ["g1_ppo_hot"]
+    lines, _ = gpu_check.chosen(order, ["line"])
+    assert lines == {"doctor", "line learn_cheetah_run", "line learn_g1", "line t4_g1_1024",
+                     "line cartpole_ppo_playground"}
+    assert not any(name.startswith("line ") for name in default)  # only when named
+
+
+def test_the_line_headline_sets_each_estimate_beside_its_steps_peak(gpu_figures):
+    """Made-up figures: 110 B estimated against a 100 B peak in the same record is +10%; a step whose run is in an
+    earlier call's record takes its peak from there; a run not measured gives no error."""
+    def step(name, kind, figures, status="ok"):
+        return {"name": name, "kind": kind, "status": status, "figures": figures}
+
+    record = {"steps": [step("learn_g1", "learn", {"device_peak_bytes": 100}),
+                        step("line learn_g1", "line", {"against_step": "learn_g1", "estimate_bytes": 110}),
+                        step("line t4_g1_1024", "line", {"against_step": "t4_g1_1024", "estimate_bytes": 180}),
+                        step("line cartpole_ppo_playground", "line",
+                             {"against_step": "cartpole_ppo_playground", "estimate_bytes": 7})]}
+    earlier = {"steps": [step("t4_g1_1024", "t4", {"device_peak_bytes": 200})]}
+    found = gpu_figures.line_headline(record, earlier)
+    assert found["learn_g1"]["estimate_over_peak_minus_1"] == pytest.approx(0.10)
+    assert found["t4_g1_1024"] == {"estimate_bytes": 180, "device_peak_bytes": 200,
+                                   "estimate_over_peak_minus_1": pytest.approx(-0.10)}
+    assert found["cartpole_ppo_playground"]["estimate_over_peak_minus_1"] is None
 
 
 def test_each_group_starts_its_steps_within_one_call(gpu_check):
     """Every step of a group starts before the GPU deadline, each at its full box or, the last, what is left (at
     least half its box): one call of 490 s reaches every step of it."""
-    setup, order = gpu_check.GPU, {step.name: step for step in gpu_check.steps(gpu_check.GPU)}
-    for group in ("learning", "t4", "t4_1024", "brax"):
-        boxes = [setup.boxes[order[name].box] for name in gpu_check.GROUPS[group]]
+    setup, order = gpu_check.GPU, gpu_check.steps(gpu_check.GPU)
+    for group in ("learning", "t4", "t4_1024", "brax", "line"):
+        members = gpu_check.chosen(order, [group])[0]  # a group's member may name several steps (`line`)
+        boxes = [setup.boxes[step.box] for step in order if step.name in members]
         before_last = sum(boxes[:-1]) + setup.grace_s
         assert setup.deadline_s - before_last >= boxes[-1] / 2, (group, boxes)
 

@@ -38,22 +38,22 @@ def plan_for(config, **request):
     return device_plan.plan_for(config, StepProbes(), **request)
 
 
-BOUNDS: dict[tuple[str, str], object] = {}
+ESTIMATES: dict[tuple[str, str], object] = {}
 
 
-def bound_at(config, target_backend):
-    """The bound from the lowered step at the sizes the planner bounds for `target_backend` (no compile); once per
-    config and target in this module."""
+def estimate_at(config, target_backend):
+    """The estimate from the lowered step at the sizes the planner estimates for `target_backend` (no compile); once
+    per config and target in this module."""
     key = (repr(config), target_backend)
-    if key not in BOUNDS:
-        BOUNDS[key] = StepProbes().bound(config, unlimited_choice(config, num_envs_cap(target_backend)))
-    return BOUNDS[key]
+    if key not in ESTIMATES:
+        ESTIMATES[key] = StepProbes().estimate(config, unlimited_choice(config, num_envs_cap(target_backend)))
+    return ESTIMATES[key]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def lowered_once():
     """The step at each (config, sizes) traced and lowered once in this module (`rlfit.run.probes.lower_iteration`,
-    which every bound and probe goes through, remembered; the same lowered program compiles anew each time it is
+    which every estimate and probe goes through, remembered; the same lowered program compiles anew each time it is
     compiled, so what the tests log of compiles is unchanged): lowering, not compiling, is most of the planner's
     time on the toy environment, and the tests here plan the same sizes again and again."""
     from rlfit.run import probes
@@ -150,9 +150,11 @@ def cap_and_partner() -> tuple[int, int]:
 
 
 def test_rlfit_plan_on_a_cpu_with_room_compiles_nothing(config, monkeypatch):
-    """On a CPU target with room: the cap's candidate (what training runs when memory does not limit) is bounded
-    from its lowered step, the bound fits, so it is the choice and nothing compiles; the bound is not below XLA's
-    analysis of that size compiled as training compiles it (the reference)."""
+    """On a CPU target with room: the cap's candidate (what training runs when memory does not limit) is estimated
+    from its lowered step, the estimate with the margin fits, so it is the choice and nothing compiles; the estimate
+    with the margin is not below XLA's analysis of that size compiled as training compiles it (the reference)."""
+    from rlfit.planning.budget import SAME_BACKEND_MARGIN
+
     from rlfit.algos.ppo.candidates import candidate_sizes
 
     log = CompileLog(monkeypatch)
@@ -162,13 +164,13 @@ def test_rlfit_plan_on_a_cpu_with_room_compiles_nothing(config, monkeypatch):
     assert planned.model.source == "lowered" and planned.model.measured_once
     assert [p.sizes.num_envs for p in planned.model.points] == [cap]
     assert cap in {c.num_envs for c in candidate_sizes(config_sizes(config))}
-    assert planned.model.points[0].total_bytes >= training_analysis(config, cap).total_bytes
-    assert any(reason.startswith("memory bounded at one size without compiling") for reason in planned.reasons)
+    assert planned.model.points[0].total_bytes * SAME_BACKEND_MARGIN >= training_analysis(config, cap).total_bytes
+    assert any(reason.startswith("memory estimated at one size without compiling") for reason in planned.reasons)
 
 
-def test_a_step_that_cannot_be_bounded_is_compiled_instead(config, monkeypatch):
+def test_a_step_that_cannot_be_estimated_is_compiled_instead(config, monkeypatch):
     """Where the lowered step holds a value of no static size (`UnboundedProgram`, simulated), the planner compiles
-    the cap's size as it would without the bound: the same choice, from XLA's analysis, the lowered step reused."""
+    the cap's size as it would without the estimate: the same choice, from XLA's analysis, the lowered step reused."""
     from rlfit.hardware.program_memory import UnboundedProgram
     from rlfit.run import probes
 
@@ -184,40 +186,46 @@ def test_a_step_that_cannot_be_bounded_is_compiled_instead(config, monkeypatch):
     cap = cap_and_partner()[0]
     assert log.leading_axes() == [cap] and planned.chosen.sizes.num_envs == cap
     assert planned.model.source == "xla" and planned.model.measured_once
-    assert [sizes.num_envs for sizes in lowerings] == [cap]  # lowered once, for the bound, and compiled from there
+    assert [sizes.num_envs for sizes in lowerings] == [cap]  # lowered once, for the estimate, and compiled from there
 
 
-@pytest.mark.parametrize("algo", ["ppo", "sac"])
-def test_the_bound_lies_between_xla_and_the_factor_the_planner_hopes_within(algo):
-    """For each algorithm's step at the size the planner bounds (toy env, this CPU's cap): XLA's analysis of it
-    compiled as training compiles it <= the bound <= BOUND_OVER_XLA_AT_MOST times XLA's (the factor by which
-    the planner decides whether compiling that size alone may pay)."""
-    from rlfit.planning.measure import BOUND_OVER_XLA_AT_MOST
+@pytest.mark.parametrize("algo, within", [("ppo", 0.10), ("sac", 0.20)])
+def test_the_estimate_lies_near_xla_within_the_planners_allowances(algo, within):
+    """For each algorithm's step at the size the planner estimates (toy env, this CPU's cap), against XLA's
+    analysis of it compiled as training compiles it: PPO's estimate within 10% (issue 65's target, met on
+    Playground's steps, benchmarks/trace_bound.py); SAC's toy step (110 KB, 66 KB of it the replay buffer, an
+    argument) within 20% (+15.6% when written; not investigated); both with the planner's margin not below XLA's
+    figure and under ESTIMATE_OVER_XLA_AT_MOST times it (the factor by which it decides whether compiling that size
+    alone may pay)."""
+    from rlfit.planning.budget import SAME_BACKEND_MARGIN
+    from rlfit.planning.measure import ESTIMATE_OVER_XLA_AT_MOST
 
     algo_config = resolve(TOY, "smoke", overrides=[f"algo={algo}"])
     sizes = unlimited_choice(algo_config, num_envs_cap("cpu"))
     xla = training_analysis(algo_config, sizes=sizes).total_bytes  # PPO's: the cap's, analysed above
-    bound = bound_at(algo_config, "cpu")
-    assert bound.sizes == sizes
-    assert xla <= bound.total_bytes <= BOUND_OVER_XLA_AT_MOST * xla
+    estimate = estimate_at(algo_config, "cpu")
+    assert estimate.sizes == sizes
+    assert abs(estimate.total_bytes / xla - 1) <= within
+    assert xla <= estimate.total_bytes * SAME_BACKEND_MARGIN and estimate.total_bytes <= ESTIMATE_OVER_XLA_AT_MOST * xla
 
 
-def between_bound_and_xla(config) -> int:
+def between_estimate_and_xla(config) -> int:
     """Bytes of a CPU whose budget fits the cap's size by XLA's analysis (with the planner's margin) but not by the
-    bound from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it)."""
+    estimate from the lowered step: the midpoint, as `--device-memory` states it (a CPU budget is 3/4 of it). The
+    toy step's estimate lies above XLA's figure (by 7%: `test_the_estimate_lies_near_xla_within_the_planners_allowances`)."""
     from rlfit.planning.budget import SAME_BACKEND_MARGIN
 
     cap = cap_and_partner()[0]
     xla = training_analysis(config, cap).total_bytes
-    bound = bound_at(config, "cpu").total_bytes
-    assert bound > 1.2 * xla  # room between them
-    return int((xla + bound) / 2 * SAME_BACKEND_MARGIN / 0.75)
+    estimate = estimate_at(config, "cpu").total_bytes
+    assert estimate > 1.02 * xla  # room between them
+    return int((xla + estimate) / 2 * SAME_BACKEND_MARGIN / 0.75)
 
 
-def test_where_the_bound_does_not_fit_the_caps_size_compiles_alone(config, monkeypatch):
-    """A CPU between the two: the bound does not fit, so the cap's size compiles alone with the cheap options
+def test_where_the_estimate_does_not_fit_the_caps_size_compiles_alone(config, monkeypatch):
+    """A CPU between the two: the estimate does not fit, so the cap's size compiles alone with the cheap options
     (`rlfit plan` runs nothing); XLA's analysis of it fits, so it is the choice and no other size compiles."""
-    device_memory = between_bound_and_xla(config)
+    device_memory = between_estimate_and_xla(config)
     cap = cap_and_partner()[0]
     reference = training_analysis(config, cap)
     log = CompileLog(monkeypatch)
@@ -230,10 +238,11 @@ def test_where_the_bound_does_not_fit_the_caps_size_compiles_alone(config, monke
 
 def test_fit_line_compiles_the_cap_and_a_size_never_chosen_and_chooses_the_same(config, monkeypatch):
     """`rlfit plan --fit-line` on a CPU: the cap's candidate and 3/8 of it (no candidate), both cheap; it chooses
-    the sizes the bound chose, and every figure of the bound is at least the line's."""
+    the sizes the estimate chose, and every figure from the estimate (above XLA's on the toy, bounds from it at
+    the other sizes) is at least the line's."""
     from rlfit.algos.ppo.candidates import candidate_sizes
 
-    bounded = memory_plan(config)
+    estimated = memory_plan(config)
     log = CompileLog(monkeypatch)
     line = memory_plan(config, fit_lines=True)
     assert log.leading_axes() == list(cap_and_partner())
@@ -241,13 +250,13 @@ def test_fit_line_compiles_the_cap_and_a_size_never_chosen_and_chooses_the_same(
     assert line.model.first_is_unlimited_choice and not line.model.measured_once and line.model.source == "xla"
     assert cap_and_partner()[1] not in {c.num_envs for c in candidate_sizes(config_sizes(config))}
     assert all(PROBE_COMPILER_OPTIONS.items() <= options.items() for _, options in log.calls)
-    assert line.chosen.sizes == bounded.chosen.sizes
-    bounds = {c.sizes.num_envs: c.estimate_bytes for c in bounded.candidates}
-    assert all(bounds[c.sizes.num_envs] >= c.estimate_bytes for c in line.candidates)  # bounds, never below
+    assert line.chosen.sizes == estimated.chosen.sizes
+    figures = {c.sizes.num_envs: c.estimate_bytes for c in estimated.candidates}
+    assert all(figures[c.sizes.num_envs] >= c.estimate_bytes for c in line.candidates)
 
 
 def test_where_the_caps_size_does_not_fit_the_line_decides(config, monkeypatch):
-    """A CPU with 4 MiB: neither the bound nor the cap's size measured alone fits, so the partner compiles and the
+    """A CPU with 4 MiB: neither the estimate nor the cap's size measured alone fits, so the partner compiles and the
     plan is the one `--fit-line` makes."""
     log = CompileLog(monkeypatch)
     planned = memory_plan(config, "4MiB", "cpu")
@@ -265,8 +274,8 @@ def test_on_an_accelerator_target_the_probes_are_never_chosen(config, monkeypatc
 
 def test_on_an_accelerator_target_the_largest_size_compiles_alone_where_xla_may_fit(config, monkeypatch):
     """Planning for a GPU (no cap: the rules choose the largest candidate, 65,536, when memory does not limit) with a
-    budget between XLA's analysis of that size and its bound (both with the cross-backend margin): the bound does not
-    fit, but over BOUND_OVER_XLA_AT_MOST it would, so that size compiles alone; XLA's analysis of it fits, so it is
+    budget between XLA's analysis of that size and its estimate (both with the cross-backend margin): the estimate
+    does not fit, but over ESTIMATE_OVER_XLA_AT_MOST it would, so that size compiles alone; XLA's analysis of it fits, so it is
     the choice and the probes 384 and 3072 never compile."""
     import os
 
@@ -275,19 +284,19 @@ def test_on_an_accelerator_target_the_largest_size_compiles_alone_where_xla_may_
     from rlfit.planning.budget import CROSS_BACKEND_MARGIN
 
     xla = training_analysis(config, MAX_NUM_ENVS).total_bytes
-    bound = bound_at(config, "gpu").total_bytes
+    estimate = estimate_at(config, "gpu").total_bytes
     fraction = read_xla_memory_settings(os.environ).mem_fraction
     log = CompileLog(monkeypatch)
-    planned = memory_plan(config, int((xla + bound) / 2 * CROSS_BACKEND_MARGIN / fraction), "gpu")
+    planned = memory_plan(config, int((xla + estimate) / 2 * CROSS_BACKEND_MARGIN / fraction), "gpu")
     budget = planned.budget.budget_bytes
-    assert xla * CROSS_BACKEND_MARGIN <= budget < bound * CROSS_BACKEND_MARGIN  # the case this test is about
+    assert xla * CROSS_BACKEND_MARGIN <= budget < estimate * CROSS_BACKEND_MARGIN  # the case this test is about
     assert log.leading_axes() == [MAX_NUM_ENVS] and planned.chosen.sizes.num_envs == MAX_NUM_ENVS
     assert planned.model.source == "xla" and planned.model.measured_once
     assert planned.model.points[0].total_bytes == xla
 
 
 def test_on_an_accelerator_target_with_no_hope_for_the_largest_size_only_the_probes_compile(config, monkeypatch):
-    """A 4 MiB GPU: the bound at 65,536 environments is far over the budget even over BOUND_OVER_XLA_AT_MOST, so
+    """A 4 MiB GPU: the estimate at 65,536 environments is far over the budget even over ESTIMATE_OVER_XLA_AT_MOST, so
     that size is not compiled; the probes 384 and 3072 are, and their line decides."""
     log = CompileLog(monkeypatch)
     planned = memory_plan(config, "4MiB", "gpu")
@@ -329,7 +338,7 @@ def auto_run(run_cli, tmp_path, monkeypatch, *extra: str) -> tuple[dict, list[tu
 
 
 def test_auto_with_room_compiles_what_a_plain_train_compiles(tmp_path, run_cli, monkeypatch):
-    """`train --num-envs auto` with the memory to run the CPU's cap: the planner bounds that size from its lowered
+    """`train --num-envs auto` with the memory to run the CPU's cap: the planner estimates that size from its lowered
     step and compiles nothing, so in a fresh compile cache training compiles each of its programs itself, once (a
     user's factory, as the toy env is, is not in the program store: each program traced by training too)."""
     plan, programs = auto_run(run_cli, tmp_path, monkeypatch)
@@ -343,10 +352,10 @@ def test_auto_with_room_compiles_what_a_plain_train_compiles(tmp_path, run_cli, 
 
 def test_auto_where_only_xla_fits_reads_the_training_step_the_planner_compiled(config, tmp_path, run_cli,
                                                                               monkeypatch):
-    """`train --num-envs auto` on a CPU where XLA's analysis of the cap's size fits but the bound does not: the
+    """`train --num-envs auto` on a CPU where XLA's analysis of the cap's size fits but the estimate does not: the
     planner compiles that size as training compiles it, and its starting state beside it, so in a fresh compile
     cache training reads both from the cache, where only the planner can have put them; nothing else compiled."""
-    plan, programs = auto_run(run_cli, tmp_path, monkeypatch, "--device-memory", str(between_bound_and_xla(config)))
+    plan, programs = auto_run(run_cli, tmp_path, monkeypatch, "--device-memory", str(between_estimate_and_xla(config)))
     assert plan["sizes"]["num_envs"] == cap_and_partner()[0]
     assert [(name, from_cache) for name, from_cache, _ in programs] == [
         ("training step", True), ("evaluation", False), ("starting state", True)]

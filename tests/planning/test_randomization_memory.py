@@ -25,7 +25,6 @@ from rlfit.hardware.program_memory import lowered_bound
 from rlfit.hardware.units import format_bytes
 from rlfit.planning.plan import config_sizes
 from rlfit.run.probes import analyze_compiled, lower_iteration
-from rlfit.planning.measure import BOUND_OVER_XLA_AT_MOST
 from tests.conftest import cli_in_process
 from tests.g1_smoke import G1, ROBOT_SET, SHARED_MENAGERIE
 
@@ -96,14 +95,20 @@ def test_g1s_randomized_step_holds_its_model_batch_at_each_size(lowered_g1, num_
     assert lowered_bound(lowered).argument_bytes == state_bytes(state)
 
 
-def test_g1s_randomized_step_is_bounded_between_xla_and_its_allowance(g1, lowered_g1):
-    """The bound lies between XLA's analysis of the compiled step and BOUND_OVER_XLA_AT_MOST times it, the same error
-    the planner allows without randomization; at the smoke run's 8 environments, whose compile tests/run/test_g1.py
-    shares (a G1 compile is a minute on two cores; the batch's scaling is checked at two sizes above)."""
+def test_g1s_randomized_step_is_estimated_within_the_planners_allowances(g1, lowered_g1):
+    """The estimate the planner uses, with its margin, is not below XLA's analysis of the compiled step, and lies
+    under ESTIMATE_OVER_XLA_AT_MOST times it (+51% when written: not within
+    issue 65's 10% here); the bound is not below XLA's figure; at the smoke run's 8 environments, whose
+    compile tests/run/test_g1.py shares (a G1 compile is a minute on two cores; the batch's scaling is checked at
+    two sizes above)."""
+    from rlfit.planning.budget import SAME_BACKEND_MARGIN
+    from rlfit.planning.measure import ESTIMATE_OVER_XLA_AT_MOST
+
     config, _ = g1
     lowered, trainer = lowered_g1(8)
     sizes = scale_sizes(config_sizes(config), 8)
     bound = lowered_bound(lowered)
     xla = analyze_compiled(config, sizes, lowered.compile(compiler_options=compiler_options(trainer.step_ynn_fusions)))
-    predicted = bound.argument_bytes + bound.output_bytes + bound.temp_bytes
-    assert xla.total_bytes <= predicted <= BOUND_OVER_XLA_AT_MOST * xla.total_bytes
+    assert xla.total_bytes <= bound.argument_bytes + bound.output_bytes + bound.temp_bytes
+    assert xla.total_bytes <= bound.estimate_bytes * SAME_BACKEND_MARGIN
+    assert bound.estimate_bytes <= ESTIMATE_OVER_XLA_AT_MOST * xla.total_bytes

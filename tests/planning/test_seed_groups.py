@@ -39,13 +39,13 @@ def test_on_a_gpu_as_many_seeds_as_the_predicted_bytes_allow():
     assert unknown.size == 6 and "checked on the compiled program" in unknown.reason
 
 
-def test_a_seed_bounded_without_compiling_is_said_to_be_at_most_its_figure():
-    """A plan whose memory is the bound from the lowered step (`source` "lowered") groups seeds by that figure, and
-    the reason says it is an upper bound, not XLA's prediction."""
+def test_a_seed_estimated_without_compiling_is_said_to_be_estimated():
+    """A plan whose memory is the estimate from the lowered step (`source` "lowered") groups seeds by that figure,
+    and the reason says it is an estimate, not XLA's prediction."""
     bounded = seeds_per_program(plan("gpu", 4096, 1 * GiB, source="lowered"), 16, None, device(10 * GiB))
     predicted = seeds_per_program(plan("gpu", 4096, 1 * GiB), 16, None, device(10 * GiB))
     assert bounded.size == predicted.size == int(10 // SAME_BACKEND_MARGIN)
-    assert "one seed is predicted at most 1.15 GiB" in bounded.reason
+    assert "one seed is estimated at 1.15 GiB" in bounded.reason
     assert "one seed is predicted at 1.15 GiB" in predicted.reason
 
 

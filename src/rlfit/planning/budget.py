@@ -58,9 +58,9 @@ def stated_budget(device_memory: int, target_backend: str, device: DeviceInfo) -
 
 def margin_for(prediction_backend: str, target_backend: str, source: str = "xla") -> tuple[float, str]:
     """The safety margin for a prediction made on `prediction_backend` for a run on `target_backend`: from XLA's
-    compile (`source` "xla") or a bound from the lowered program ("lowered", `rlfit.planning.memory_model.MemoryModel`)."""
+    compile (`source` "xla") or an estimate from the lowered program ("lowered", `rlfit.planning.memory_model.MemoryModel`)."""
     how = (f"XLA's {prediction_backend} compile of the iteration" if source == "xla" else
-           f"a bound read from the iteration lowered for {prediction_backend}, not compiled")
+           f"an estimate read from the iteration lowered for {prediction_backend}, not compiled")
     if prediction_backend == target_backend:
         return SAME_BACKEND_MARGIN, f"predicted from {how}, x{SAME_BACKEND_MARGIN:g} safety margin"
     return CROSS_BACKEND_MARGIN, (f"predicted on the {prediction_backend} backend for a {target_backend} run: "

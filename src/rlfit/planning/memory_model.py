@@ -26,10 +26,12 @@ slopes, no smaller size needs more than it and a larger one at most in proportio
 choice is made and the other probes are never compiled; only when it does not fit are they compiled and the line
 fitted (`rlfit.planning.measure`).
 
-Before any of that, the planner reads an upper bound of the step at those sizes from its lowered program, which
-costs a trace and no compile (`rlfit.hardware.program_memory`, `MemoryModel.source` "lowered"): every value of
-the unoptimized program counted as its own buffer, 1.1-1.7x XLA's figure on the training steps measured
-(benchmarks/trace_bound.py). Where even the bound fits the budget, nothing is compiled for planning at all.
+Before any of that, the planner estimates the step at those sizes from its lowered program, which costs a trace
+and no compile (`rlfit.hardware.program_memory`, `MemoryModel.source` "lowered"): the values of the unoptimized
+program alive at once, those XLA's fusion is expected to keep out of memory left out (`rlfit.hardware.fusion`);
+within 10% of XLA's CPU analysis for the DM Control PPO steps measured (benchmarks/trace_bound.py; G1's step at 8
+environments +51%), where the bound that counts every value as its own buffer was 1.14-1.32x. Where the estimate
+with the margin fits the budget, nothing is compiled for planning at all.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class MemoryPoint:
-    """The memory of one training step, in bytes: XLA's compile-time analysis, or the bound read from the lowered
-    program without compiling it (`MemoryModel.source`: then `temp_bytes` is the bound less arguments and results,
-    and nothing is aliased)."""
+    """The memory of one training step, in bytes: XLA's compile-time analysis, or the estimate read from the lowered
+    program without compiling it (`MemoryModel.source`: then `temp_bytes` is the estimate less arguments and
+    results, negative where the results are written into the donated arguments, and nothing is aliased)."""
 
     sizes: Any
     """The algorithm's sizes NamedTuple."""
@@ -88,13 +90,14 @@ class MemoryModel:
     """Whether `points[0]` is at the sizes the rules choose when memory does not limit (the probe training may
     reuse, `rlfit.planning.measure`)."""
     source: str = "xla"
-    """Where the points come from: "xla" (XLA's compile-time analysis of the compiled step) or "lowered" (an upper
-    bound read from the lowered step without compiling it, `rlfit.hardware.program_memory`; one point only)."""
+    """Where the points come from: "xla" (XLA's compile-time analysis of the compiled step) or "lowered" (an
+    estimate read from the lowered step without compiling it, `rlfit.hardware.program_memory`; one point only)."""
 
     @classmethod
     def from_one_point(cls, point: MemoryPoint, backend: str, first_is_unlimited_choice: bool,
                        source: str = "xla") -> MemoryModel:
-        """The model of a step measured (or bounded, `source`) at one size only (see `estimate`)."""
+        """The model of a step measured (or estimated from its lowered program, `source`) at one size only (see
+        `estimate`)."""
         return cls(None, None, None, (point,), backend, first_is_unlimited_choice, source)
 
     @property

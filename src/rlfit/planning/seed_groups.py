@@ -8,10 +8,9 @@
   gridworld, 2 seeds x 256 environments: 19 s of training for the pair against 7 to 9 s per seed alone). XLA's
   CPU code for the batched program is no faster per environment, and the cores are busy either way.
 - On a GPU, as many seeds as the device's memory holds: the solo plan's predicted bytes (XLA's analysis of the
-  iteration, or the upper bound read from the lowered iteration where that decided the plan: then fewer seeds
-  may share a program than would fit) times the seeds, with the planner's safety margin. Before the group trains, its compiled
-  program's own analysis is checked against the same budget (`group_fits`), and the group is halved if it
-  does not fit.
+  iteration, or the estimate read from the lowered iteration where that decided the plan) times the seeds, with
+  the planner's safety margin. Before the group trains, its compiled program's own analysis is checked against
+  the same budget (`group_fits`), and the group is halved if it does not fit.
 - A run split over several devices (`run.devices`) trains its seeds one after another.
 - The manifest's `seeds_per_program` (or `--seeds-per-program`) overrides all of this.
 """
@@ -52,8 +51,8 @@ def seeds_per_program(plan: Any, num_seeds: int, requested: int | None, device: 
     per_seed = plan.predicted_bytes * SAME_BACKEND_MARGIN
     size = max(1, min(num_seeds, int(budget // per_seed)))
     model = PlanExtra.from_json(plan.extra or {}).memory_model or {}
-    bounded = model.get("source") == "lowered"  # a bound, not XLA's figure
-    return SeedGroupPlan(size, f"{size} seed(s) per program: one seed is predicted at {'most ' if bounded else ''}"
+    lowered = model.get("source") == "lowered"  # the estimate from the lowered step, not XLA's figure
+    return SeedGroupPlan(size, f"{size} seed(s) per program: one seed is {'estimated' if lowered else 'predicted'} at "
                                f"{format_bytes(per_seed)} with the x{SAME_BACKEND_MARGIN:g} margin, against a budget "
                                f"of {format_bytes(budget)}")
 

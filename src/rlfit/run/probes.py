@@ -1,5 +1,5 @@
 """The training step measured at given sizes without running it: lowered at those sizes (as training lowers it),
-then bounded from its lowered StableHLO (`rlfit.hardware.program_memory`, no compile) or compiled for XLA's
+then estimated from its lowered StableHLO (`rlfit.hardware.program_memory`, no compile) or compiled for XLA's
 memory analysis (`StepProbes`, the measurer `rlfit.run` hands the planner). Which measure the plan needs, and what
 it means, is the planner's (`rlfit.planning.measure`)."""
 
@@ -58,10 +58,10 @@ def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
 
 class StepProbes:
     """The training step measured for the planner (`rlfit.planning.measure.StepMeasurer`): lowered at given sizes
-    as training lowers it, then bounded from its lowered program or compiled for XLA's memory analysis. It loads
+    as training lowers it, then estimated from its lowered program or compiled for XLA's memory analysis. It loads
     the environment on its first measure and keeps it (`env`), for every later measure and for training
-    (`rlfit.planning.device_plan.Planned.env`); a program lowered for a bound is kept for the compile that may follow.
-    `say` (the console's, or None) hears what is bounded and compiled, and the planner's reasons."""
+    (`rlfit.planning.device_plan.Planned.env`); a program lowered for an estimate is kept for the compile that may follow.
+    `say` (the console's, or None) hears what is estimated and compiled, and the planner's reasons."""
 
     def __init__(self, say: Callable[[str], None] | None = None, env: Any = None) -> None:
         self.say = say
@@ -69,7 +69,7 @@ class StepProbes:
         self._env = env
         """The environment measured on (given, or loaded by the first measure)."""
         self._lowered: dict[Any, tuple[Config, Any, Trainer]] = {}
-        """Programs lowered for a bound and not yet compiled, by their sizes, with the config they are for."""
+        """Programs lowered for an estimate and not yet compiled, by their sizes, with the config they are for."""
 
     @property
     def env(self) -> Any | None:
@@ -84,21 +84,23 @@ class StepProbes:
             self._env = load_env(config.env, jax.default_backend())
         return self._env
 
-    def bound(self, config: Config, sizes: Any) -> MemoryPoint | None:
-        """An upper bound of the step's memory at `sizes` from its StableHLO (`rlfit.hardware.program_memory`), the
+    def estimate(self, config: Config, sizes: Any) -> MemoryPoint | None:
+        """The step's memory at `sizes` estimated from its StableHLO (`rlfit.hardware.program_memory`: the walk with
+        XLA's fusion modelled, `ProgramBound.estimate_bytes`), the
         step traced and lowered as training lowers it (the program store then holds it for training); no compile.
         None where the program holds a value of no static size (`UnboundedProgram`). The lowered program is kept
         for a compile of the same sizes (`analyze`)."""
-        self._tell(f"planning: bounding the training step's memory at {described(config, sizes)} from its lowered "
+        self._tell(f"planning: estimating the training step's memory at {described(config, sizes)} from its lowered "
                    "program (no compile)")
         program, trainer = lower_iteration(config, sizes, self.environment(config))
         self._lowered[sizes] = (config, program, trainer)
         try:
             bound = lowered_bound(program)
         except UnboundedProgram as reason:
-            self._tell(f"planning: no bound without compiling ({reason})")
+            self._tell(f"planning: no estimate without compiling ({reason})")
             return None
-        return MemoryPoint(sizes, bound.argument_bytes, bound.output_bytes, 0, bound.temp_bytes, 0,
+        temp = bound.estimate_bytes - bound.argument_bytes - bound.output_bytes
+        return MemoryPoint(sizes, bound.argument_bytes, bound.output_bytes, 0, temp, 0,
                            algorithm(config.algo).memory.stored_transitions(sizes))
 
     def analyze(self, config: Config, probes: Sequence[Any], as_training: Any = None) -> tuple[MemoryPoint, ...]:
@@ -108,7 +110,7 @@ class StepProbes:
         None) compiles with training's own options (the persistent cache then holds training's step at those
         sizes), and training's starting state at those sizes compiles beside it (`training_programs_beside`); the
         others with `probe_options`. The first probe is traced and compiled first. Each probe's start and its
-        compile's seconds and bytes are told to `say`. A program kept from `bound` is compiled as it is, not traced
+        compile's seconds and bytes are told to `say`. A program kept from `estimate` is compiled as it is, not traced
         again."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -136,7 +138,7 @@ class StepProbes:
         return points
 
     def _lowered_at(self, config: Config, sizes: Any) -> tuple[Any, Trainer]:
-        """The step at `sizes` lowered: the one `bound` kept for this config (taken: it compiles once), else
+        """The step at `sizes` lowered: the one `estimate` kept for this config (taken: it compiles once), else
         lowered now."""
         kept = self._lowered.pop(sizes, None)
         if kept is not None and kept[0] == config:
