@@ -148,7 +148,7 @@ class Trainer:
         """The compiled program that makes the fresh training state of `seed` from `seed_argument(seed)` (an int32
         seed is the argument; a seed outside int32 is built in), and its compile (None when reused)."""
         traced = seed_is_traced(seed)
-        init = (lambda s: self.learner.init(s)) if traced else (lambda _: self.learner.init(seed))
+        init = self.starting_state_fn if traced else built_in_seed(self.learner.init, seed)
         name = PROGRAM_NAMES[2]
         key = ("starting state", program_key(self.config, self.plan))
         if _REUSE["enabled"] and traced and key in _PROGRAMS:  # an experiment's next seed: the same program
@@ -161,11 +161,22 @@ class Trainer:
             _PROGRAMS[key] = program
         return program, timing.record
 
+    @functools.cached_property
+    def starting_state_fn(self) -> Callable[[Any], Any]:
+        """`seed -> the fresh training state` (int32 seed [] -> the learner's state), the function of the
+        starting-state program, named `starting_state` (XLA's compile log names the program `jit(starting_state)`)."""
+        init = self.learner.init
+
+        def starting_state(seed: Any) -> Any:
+            return init(seed)
+
+        return starting_state
+
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
         device), without allocating or running anything; read from the program store when a process with the
         same settings traced them before (`rlfit.hardware.program_store.result_shapes`)."""
-        return self.abstract_of(result_shapes(lambda seed: self.learner.init(seed), (np.int32(0),),
+        return self.abstract_of(result_shapes(self.starting_state_fn, (np.int32(0),),
                                               self.store_key(f"{PROGRAM_NAMES[2]} shapes")))
 
     def abstract_of(self, state: Any) -> Any:
@@ -341,6 +352,15 @@ def stored_program_key(config: Config, plan: Plan, layout: DeviceLayout, digest:
     return json.dumps({"program": program, "settings": config.program_settings(), "sizes": plan.sizes._asdict(),
                        "backend": plan.backend, "impl": plan.impl, "precision": plan.precision, "model": digest},
                       sort_keys=True, default=str)
+
+
+def built_in_seed(init: Callable[[Any], Any], seed: int) -> Callable[[Any], Any]:
+    """The starting-state program's function for a `seed` outside int32, built into the program (its argument,
+    `seed_argument(seed)`, unread); named `starting_state`, as XLA's compile log then names it."""
+    def starting_state(_: Any) -> Any:
+        return init(seed)
+
+    return starting_state
 
 
 def seed_is_traced(seed: int) -> bool:
