@@ -38,7 +38,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Any
 
 from brax_compare import (COMPILE_LINE, brax_spec, ensure_brax_venv, log_compiles_env, new_work_dir,
                           ppo_shared_settings, run_brax, xla_compiles)
+from compile_stages import jax_stages, stage_of, starting_state_record
 from common import RESULTS, RLFIT, TMP, finish_record, fresh_cache_env, load_1min, print_table, run_timed, start_record
 
 QUICK_OVERRIDES = ("ppo.num_envs=16", "ppo.batch_size=16", "ppo.num_minibatches=2", "ppo.unroll_length=10",
@@ -55,12 +55,6 @@ TARGETS = {"warm_time_to_first_step_s_at_most": 5.0, "resume_compile_over_cold_a
            "rlfit_cold_over_brax_at_most": 0.5}
 """Issue 29's targets (the 5 s one is for CartpoleBalance quick on the 2-core CPU)."""
 HIT_LINE = "Persistent compilation cache hit for"
-STAGE_LINES = {"tracing": re.compile(r"Finished tracing (\S+) for jit in ([0-9.]+) sec"),
-               "lowering": re.compile(r"Finished jaxpr to MLIR module conversion (\S+) in ([0-9.]+) sec"),
-               "xla_compile": COMPILE_LINE}
-"""JAX's log lines (JAX_LOG_COMPILES=1) of each stage of a program's compile: its name and seconds."""
-STARTING_STATE = "starting_state"
-"""The starting state's function (`rlfit.run.trainer.Trainer.starting_state_fn`): its program is jit(starting_state)."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -270,33 +264,6 @@ class CompileLog(logging.Handler):
             self._hit = False
 
 
-def stage_of(message: str) -> dict[str, Any] | None:
-    """A JAX log line's stage of a program's compile (`STAGE_LINES`): {stage, name, seconds}, the name without
-    `jit(...)` around it; None for any other line."""
-    for stage, pattern in STAGE_LINES.items():
-        if match := pattern.search(message):
-            name = match[1][4:-1] if match[1].startswith("jit(") and match[1].endswith(")") else match[1]
-            return {"stage": stage, "name": name, "seconds": float(match[2])}
-    return None
-
-
-def jax_stages(stages: list[dict[str, Any]], at_least_s: float = 0.5) -> dict[str, dict[str, Any]]:
-    """Per program name, its stages' seconds added up (`tracing_s`, `lowering_s`, `xla_compile_s`), how many of
-    each JAX logged, and when its last XLA compile ended (since the process's start); the programs whose stages
-    add up to at least `at_least_s`. A function traced inside another (a nested jit) is listed under its own
-    name too, and its seconds are also in the outer one's tracing."""
-    found: dict[str, dict[str, Any]] = {}
-    for item in stages:
-        program = found.setdefault(item["name"], {f"{stage}_s": 0.0 for stage in STAGE_LINES} | {
-            f"{stage}_count": 0 for stage in STAGE_LINES} | {"xla_compile_ended_since_process_start_s": None})
-        program[f"{item['stage']}_s"] = round(program[f"{item['stage']}_s"] + item["seconds"], 3)
-        program[f"{item['stage']}_count"] += 1
-        if item["stage"] == "xla_compile":
-            program["xla_compile_ended_since_process_start_s"] = item["end_since_process_start_s"]
-    return {name: program for name, program in found.items()
-            if sum(program[f"{stage}_s"] for stage in STAGE_LINES) >= at_least_s}
-
-
 def summarize_compiles(compiles: list[dict[str, Any]]) -> dict[str, Any]:
     """JAX's compiles: their count and seconds (all, cache hits), seconds per phase, and each one of >= 0.1 s."""
     by_phase: dict[str, float] = {}
@@ -319,23 +286,8 @@ def child(spec_path: str, out_path: str) -> None:
     result = run_phases(spec, marks, phase)
     result.update(summarize_compiles(compile_log.compiles))
     result["jax_stages"] = jax_stages(compile_log.stages)
-    result["starting_state"] = starting_state_record(result)
+    result["starting_state"] = starting_state_record(result["jax_stages"], result["programs"])
     Path(out_path).write_text(json.dumps(result, indent=2))
-
-
-def starting_state_record(result: dict[str, Any]) -> dict[str, Any]:
-    """The starting state's program (its reset inside) split into JAX's stages, its compile as summary.json
-    records it, and when its XLA compile and the training step's ended (since the process's start): the first
-    step needs both, so the later of the two is the one on its path."""
-    stages = result["jax_stages"].get(STARTING_STATE, {})
-    program = next((p for p in result["programs"] if p["name"] == "starting state"), {})
-    step = next((p for p in result["programs"] if p["name"] == "training step"), {})
-    step_end = [v["xla_compile_ended_since_process_start_s"] for name, v in result["jax_stages"].items()
-                if name.startswith("train") and v["xla_compile_count"]]
-    return {"program_compile_s": program.get("compile_s"), "from_cache": program.get("from_cache"),
-            "from_store": program.get("from_store"), **stages,
-            "training_step_compile_s": step.get("compile_s"),
-            "training_step_xla_compile_ended_since_process_start_s": max(step_end) if step_end else None}
 
 
 def run_phases(spec: dict[str, Any], marks: dict[str, float], phase: list[str]) -> dict[str, Any]:

@@ -164,13 +164,18 @@ class Trainer:
     @functools.cached_property
     def starting_state_fn(self) -> Callable[[Any], Any]:
         """`seed -> the fresh training state` (int32 seed [] -> the learner's state), the function of the
-        starting-state program, named `starting_state` (XLA's compile log names the program `jit(starting_state)`)."""
+        starting-state program, named `starting_state` (XLA's compile log names the program `jit(starting_state)`).
+        One jitted function for the Trainer's life: JAX keeps its trace for the same argument shapes, so the
+        abstract state's shapes (`abstract_state`) and the starting state's program (traced again inside its
+        export to the program store, or inside its own jit without the store) trace it once, not twice (G1's
+        starting state: 10.5 s of tracing on the loaded 2-core CPU, benchmarks/methods/first_step.md). XLA inlines
+        the nested call, so the program computes the same state to the bit (tests/run/test_compile_order.py)."""
         init = self.learner.init
 
         def starting_state(seed: Any) -> Any:
             return init(seed)
 
-        return starting_state
+        return jax.jit(starting_state)
 
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
