@@ -97,7 +97,8 @@ def main() -> None:
     record = start_record(record_name(args))
     overrides = overrides_for(args, algo)
     record["settings"] = {"env": args.env, "preset": args.preset, "algo": algo, "num_envs": args.num_envs,
-                          "quick": args.quick, "cold_only": args.cold_only, "overrides": overrides}
+                          "quick": args.quick, "cold_only": args.cold_only, "overrides": overrides,
+                          "pythonpath": os.environ.get("PYTHONPATH")}  # another rlfit source, when set
     work = new_work_dir(f"{record['benchmark']}-")
     cache = work / "cache"
     spec = {"env": args.env, "preset": args.preset, "overrides": overrides, "auto": args.num_envs == "auto"}
