@@ -165,17 +165,26 @@ class Trainer:
     def starting_state_fn(self) -> Callable[[Any], Any]:
         """`seed -> the fresh training state` (int32 seed [] -> the learner's state), the function of the
         starting-state program, named `starting_state` (XLA's compile log names the program `jit(starting_state)`).
-        One jitted function for the Trainer's life: JAX keeps its trace for the same argument shapes, so the
-        abstract state's shapes (`abstract_state`) and the starting state's program (traced again inside its
-        export to the program store, or inside its own jit without the store) trace it once, not twice (G1's
-        starting state: 10.5 s of tracing on the loaded 2-core CPU, benchmarks/methods/first_step.md). XLA inlines
-        the nested call, so the program computes the same state to the bit (tests/run/test_compile_order.py)."""
+        One jitted function, and JAX keeps its trace for the same argument shapes: the abstract state's shapes
+        (`abstract_state`) and the starting state's program (traced again inside its export to the program store,
+        or inside its own jit without the store) trace it once, not twice. Trainers of the same stored-program
+        key (`store_key`: the planner's Trainer and training's, in one `rlfit train`) share the function, as the
+        store shares their programs between processes (benchmarks/methods/first_step.md). XLA inlines the nested
+        call, so the program computes the same state to the bit (tests/run/test_starting_state.py)."""
+        key = self.store_key(f"{PROGRAM_NAMES[2]} function")
+        if key is not None and key in _STARTING_FNS:
+            return _STARTING_FNS[key]
         init = self.learner.init
 
         def starting_state(seed: Any) -> Any:
             return init(seed)
 
-        return jax.jit(starting_state)
+        function = jax.jit(starting_state)
+        if key is not None:
+            _STARTING_FNS[key] = function
+            while len(_STARTING_FNS) > STARTING_FNS_KEPT:
+                _STARTING_FNS.pop(next(iter(_STARTING_FNS)))
+        return function
 
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
@@ -307,6 +316,10 @@ _PROGRAMS: dict[Any, Any] = {}
 """Compiled programs kept for reuse: a `Compiled` per `program_key`, a starting state's program per
 ("starting state", key)."""
 _REUSE = {"enabled": False}
+STARTING_FNS_KEPT = 2
+"""Starting-state functions this process keeps for Trainers of the same key (`Trainer.starting_state_fn`)."""
+_STARTING_FNS: dict[str, Callable[[Any], Any]] = {}
+"""The jitted starting-state function per stored-program key, oldest first (each holds its trace)."""
 
 
 @contextlib.contextmanager
@@ -322,8 +335,10 @@ def reusing_programs() -> Iterator[None]:
 
 
 def forget_programs() -> None:
-    """Releases the kept programs (the runner calls it when backing off from an out-of-memory error)."""
+    """Releases the kept programs and starting-state functions (the runner calls it when backing off from an
+    out-of-memory error)."""
     _PROGRAMS.clear()
+    _STARTING_FNS.clear()
 
 
 @contextlib.contextmanager
