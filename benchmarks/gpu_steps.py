@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brax_compare import xla_compiles  # noqa: E402
 from common import BENCH_DIR, REPO  # noqa: E402
+from compile_stages import jax_stages, stages_in_log, starting_state_record  # noqa: E402
 from gpu_figures import (T4, brax_figures, learn_figures, memory_figures, read_json, run_figures,  # noqa: E402
                          t4_figures)
 
@@ -154,7 +155,9 @@ def train(ctx: Context, name: str, box_s: float, argv: list[str], cache: str,
           variables: dict[str, str] | None = None) -> dict[str, Any]:
     """`rlfit train ARGV` into a run folder of its own (compile cache `cache`, shared by the steps that name it;
     `variables` added to its environment), stopped by `run.time_budget`, `Setup.timesteps` or its time box; the
-    run's figures (`run_figures`), XLA's compile log, and summary.json, plan.json, metrics.jsonl into DIR/runs/NAME."""
+    run's figures (`run_figures`), XLA's compile log, the starting state's program split into tracing, lowering
+    and XLA's compile (`starting_state`: compile_stages.py), and summary.json, plan.json, metrics.jsonl into
+    DIR/runs/NAME."""
     run_dir, log = ctx.work / "runs" / name, ctx.work / f"{name}.log"
     reserve = ctx.setup.reserve_s.get(name)
     usable = box_s - ctx.setup.grace_s
@@ -166,6 +169,8 @@ def train(ctx: Context, name: str, box_s: float, argv: list[str], cache: str,
     boxed = run_boxed(command, env, box_s, ctx.setup.grace_s, log)
     keep_log(ctx, name, log)
     figures = {**run_figures(run_dir), **xla_compiles(log)}
+    figures["starting_state"] = starting_state_record(jax_stages(stages_in_log(log.read_text()), at_least_s=0.0),
+                                                      figures.get("programs", []))
     kept = ctx.out / "runs" / name
     kept.mkdir(parents=True, exist_ok=True)
     for file in ("summary.json", "plan.json", "metrics.jsonl"):

@@ -78,6 +78,8 @@ LIBRARIES = {
     "reset_variant_train.py": "`rlfit` with the training resets changed, for pointmass_collapse.py's variants",
     "gpu_bundle.py": "the wheels and assets that travel to the GPU machine for gpu_check.py, and their install",
     "gpu_figures.py": "gpu_check.py's figures and the check of its record",
+    "compile_stages.py": "a program's compile split into tracing, lowering and XLA's compile from JAX's log "
+                         "(first_step.py, gpu_check.py)",
     "gpu_steps.py": "gpu_check.py's steps: each a child process in a time box of its own",
     "gpu_brax.py": "Brax's PPO at an rlfit preset's settings in rlfit's interpreter, for gpu_check.py's brax steps",
     "registry.py": "this registry",

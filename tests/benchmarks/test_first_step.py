@@ -53,3 +53,48 @@ def test_brax_first_step_ends_before_the_evaluation_that_follows_the_epoch(first
 def test_every_case_trains_one_iteration_with_the_sizes_asked_for(first_step, num_envs, quick, expected_extra):
     args = argparse.Namespace(num_envs=num_envs, quick=quick)
     assert first_step.overrides_for(args, "ppo") == ["run.num_timesteps=1", "run.eval_every=0", *expected_extra]
+
+
+def compile_stages(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("compile_stages")
+
+
+LOG = """WARNING:jax._src.pjit:Finished tracing reset for jit in 2.5 sec
+WARNING:jax._src.pjit:Finished tracing starting_state for jit in 10.25 sec
+WARNING:jax._src.interpreters.pxla:Finished jaxpr to MLIR module conversion jit(starting_state) in 6.5 sec
+WARNING:jax._src.pjit:Finished tracing train_iteration for jit in 20.0 sec
+WARNING:jax._src.dispatch:Finished XLA compilation of jit(starting_state) in 40.125 sec
+WARNING:jax._src.pjit:Finished tracing starting_state for jit in 0.25 sec
+WARNING:jax._src.interpreters.pxla:Finished jaxpr to MLIR module conversion jit(train_iteration) in 9.0 sec
+WARNING:jax._src.dispatch:Finished XLA compilation of jit(train_iteration) in 90.0 sec
+WARNING:jax._src.dispatch:Finished XLA compilation of jit(convert_element_type) in 0.01 sec
+rlfit: compiled 3 of 3: starting state in 57.1s
+"""
+
+
+def test_the_starting_states_compile_is_split_into_tracing_lowering_and_xlas_compile(monkeypatch):
+    stages = compile_stages(monkeypatch)
+    found = stages.jax_stages(stages.stages_in_log(LOG))
+    assert set(found) == {"reset", "starting_state", "train_iteration"}  # convert_element_type: under 0.5 s
+    state = found["starting_state"]
+    assert (state["tracing_s"], state["tracing_count"]) == (10.5, 2)
+    assert (state["lowering_s"], state["xla_compile_s"], state["xla_compile_count"]) == (6.5, 40.125, 1)
+    assert found["reset"]["tracing_s"] == 2.5 and found["reset"]["xla_compile_count"] == 0  # nested: traced only
+    programs = [{"name": "training step", "compile_s": 120.0, "from_cache": False, "from_store": False},
+                {"name": "starting state", "compile_s": 57.1, "from_cache": False, "from_store": False}]
+    record = stages.starting_state_record(found, programs)
+    assert record["program_compile_s"] == 57.1 and record["xla_compile_s"] == 40.125
+    assert record["training_step_compile_s"] == 120.0
+    assert record["training_step_xla_compile_ended_since_process_start_s"] is None  # a log file carries no times
+
+
+def test_a_stage_ending_at_a_time_gives_the_steps_end(monkeypatch):
+    stages = compile_stages(monkeypatch)
+    items = [{"stage": "xla_compile", "name": "train_iteration", "seconds": 5.0, "end_since_process_start_s": 80.0},
+             {"stage": "xla_compile", "name": "starting_state", "seconds": 3.0, "end_since_process_start_s": 50.0}]
+    found = stages.jax_stages(items)
+    record = stages.starting_state_record(found, [])
+    assert record["xla_compile_ended_since_process_start_s"] == 50.0
+    assert record["training_step_xla_compile_ended_since_process_start_s"] == 80.0
+    assert record["program_compile_s"] is None

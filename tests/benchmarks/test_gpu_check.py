@@ -213,6 +213,9 @@ def test_the_dry_run_measures_in_order_and_writes_a_whole_record(tmp_path):
     assert json.loads((out / "runs" / "learn_g1" / "summary.json").read_text())["time_to_first_step_s"] == \
         g1["figures"]["time_to_first_step_s"]
     assert g1["figures"]["eval_curve"][-1]["reward"] == g1["figures"]["final_eval_reward"]  # an evaluation each iteration
+    starting = g1["figures"]["starting_state"]  # the starting state's program, its compile split (compile_stages.py)
+    assert starting["xla_compile_count"] == 1 and starting["tracing_count"] >= 1 and starting["lowering_count"] >= 1
+    assert starting["program_compile_s"] >= starting["xla_compile_s"] > 0
     assert (out / "runs" / "learn_g1" / "plan.json").is_file() and (out / "logs" / "learn_g1.log").is_file()
     assert steps["learn_cheetah_run"]["status"] == "not reached"
     assert steps["learn_cheetah_run"]["note"] == "left out by --steps"

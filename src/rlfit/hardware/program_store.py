@@ -120,6 +120,7 @@ def _export(fn: Callable[..., Any], leaves: list[Any], in_tree: Any) -> StoredPr
         out_tree.append(tree)
         return result
 
+    flat.__name__ = flat.__qualname__ = getattr(fn, "__name__", "program")  # JAX's compile log names it as `fn`
     exported = jax.export.export(jax.jit(flat))(*[_abstract(leaf) for leaf in leaves])
     return StoredProgram(exported, in_tree, out_tree[0], getattr(fn, "__name__", "program"))
 

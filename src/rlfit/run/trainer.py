@@ -148,7 +148,7 @@ class Trainer:
         """The compiled program that makes the fresh training state of `seed` from `seed_argument(seed)` (an int32
         seed is the argument; a seed outside int32 is built in), and its compile (None when reused)."""
         traced = seed_is_traced(seed)
-        init = (lambda s: self.learner.init(s)) if traced else (lambda _: self.learner.init(seed))
+        init = self.starting_state_fn if traced else built_in_seed(self.learner.init, seed)
         name = PROGRAM_NAMES[2]
         key = ("starting state", program_key(self.config, self.plan))
         if _REUSE["enabled"] and traced and key in _PROGRAMS:  # an experiment's next seed: the same program
@@ -161,11 +161,36 @@ class Trainer:
             _PROGRAMS[key] = program
         return program, timing.record
 
+    @functools.cached_property
+    def starting_state_fn(self) -> Callable[[Any], Any]:
+        """`seed -> the fresh training state` (int32 seed [] -> the learner's state), the function of the
+        starting-state program, named `starting_state` (XLA's compile log names the program `jit(starting_state)`).
+        One jitted function, and JAX keeps its trace for the same argument shapes: the abstract state's shapes
+        (`abstract_state`) and the starting state's program (traced again inside its export to the program store,
+        or inside its own jit without the store) trace it once, not twice. Trainers of the same stored-program
+        key (`store_key`: the planner's Trainer and training's, in one `rlfit train`) share the function, as the
+        store shares their programs between processes (benchmarks/methods/first_step.md). XLA inlines the nested
+        call, so the program computes the same state to the bit (tests/run/test_starting_state.py)."""
+        key = self.store_key(f"{PROGRAM_NAMES[2]} function")
+        if key is not None and key in _STARTING_FNS:
+            return _STARTING_FNS[key]
+        init = self.learner.init
+
+        def starting_state(seed: Any) -> Any:
+            return init(seed)
+
+        function = jax.jit(starting_state)
+        if key is not None:
+            _STARTING_FNS[key] = function
+            while len(_STARTING_FNS) > STARTING_FNS_KEPT:
+                _STARTING_FNS.pop(next(iter(_STARTING_FNS)))
+        return function
+
     def abstract_state(self) -> Any:
         """The training state's shapes, dtypes and shardings (over several devices each leaf's; on one, the
         device), without allocating or running anything; read from the program store when a process with the
         same settings traced them before (`rlfit.hardware.program_store.result_shapes`)."""
-        return self.abstract_of(result_shapes(lambda seed: self.learner.init(seed), (np.int32(0),),
+        return self.abstract_of(result_shapes(self.starting_state_fn, (np.int32(0),),
                                               self.store_key(f"{PROGRAM_NAMES[2]} shapes")))
 
     def abstract_of(self, state: Any) -> Any:
@@ -291,6 +316,10 @@ _PROGRAMS: dict[Any, Any] = {}
 """Compiled programs kept for reuse: a `Compiled` per `program_key`, a starting state's program per
 ("starting state", key)."""
 _REUSE = {"enabled": False}
+STARTING_FNS_KEPT = 2
+"""Starting-state functions this process keeps for Trainers of the same key (`Trainer.starting_state_fn`)."""
+_STARTING_FNS: dict[str, Callable[[Any], Any]] = {}
+"""The jitted starting-state function per stored-program key, oldest first (each holds its trace)."""
 
 
 @contextlib.contextmanager
@@ -306,8 +335,10 @@ def reusing_programs() -> Iterator[None]:
 
 
 def forget_programs() -> None:
-    """Releases the kept programs (the runner calls it when backing off from an out-of-memory error)."""
+    """Releases the kept programs and starting-state functions (the runner calls it when backing off from an
+    out-of-memory error)."""
     _PROGRAMS.clear()
+    _STARTING_FNS.clear()
 
 
 @contextlib.contextmanager
@@ -341,6 +372,15 @@ def stored_program_key(config: Config, plan: Plan, layout: DeviceLayout, digest:
     return json.dumps({"program": program, "settings": config.program_settings(), "sizes": plan.sizes._asdict(),
                        "backend": plan.backend, "impl": plan.impl, "precision": plan.precision, "model": digest},
                       sort_keys=True, default=str)
+
+
+def built_in_seed(init: Callable[[Any], Any], seed: int) -> Callable[[Any], Any]:
+    """The starting-state program's function for a `seed` outside int32, built into the program (its argument,
+    `seed_argument(seed)`, unread); named `starting_state`, as XLA's compile log then names it."""
+    def starting_state(_: Any) -> Any:
+        return init(seed)
+
+    return starting_state
 
 
 def seed_is_traced(seed: int) -> bool:
