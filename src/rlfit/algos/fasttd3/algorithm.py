@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 import jax
 
-from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, RunPlan, Variables
 from rlfit.algos.fasttd3.networks import make_fasttd3_networks
 from rlfit.algos.fasttd3.planning import MEMORY_RULES
 from rlfit.algos.fasttd3.step import (FastTD3Metrics, FastTD3State, draw_noise_std, init_fasttd3_state,
@@ -43,7 +43,7 @@ def metrics_row(metrics: FastTD3Metrics) -> dict[str, float | int]:
 
 
 def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
-          ) -> Learner[FastTD3State, FastTD3Metrics, PyTree]:
+          ) -> Learner[FastTD3State, FastTD3Metrics, Variables]:
     if train_env.action_space.discrete:
         raise UserError(f"algo: fasttd3 acts with continuous actions and '{config.env.name}' has "
                         f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
@@ -79,7 +79,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     )
 
 
-ALGORITHM = Algorithm(
+ALGORITHM: Algorithm[ReplaySizes, FastTD3State, FastTD3Metrics, Variables] = Algorithm(
     name="fasttd3",
     sizes_type=ReplaySizes,
     config_sizes=lambda config: section_sizes(config.fasttd3),
