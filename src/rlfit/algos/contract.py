@@ -49,6 +49,10 @@ JsonValue: TypeAlias = "str | float | bool | None | list[JsonValue] | dict[str, 
 """A value of a JSON record (a metrics row, summary.json's entries)."""
 
 
+TreeT = TypeVar("TreeT", bound=PyTree)
+"""A pytree a function gives back with the structure (and type) it was given."""
+
+
 class RunPlan(Protocol):
     """What an algorithm's `build` reads of the run's plan (`rlfit.planning.plan.Plan`, which the planner makes
     above the algorithms)."""
