@@ -8,6 +8,7 @@ checkpoint already holds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from rlfit.algos.common.loss_scale import loss_scale_row
@@ -53,7 +54,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder,
                                  choice.weights if choice is not None else None)
     optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
-    filled = make_filled(train_env, sac)
+    filled: Callable[[SACState], SACState] = make_filled(train_env, sac)
 
     def init(seed: int) -> SACState:
         return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
