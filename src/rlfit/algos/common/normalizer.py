@@ -78,6 +78,6 @@ def std(stats: RunningStats) -> PyTree:
 def normalize(stats: RunningStats, obs: Observation) -> Observation:
     """(obs - mean) / std, leaf by leaf; identity while no observation has been seen."""
     seen = stats.count > 0
-    normalized: Observation = jax.tree.map(lambda x, m, s: x if is_integer(x) else jnp.where(seen, (x - m) / s, x), obs, stats.mean,
-                        std(stats))
+    normalized: Observation = jax.tree.map(lambda x, m, s: x if is_integer(x) else jnp.where(seen, (x - m) / s, x),
+                                           obs, stats.mean, std(stats))
     return normalized

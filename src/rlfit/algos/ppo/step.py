@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rlfit.algos.contract import Observation
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.vec_env import EnvState, VecEnv
 from rlfit.parallel.mesh import split_envs
