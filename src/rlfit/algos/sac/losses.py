@@ -43,7 +43,8 @@ def alpha_loss(log_alpha: jax.Array, policy_params: Variables, networks: SACNetw
 
 
 def critic_loss(q_params: Variables, policy_params: Variables, target_q_params: Variables, alpha: jax.Array,
-                networks: SACNetworks, batch: Batch, reward_scaling: float, discounting: float, key: jax.Array) -> tuple[jax.Array, Encoded]:
+                networks: SACNetworks, batch: Batch, reward_scaling: float, discounting: float, key: jax.Array
+                ) -> tuple[jax.Array, Encoded]:
     """([] 0.5 * mean over the batch and both critics of (Q_i(s, a) - y)^2, the batch's encoded observations
     (detached, for the other losses)), with the soft target
 
