@@ -49,8 +49,9 @@ JsonValue: TypeAlias = "str | float | bool | None | list[JsonValue] | dict[str, 
 """A value of a JSON record (a metrics row, summary.json's entries)."""
 
 
-TreeT = TypeVar("TreeT", bound=PyTree)
-"""A pytree a function gives back with the structure (and type) it was given."""
+TreeT = TypeVar("TreeT")
+"""A pytree (a `PyTree`, a training state, metrics) that a function gives back with the structure and type it was
+given."""
 
 
 class RunPlan(Protocol):
