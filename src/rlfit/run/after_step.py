@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rlfit.algos.contract import StepMetrics
 from rlfit.run.evaluate import randomized_row
 from rlfit.run.progress import Progress
 from rlfit.run.stopping import StopRules
@@ -76,7 +77,7 @@ def evaluation_due(iteration: int, num_iterations: int, eval_every: int) -> bool
     return iteration == num_iterations or bool(eval_every and iteration % eval_every == 0)
 
 
-def after_step(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], timing: Timing, env_steps: int,
+def after_step(progress: Progress, metrics: StepMetrics, algorithm_row: dict[str, Any], timing: Timing, env_steps: int,
                last: bool) -> StepReport:
     """The train row after iteration `progress.iteration` (already `advanced`), or NON_FINITE.
 
@@ -105,7 +106,7 @@ def stop_before_next(rules: StopRules, elapsed_s: float, slowest_step_s: float, 
     return rules.before_next(elapsed_s, slowest_step_s) or signal
 
 
-def train_row(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], iteration_s: float, wall_s: float,
+def train_row(progress: Progress, metrics: StepMetrics, algorithm_row: dict[str, Any], iteration_s: float, wall_s: float,
               steps: int) -> dict[str, Any]:
     """The metrics.jsonl row of one iteration (`sps` = env steps of the iteration / its wall time).
 

@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlfit.hardware.probe import DeviceInfo, short_error
+
+if TYPE_CHECKING:
+    from rlfit.algos.contract import Variables
 
 MIN_PEAK_FRACTION = 0.10
 """The matmul check fails below this fraction of the profile's FP32 peak (a throttled or misconfigured GPU)."""
@@ -101,7 +104,7 @@ def check_network(device: DeviceInfo) -> CheckResult:
     policy_key, value_key = jax.random.split(jax.random.PRNGKey(0))
     params = (policy.init(policy_key, obs[:1]), value.init(value_key, obs[:1]))
 
-    def loss(p):
+    def loss(p: tuple[Variables, Variables]) -> jax.Array:
         return jnp.mean(forward(policy, p[0], obs) ** 2) + jnp.mean(forward(value, p[1], obs) ** 2)
 
     step = jax.jit(jax.value_and_grad(loss))

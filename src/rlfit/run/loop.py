@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 
+from rlfit.algos.contract import TrainState, StepMetrics
 from rlfit.exit_codes import NON_FINITE
 from rlfit.hardware.compile_log import ProgramCompile, time_to_first_step
 from rlfit.parallel.distributed import any_process, is_writer, process_count
@@ -66,7 +67,8 @@ class NonFiniteError(Exception):
 class RunResult:
     """How a lane ended: its final state, its counters, the summary written to disk and why it ended."""
 
-    state: Any
+    state: TrainState | None
+    """None for a group's lane that failed."""
     progress: Progress
     summary: dict[str, Any]
     run_dir: RunDir
@@ -79,7 +81,7 @@ class RunResult:
 class LoopRecord(NamedTuple):
     """The loop's own counters at the last finished iteration (what summary.json reports about the session)."""
 
-    compiled: Compiled
+    compiled: Compiled[TrainState]
     started: float
     """`time.perf_counter()` when the loop started."""
     session_steps: int = 0
@@ -118,7 +120,7 @@ def lane_plan(plan: Any, note: dict[str, Any] | None) -> Any:
 class Runner:
     """Trains its lanes through a Stepper's programs to the plan's end or their stops. One Runner runs one session."""
 
-    def __init__(self, stepper: Stepper, lanes: list[Lane], stop_flag: StopFlag | None = None,
+    def __init__(self, stepper: Stepper[TrainState], lanes: list[Lane], stop_flag: StopFlag | None = None,
                  say: Callable[[str], None] | None = None, console: ConsoleSink | None = None,
                  sampler: UtilizationSampler | None = None):
         self.stepper = stepper
@@ -137,7 +139,7 @@ class Runner:
         self._slowest_save_s = 0.0
         self._compile_wait_s = 0.0
         self._starting_program: ProgramCompile | None = None
-        self._pending: tuple[Stepper, Compiled | Exception] | None = None
+        self._pending: tuple[Stepper[TrainState], Compiled[TrainState] | Exception] | None = None
         """The stepper and the programs `run` started compiling for it (or the error starting them raised)."""
         self._time_to_first_step_s: float | None = None
         self._grace: GraceWatch | None = None
@@ -145,10 +147,10 @@ class Runner:
         """The loop's counters at the last finished iteration, for the summary the watcher writes."""
 
     @property
-    def trainer(self) -> Trainer:
+    def trainer(self) -> Trainer[TrainState]:
         return self.stepper.trainer
 
-    def run(self, state: Any | None = None) -> list[RunResult]:
+    def run(self, state: TrainState | None = None) -> list[RunResult]:
         """Trains from `state` (every lane's; fresh when None) from each lane's counters; a RunResult a lane.
 
         On RESOURCE_EXHAUSTED (compiling or stepping) it backs off to the next smaller valid sizes, recompiles
@@ -162,7 +164,7 @@ class Runner:
         # The training step and the evaluation compile in the background while the starting state is built (and
         # saved); a compile that fails is raised where the program is needed, in `_train`.
         self._pending = self._start_compiling(total=3 if fresh else 2)
-        state = self._fresh_state() if fresh else state
+        state = self._fresh_state() if state is None else state
         self._init_s = time.perf_counter() - started  # includes compiling the starting state's program
         start = self._save_start(state)
         save_first = False
@@ -181,7 +183,7 @@ class Runner:
             self._adopt(recovery.stepper, recovery.backed, recovery.progress)
             state, save_first = recovery.state, True  # the environments changed size
 
-    def _save_start(self, state: Any) -> Start:
+    def _save_start(self, state: TrainState) -> Start:
         """Saves each lane's starting state where it has no checkpoint (before compiling: a kill at any instant
         leaves a resumable run); what an out-of-memory back-off continues from: the newest checkpoints, which hold
         this session's start or later; a host copy of the starting state only when nothing could be saved (a replay
@@ -193,7 +195,7 @@ class Runner:
         return Start(jax.device_get(state) if process_count() == 1 and not saved else None,
                      [lane.progress.copy() for lane in self.lanes])
 
-    def _train(self, state: Any, save_first: bool) -> list[RunResult]:
+    def _train(self, state: TrainState, save_first: bool) -> list[RunResult]:
         plan = self.trainer.plan
         state = self.stepper.place(state)  # restored or resized states arrive on one device
         compiled = self._compiled_for(state)
@@ -215,7 +217,7 @@ class Runner:
             if watch is not None:
                 watch.stop()
 
-    def _iterate(self, state: Any, rules: StopRules, watch: GraceWatch | None, loop: LoopRecord) -> list[RunResult]:
+    def _iterate(self, state: TrainState, rules: StopRules, watch: GraceWatch | None, loop: LoopRecord) -> list[RunResult]:
         """Act, step and update (one compiled call), then per lane log, evaluate, save and decide, once per
         iteration, from the loop's counters `loop`; then whether every lane still training stops."""
         plan = self.trainer.plan
@@ -253,7 +255,7 @@ class Runner:
             watch.iteration_started()
         return started
 
-    def _step(self, compiled: Compiled, state: Any) -> tuple[Any, Any, float]:
+    def _step(self, compiled: Compiled[TrainState], state: TrainState) -> tuple[Any, Any, float]:
         """One compiled iteration of every lane (collect, returns, update); its host metrics and seconds."""
         started = time.perf_counter()
         state, metrics = compiled.iteration(state)
@@ -267,7 +269,7 @@ class Runner:
         """The utilization sampler's fields for this iteration's train rows (none without a sampler)."""
         return self.sampler.take() if self.sampler is not None else {}
 
-    def _after_step(self, going: list[tuple[int, Lane]], metrics: Any, timing: Timing, sampled: dict[str, Any],
+    def _after_step(self, going: list[tuple[int, Lane]], metrics: StepMetrics, timing: Timing, sampled: dict[str, Any],
                     last: bool) -> Reports:
         """Each lane's train row (written); a lane that became non-finite fails (`_failed`)."""
         steps = self.trainer.plan.env_steps_per_iteration
@@ -284,7 +286,7 @@ class Runner:
             reports.append((index, lane, report))
         return reports
 
-    def _evaluate_if_due(self, compiled: Compiled, state: Any, reports: Reports, rules: StopRules, last: bool
+    def _evaluate_if_due(self, compiled: Compiled[TrainState], state: TrainState, reports: Reports, rules: StopRules, last: bool
                          ) -> tuple[Reports, float]:
         """`reports` after this iteration's evaluation where one is due (its rows written), and its seconds; each
         lane's counters updated."""
@@ -306,7 +308,7 @@ class Runner:
             lane.progress = report.progress
         return reports, eval_s
 
-    def _save_due(self, state: Any, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
+    def _save_due(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
                   ) -> None:
         """The checkpoints `run.save_interval` asks for (or the last)."""
         with self._lock(watch):
@@ -315,7 +317,7 @@ class Runner:
                                  lane.progress, final=last)
         self._loop = loop
 
-    def _end_lanes(self, state: Any, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
+    def _end_lanes(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
                    ) -> None:
         """Ends the lanes at the plan's end (saved already) and those a stopping rule stops (saved here, unless
         saved), each with its summary."""
@@ -332,7 +334,7 @@ class Runner:
                 self._say(f"rlfit: stopped by {stopped_by} at iteration {lane.progress.iteration}")
             self._end(lane, self.stepper.lane(state, index), stopped_by, loop)
 
-    def _iteration_ended(self, state: Any, watch: GraceWatch | None) -> None:
+    def _iteration_ended(self, state: TrainState, watch: GraceWatch | None) -> None:
         """The watcher's note of the finished iteration (a host copy where iterations outlast the grace)."""
         if watch is None:
             return
@@ -348,7 +350,7 @@ class Runner:
             return OTHER_PROCESS
         return stop
 
-    def _stop(self, state: Any, stop: str, watch: GraceWatch | None, loop: LoopRecord) -> None:
+    def _stop(self, state: TrainState, stop: str, watch: GraceWatch | None, loop: LoopRecord) -> None:
         """Ends every lane still training before the plan's end: a checkpoint of this iteration (unless saved), then
         its summary."""
         going = self._going()
@@ -362,12 +364,12 @@ class Runner:
         for index, lane in going:
             self._end(lane, self.stepper.lane(state, index), stop, loop)
 
-    def _end(self, lane: Lane, state: Any, stopped_by: str | None, loop: LoopRecord) -> None:
+    def _end(self, lane: Lane, state: TrainState, stopped_by: str | None, loop: LoopRecord) -> None:
         summary = self._write_summary(lane, state, lane.progress, loop, stopped_by)
         lane.sinks.sync()
         lane.result = RunResult(state, lane.progress, summary, lane.directory, stopped_by)
 
-    def _failed(self, lane: Lane, report: StepReport, metrics: Any) -> None:
+    def _failed(self, lane: Lane, report: StepReport, metrics: StepMetrics) -> None:
         """A lane that became non-finite: a single run raises NonFiniteError; a group's lane records it as its
         failure and the others go on (the decision: `rlfit.run.after_step`). Its state is not saved."""
         from rlfit.algos.registry import algorithm
@@ -385,7 +387,7 @@ class Runner:
 
     # Around the loop: compiling, the starting state, back-off, the stop grace, the summary.
 
-    def _start_compiling(self, total: int) -> tuple[Stepper, Compiled | Exception]:
+    def _start_compiling(self, total: int) -> tuple[Stepper[TrainState], Compiled[TrainState] | Exception]:
         """Starts the programs' compiles in the background (`Trainer.compile`); the stepper they are for, and them
         or the error that starting them raised (raised again in `_train`, where a back-off handles it)."""
         try:
@@ -393,7 +395,7 @@ class Runner:
         except Exception as error:  # noqa: BLE001 - raised again by `_compiled_for`
             return self.stepper, error
 
-    def _compiled_for(self, state: Any) -> Compiled:
+    def _compiled_for(self, state: TrainState) -> Compiled[TrainState]:
         """The programs started by `run` when they are for this stepper and `state`'s shapes, else new ones (after a
         back-off, the trainer's sizes changed)."""
         pending, self._pending = self._pending, None
@@ -405,7 +407,7 @@ class Runner:
                 return programs
         return self.stepper.programs(state, self._say, 2)
 
-    def _fresh_state(self) -> Any:
+    def _fresh_state(self) -> TrainState:
         """The lanes' starting state, backing off to smaller sizes while creating it runs out of memory (a large
         replay buffer is allocated here)."""
         from rlfit.planning.out_of_memory import is_out_of_memory
@@ -421,7 +423,7 @@ class Runner:
                 backed = smaller(self.trainer, str(error), self.lanes[0].progress, "init")
                 self._adopt(self.stepper.rebuilt(backed.trainer), backed, [lane.progress for lane in self.lanes])
 
-    def _adopt(self, stepper: Stepper, backed: BackOff, progresses: list[Progress]) -> None:
+    def _adopt(self, stepper: Stepper[TrainState], backed: BackOff, progresses: list[Progress]) -> None:
         """Trains on with a back-off's stepper, recording it in every lane still training: the event (in its
         progress, metrics.jsonl rewound to its iteration), plan.json; and the console's totals."""
         self.stepper = stepper
@@ -477,7 +479,7 @@ class Runner:
                 lane.checkpointer.save(lane.trainer, state, progress, force=True)
             self._write_summary(lane, state, progress, self._loop, reason)
 
-    def _write_summary(self, lane: Lane, state: Any, progress: Progress, loop: LoopRecord, stopped_by: str | None
+    def _write_summary(self, lane: Lane, state: TrainState | None, progress: Progress, loop: LoopRecord, stopped_by: str | None
                        ) -> dict[str, Any]:
         """Writes the lane's summary.json for the session so far (at the end, or when the lane stops)."""
         # The programs this session compiled and that have finished (an evaluation still compiling in the background

@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 
+from rlfit.algos.contract import TrainState
 from rlfit.algos.registry import algorithm
 from rlfit.config.schema import Config
 from rlfit.hardware.jax_setup import lower_ahead
@@ -37,7 +38,7 @@ def probe_options(ynn_fusions: bool) -> dict[str, Any]:
     return {**compiler_options(ynn_fusions), **cheap}
 
 
-def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, Trainer]:
+def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, Trainer[TrainState]]:
     """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, as
     `Trainer.compile_iteration` lowers it on one device, so the persistent compile cache holds one for the other;
     the Trainer it was built with). Traces; compiles nothing. (A run split over several devices is planned per
@@ -68,7 +69,7 @@ class StepProbes:
         """Hears each measure and the planner's decisions (`rlfit.planning.measure`), or None."""
         self._env = env
         """The environment measured on (given, or loaded by the first measure)."""
-        self._lowered: dict[Any, tuple[Config, Any, Trainer]] = {}
+        self._lowered: dict[Any, tuple[Config, Any, Trainer[TrainState]]] = {}
         """Programs lowered for a bound and not yet compiled, by their sizes, with the config they are for."""
 
     @property
@@ -135,7 +136,7 @@ class StepProbes:
                        f"{format_bytes(point.total_bytes)} by XLA's analysis")
         return points
 
-    def _lowered_at(self, config: Config, sizes: Any) -> tuple[Any, Trainer]:
+    def _lowered_at(self, config: Config, sizes: Any) -> tuple[Any, Trainer[TrainState]]:
         """The step at `sizes` lowered: the one `bound` kept for this config (taken: it compiles once), else
         lowered now."""
         kept = self._lowered.pop(sizes, None)
@@ -156,7 +157,7 @@ def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, flo
     return work(*args, **kwargs), time.perf_counter() - started
 
 
-def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
+def training_programs_beside(trainer: Trainer[TrainState], pool: Any) -> list[Any]:
     """Starts compiling in `pool` what training compiles before its first step besides the step itself: the
     starting state (a plain `train` compiles it beside its step too). It lands in the persistent compile cache
     and the program store, so that under `--num-envs auto` training reads it back as it reads its step, and the

@@ -10,13 +10,14 @@ from typing import Any
 
 import yaml
 
-from rlfit.checkpoints.format import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint, list_steps,
+from rlfit.checkpoints.format import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint,
                                       load_checkpoint, read_meta)
 from rlfit.checkpoints.metrics_copy import repair_metrics
 from rlfit.config.schema import Config, from_layers, read_yaml
 from rlfit.errors import UserError
 from rlfit.planning.plan import make_plan, sizes_from_dict
-from rlfit.rundir.layout import RunDir, write_atomic, write_json
+from rlfit.rundir.atomic import write_atomic
+from rlfit.rundir.layout import RunDir, list_steps, write_json
 
 
 # Keys that may differ between the run and the resumed session; all others must match.
@@ -59,7 +60,7 @@ EARLIER_VALUES = {("env", "randomization"): "off"}
 the key's default: runs before domain randomization trained on the nominal model)."""
 
 
-def as_saved(layer: dict) -> dict:
+def as_saved(layer: dict[str, Any]) -> dict[str, Any]:
     """A saved config (a checkpoint's record or config.yaml) with EARLIER_VALUES for the keys it lacks."""
     layer = {section: dict(keys) if isinstance(keys, dict) else keys for section, keys in layer.items()}
     for (section, key), value in EARLIER_VALUES.items():

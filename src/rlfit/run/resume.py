@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from rlfit.algos.contract import TrainState
 from rlfit.checkpoints.format import CheckpointMeta, dropped_leaves
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
@@ -31,7 +32,8 @@ from rlfit.run.restore import (checked_config, differences, read_newest_meta, re
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
 from rlfit.run.trainer import Trainer
-from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_atomic, write_json
+from rlfit.rundir.atomic import write_atomic
+from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_json
 from rlfit.sinks.wandb import check_wandb_available
 
 
@@ -98,7 +100,7 @@ def configure(config: Config) -> None:
     configure_jax(config.run.precision)
 
 
-def continued_lane(directory: RunDir, trainer: Trainer, config: Config, meta: CheckpointMeta,
+def continued_lane(directory: RunDir, trainer: Trainer[TrainState], config: Config, meta: CheckpointMeta,
                    note: dict[str, Any] | None = None) -> LaneSpec:
     """The lane that continues `directory` from checkpoint `meta` (restored as `trainer`'s) to `config`'s total:
     its plan from the checkpoint's sizes, refused in one line where the run is there already, and the run

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlfit.algos.contract import TrainState
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import Plan
@@ -112,7 +113,7 @@ def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None,
         return execute(trainer, directory, quiet=quiet, live=live)
 
 
-def execute(trainer: Trainer, directory: RunDir, state: Any = None, progress: Progress | None = None, *,
+def execute(trainer: Trainer[TrainState], directory: RunDir, state: TrainState | None = None, progress: Progress | None = None, *,
             quiet: bool = True, live: bool | None = None) -> RunResult:
     """Runs `trainer` in `directory` from `state`/`progress` (fresh when None): a run is one lane
     (`rlfit.run.lanes.train_lanes`: sinks, checkpoints, signals), with the console unless `quiet`.

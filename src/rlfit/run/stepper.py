@@ -17,7 +17,7 @@ from typing import Generic, Protocol
 
 import jax
 
-from rlfit.algos.contract import PyTree, StateT, TreeT
+from rlfit.algos.contract import StateT, TreeT
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.run.evaluate import EvalMetrics, eval_key
 from rlfit.run.trainer import Compiled, Trainer
@@ -103,7 +103,7 @@ class OneSeed(Generic[StateT]):
         return OneSeed(trainer)
 
 
-def same_abstract(one: PyTree, other: PyTree) -> bool:
+def same_abstract(one: TreeT, other: TreeT) -> bool:
     """Whether two abstract states (`Stepper.abstract_of`) have the same structure, shapes, dtypes and shardings."""
     if jax.tree.structure(one) != jax.tree.structure(other):  # type: ignore[operator]  # jaxlib has no stubs for PyTreeDef
         return False

@@ -36,6 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.algos.contract import TrainState
 from rlfit.console import warn_line
 from rlfit.run.signals import EXIT_CODES
 
@@ -49,7 +50,7 @@ def reserve_s(grace_s: float, slowest_save_s: float) -> float:
     return min(grace_s / 2, max(RESERVE_MIN_S, 2 * slowest_save_s))
 
 
-def host_copy(state: Any) -> Any:
+def host_copy(state: TrainState) -> Any:
     """A copy of `state`'s arrays in host memory (numpy), independent of the device buffers (which the next
     iteration may donate and overwrite)."""
     return jax.tree.map(lambda leaf: np.array(leaf, copy=True), jax.device_get(state))
@@ -106,7 +107,7 @@ class GraceWatch:
     def iteration_started(self) -> None:
         self._iteration_started = time.monotonic()
 
-    def iteration_ended(self, state: Any, progress: Any, saved: bool) -> None:
+    def iteration_ended(self, state: TrainState, progress: Any, saved: bool) -> None:
         """After an iteration (its evaluation and scheduled save done): from the second iteration on, keeps a host
         copy when iterations are longer than the grace allows. `progress`: the counters the save writes (its
         `iteration`, and `copy()`); `saved`: this iteration's checkpoint was written."""

@@ -10,9 +10,12 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.algos.contract import TrainState
+from rlfit.config.schema import Config
 from rlfit.envs.observation_set import observation_set_of
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.hardware.probe import peak_bytes_in_use
+from rlfit.planning.plan import Plan
 from rlfit.run.progress import Progress
 from rlfit.run.trainer import Trainer
 from rlfit.run.summary_record import RunSummary
@@ -27,13 +30,13 @@ def params_digest(params: Any) -> str:
     return digest.hexdigest()
 
 
-def config_total_steps(config: Any, plan: Any) -> int:
+def config_total_steps(config: Config, plan: Plan) -> int:
     """Env steps the run will have made at its last iteration (for progress display)."""
     return max(config.run.num_timesteps, plan.num_iterations * plan.env_steps_per_iteration)
 
 
-def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: float, compile_reused: bool,
-                init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
+def run_summary(trainer: Trainer[TrainState], state: TrainState | None, progress: Progress, *, compile_s: float,
+                compile_reused: bool, init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
                 stopped_by: str | None, programs: tuple[ProgramCompile, ...] = (),
                 time_to_first_step_s: float | None = None, compile_wait_s: float = 0.0) -> RunSummary:
     """The summary of a session of `trainer`'s run that ended at `state`/`progress`. `programs`: each compiled
@@ -75,7 +78,7 @@ def observation_record(env: Any) -> dict[str, Any] | None:
     return None if chosen is None else chosen.to_dict()
 
 
-def where_it_ran(trainer: Trainer) -> dict[str, Any]:
+def where_it_ran(trainer: Trainer[TrainState]) -> dict[str, Any]:
     """summary.json's fields on the devices and sizes of `trainer`'s run, with each local device's peak memory."""
     plan = trainer.plan
     peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]
