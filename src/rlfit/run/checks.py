@@ -153,9 +153,10 @@ def check_training(device: DeviceInfo) -> CheckResult:
     with tempfile.TemporaryDirectory(prefix="rlfit-doctor-") as directory:
         result = train(DEFAULT_ENV, preset="smoke", overrides=["run.num_timesteps=128"],
                        run_dir=Path(directory) / "run", quiet=True)
-    summary = result.summary
-    reward = summary.get("final_eval_reward")
-    passed = summary.get("iterations") == 2 and reward is not None and math.isfinite(reward)
+    summary = result.record
+    assert summary is not None, "a single run's result has its summary"
+    reward = summary.final_eval_reward
+    passed = summary.iterations == 2 and reward is not None and math.isfinite(reward)
     evaluation = f"eval reward {reward:.1f}" if reward is not None else "no evaluation"
-    return CheckResult("training", passed, f"{summary.get('iterations')} iterations of {DEFAULT_ENV} (preset smoke): "
-                       f"compile {summary['compile_s']:.1f} s, {summary['sps_mean'] or 0:,.0f} steps/s, {evaluation}")
+    return CheckResult("training", passed, f"{summary.iterations} iterations of {DEFAULT_ENV} (preset smoke): "
+                       f"compile {summary.compile_s:.1f} s, {summary.sps_mean or 0:,.0f} steps/s, {evaluation}")

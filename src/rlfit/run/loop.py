@@ -70,12 +70,19 @@ class RunResult:
     state: TrainState | None
     """None for a group's lane that failed."""
     progress: Progress
-    summary: dict[str, Any]
+    record: SessionSummary | LaneSummary | None
+    """summary.json as its typed record (`rlfit.run.summary_record`); None for a group's lane that failed (nothing
+    written)."""
     run_dir: RunDir
     stopped_by: str | None = None
     """None at the plan's end; else a stopping rule's name or a signal's ('SIGTERM', 'SIGINT'), as summary.json."""
     failure: str | None = None
     """A lane of a group that became non-finite: what a single run would have raised (no summary, no state)."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """summary.json as written: the record's JSON object ({} for a failed lane)."""
+        return self.record.to_json() if self.record is not None else {}
 
 
 class LoopRecord(NamedTuple):
@@ -383,7 +390,7 @@ class Runner:
         if len(self.lanes) == 1:
             raise NonFiniteError(message)
         lane.progress = report.progress
-        lane.result = RunResult(None, lane.progress, {}, lane.directory, None, failure=message)
+        lane.result = RunResult(None, lane.progress, None, lane.directory, None, failure=message)
 
     # Around the loop: compiling, the starting state, back-off, the stop grace, the summary.
 
@@ -480,7 +487,7 @@ class Runner:
             self._write_summary(lane, state, progress, self._loop, reason)
 
     def _write_summary(self, lane: Lane, state: TrainState | None, progress: Progress, loop: LoopRecord, stopped_by: str | None
-                       ) -> dict[str, Any]:
+                       ) -> SessionSummary | LaneSummary:
         """Writes the lane's summary.json for the session so far (at the end, or when the lane stops)."""
         # The programs this session compiled and that have finished (an evaluation still compiling in the background
         # when a signal stops the run is left out), in the order the console numbers them.
@@ -491,15 +498,16 @@ class Runner:
                               session_steps=loop.session_steps, eval_s=loop.eval_s,
                               compile_wait_s=self._compile_wait_s, stopped_by=stopped_by, programs=programs,
                               time_to_first_step_s=self._time_to_first_step_s)
+        record: SessionSummary | LaneSummary
         if lane.note is None:
             grace = self._grace.record() if self._grace is not None else None
-            written = extended(summary, SessionSummary, stop_grace=grace).to_json()
+            record = extended(summary, SessionSummary, stop_grace=grace)
         else:  # a seed group's lane: its group, with the env steps per second of all lanes together
             group_sps = loop.session_steps * len(self.lanes) / train_wall_s if train_wall_s > 0 else None
-            written = extended(summary, LaneSummary, seed_group={**lane.note, "group_sps_mean": group_sps}).to_json()
+            record = extended(summary, LaneSummary, seed_group={**lane.note, "group_sps_mean": group_sps})
         if is_writer():
-            write_json(lane.directory.summary, written)
-        return written
+            write_json(lane.directory.summary, record.to_json())
+        return record
 
     def _timed_save(self, save: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""

@@ -137,8 +137,9 @@ def execute(trainer: Trainer[TrainState], directory: RunDir, state: TrainState |
 
 
 def summary_line(result: RunResult) -> str:
-    s = result.summary
-    reward = "n/a" if s["final_eval_reward"] is None else f"{s['final_eval_reward']:.1f}"
-    speed = "n/a" if s["sps_mean"] is None else f"{s['sps_mean']:,.0f}"  # None: no step this session
-    return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
-            f"({speed} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
+    s = result.record
+    assert s is not None, "a single run's result has its summary"
+    reward = "n/a" if s.final_eval_reward is None else f"{s.final_eval_reward:.1f}"
+    speed = "n/a" if s.sps_mean is None else f"{s.sps_mean:,.0f}"  # None: no step this session
+    return (f"done: eval reward {reward} after {s.env_steps:,} steps; train {s.train_wall_s:.1f}s "
+            f"({speed} steps/s), compile {s.compile_s:.1f}s; run dir {result.run_dir.path}")
