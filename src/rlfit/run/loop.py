@@ -24,12 +24,13 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import jax
 
-from rlfit.algos.contract import TrainState, StepMetrics
+from rlfit.algos.contract import StepMetrics, TrainState
 from rlfit.exit_codes import NON_FINITE
 from rlfit.hardware.compile_log import ProgramCompile, time_to_first_step
 from rlfit.parallel.distributed import any_process, is_writer, process_count
@@ -113,6 +114,7 @@ class LanesAt(NamedTuple):
         return LanesAt(self.iteration, tuple((index, progress.copy()) for index, progress in self.lanes))
 
 
+ProgramT = TypeVar("ProgramT")
 Reports = list[tuple[int, "Lane", StepReport]]
 """Per lane still training this iteration: its index, the lane, what `after_step` (and `after_eval`) decided."""
 
@@ -149,7 +151,7 @@ class Runner:
         self._pending: tuple[Stepper[TrainState], Compiled[TrainState] | Exception] | None = None
         """The stepper and the programs `run` started compiling for it (or the error starting them raised)."""
         self._time_to_first_step_s: float | None = None
-        self._grace: GraceWatch | None = None
+        self._grace: GraceWatch[LanesAt] | None = None
         self._loop: LoopRecord | None = None
         """The loop's counters at the last finished iteration, for the summary the watcher writes."""
 
@@ -224,7 +226,8 @@ class Runner:
             if watch is not None:
                 watch.stop()
 
-    def _iterate(self, state: TrainState, rules: StopRules, watch: GraceWatch | None, loop: LoopRecord) -> list[RunResult]:
+    def _iterate(self, state: TrainState, rules: StopRules, watch: GraceWatch[LanesAt] | None, loop: LoopRecord
+                 ) -> list[RunResult]:
         """Act, step and update (one compiled call), then per lane log, evaluate, save and decide, once per
         iteration, from the loop's counters `loop`; then whether every lane still training stops."""
         plan = self.trainer.plan
@@ -256,13 +259,13 @@ class Runner:
         """The lanes still training, with their indices."""
         return [(index, lane) for index, lane in enumerate(self.lanes) if lane.result is None]
 
-    def _iteration_started(self, watch: GraceWatch | None) -> float:
+    def _iteration_started(self, watch: GraceWatch[LanesAt] | None) -> float:
         started = time.perf_counter()
         if watch is not None:
             watch.iteration_started()
         return started
 
-    def _step(self, compiled: Compiled[TrainState], state: TrainState) -> tuple[Any, Any, float]:
+    def _step(self, compiled: Compiled[TrainState], state: TrainState) -> tuple[TrainState, StepMetrics, float]:
         """One compiled iteration of every lane (collect, returns, update); its host metrics and seconds."""
         started = time.perf_counter()
         state, metrics = compiled.iteration(state)
@@ -315,7 +318,7 @@ class Runner:
             lane.progress = report.progress
         return reports, eval_s
 
-    def _save_due(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
+    def _save_due(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch[LanesAt] | None
                   ) -> None:
         """The checkpoints `run.save_interval` asks for (or the last)."""
         with self._lock(watch):
@@ -324,7 +327,7 @@ class Runner:
                                  lane.progress, final=last)
         self._loop = loop
 
-    def _end_lanes(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
+    def _end_lanes(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch[LanesAt] | None
                    ) -> None:
         """Ends the lanes at the plan's end (saved already) and those a stopping rule stops (saved here, unless
         saved), each with its summary."""
@@ -341,7 +344,7 @@ class Runner:
                 self._say(f"rlfit: stopped by {stopped_by} at iteration {lane.progress.iteration}")
             self._end(lane, self.stepper.lane(state, index), stopped_by, loop)
 
-    def _iteration_ended(self, state: TrainState, watch: GraceWatch | None) -> None:
+    def _iteration_ended(self, state: TrainState, watch: GraceWatch[LanesAt] | None) -> None:
         """The watcher's note of the finished iteration (a host copy where iterations outlast the grace)."""
         if watch is None:
             return
@@ -357,7 +360,7 @@ class Runner:
             return OTHER_PROCESS
         return stop
 
-    def _stop(self, state: TrainState, stop: str, watch: GraceWatch | None, loop: LoopRecord) -> None:
+    def _stop(self, state: TrainState, stop: str, watch: GraceWatch[LanesAt] | None, loop: LoopRecord) -> None:
         """Ends every lane still training before the plan's end: a checkpoint of this iteration (unless saved), then
         its summary."""
         going = self._going()
@@ -450,7 +453,7 @@ class Runner:
         if self.console is not None:
             self.console.retarget(backed.plan.num_iterations, config_total_steps(backed.trainer.config, backed.plan))
 
-    def _grace_watch(self, rules: StopRules) -> GraceWatch | None:
+    def _grace_watch(self, rules: StopRules) -> GraceWatch[LanesAt] | None:
         """The watcher that keeps `run.stop_grace_s` (`rlfit.run.stop_grace`), started; None where there is no
         grace or several processes (said in one line: a checkpoint needs every process)."""
         grace_s = self.trainer.config.run.stop_grace_s
@@ -471,11 +474,11 @@ class Runner:
         return LanesAt(going[0][1].progress.iteration, tuple((index, lane.progress) for index, lane in going))
 
     @staticmethod
-    def _lock(watch: GraceWatch | None) -> Any:
+    def _lock(watch: GraceWatch[LanesAt] | None) -> contextlib.AbstractContextManager[object]:
         """The watcher's lock (held while the main thread saves or handles a stop), or nothing."""
         return watch.lock if watch is not None else contextlib.nullcontext()
 
-    def _save_within_grace(self, host_state: Any | None, at: LanesAt, reason: str) -> None:
+    def _save_within_grace(self, host_state: TrainState | None, at: LanesAt, reason: str) -> None:
         """The watcher's save (its thread, JAX's CPU device): each lane's last finished iteration's checkpoint, when
         it has a host copy newer than the newest checkpoint (`host_state`; None: nothing newer), and its summary."""
         assert self._loop is not None, "the watcher runs in a started loop"
@@ -515,7 +518,7 @@ class Runner:
         save(*args, **kwargs)
         self._slowest_save_s = max(self._slowest_save_s, time.perf_counter() - save_started)
 
-    def _wait_for(self, program: Any) -> float:
+    def _wait_for(self, program: Future[ProgramT]) -> float:
         """Waits for a program's compile (a future); the seconds waited, also added to `compile_wait_s`."""
         started = time.perf_counter()
         program.result()
