@@ -37,7 +37,7 @@ from rlfit.parallel.distributed import any_process, is_writer, process_count
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, OTHER_PROCESS, StepReport, Timing, advanced,
                                   after_eval, after_step, evaluation_due, first_non_finite, stop_before_next)
-from rlfit.run.progress import Progress
+from rlfit.run.progress import Event, Progress
 from rlfit.run.recover import BackOff, Start, agree_to_back_off, recover, smaller
 from rlfit.run.signals import SIGNAL_NAMES
 from rlfit.run.stepper import Stepper, same_abstract
@@ -140,7 +140,7 @@ class Runner:
         self.console = console
         self.sampler = sampler
         """A started `UtilizationSampler` (GPU utilization and memory into each train row), or None."""
-        self._events: list[dict[str, Any]] = []
+        self._events: list[Event] = []
         """The run's events (back-offs), earlier sessions' included."""
         self._session_started = time.perf_counter()
         self._init_s = 0.0

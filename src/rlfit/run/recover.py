@@ -10,7 +10,7 @@ algorithm's (`Algorithm.smaller_sizes`); this module rebuilds. It writes nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 
@@ -18,7 +18,7 @@ from rlfit.algos.contract import TrainState
 from rlfit.parallel.distributed import all_reach, process_count
 from rlfit.planning.out_of_memory import OutOfMemory, out_of_memory_message
 from rlfit.planning.plan import Plan
-from rlfit.run.progress import Progress
+from rlfit.run.progress import Event, Progress
 from rlfit.run.stepper import Stepper
 from rlfit.run.trainer import Trainer, forget_programs
 from rlfit.rundir.layout import RunDir
@@ -33,7 +33,7 @@ class BackOff(NamedTuple):
 
     trainer: Trainer[TrainState]
     """The Trainer at the smaller sizes (the same config and environment)."""
-    event: dict[str, Any]
+    event: Event
     """The `out_of_memory_backoff` event (metrics.jsonl, summary.json's `events`)."""
     reason: str
     """One line for the console and the plan's reasons."""
@@ -95,13 +95,13 @@ def smaller(trainer: Trainer[TrainState], message: str, progress: Progress, wher
     reason = f"out of memory at num_envs={old.num_envs} ({doing}); backed off to {changed}"
     plan = trainer.plan.with_sizes(sizes, trainer.config, (progress.iteration, progress.env_steps), reason)
     forget_programs()  # memory is short: release programs kept for other seeds
-    event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
-             "from": old._asdict(), "to": sizes._asdict(), "error": message.splitlines()[0][:300]}
+    event: Event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
+                    "from": {**old._asdict()}, "to": {**sizes._asdict()}, "error": message.splitlines()[0][:300]}
     return BackOff(Trainer.build(trainer.config, plan, env=trainer.env), event, reason)
 
 
 def recover(message: str, stepper: Stepper[TrainState], lanes: Sequence[tuple[Trainer[TrainState], RunDir]], start: Start,
-            events: list[dict[str, Any]]) -> Recovery:
+            events: list[Event]) -> Recovery:
     """After an out-of-memory error in an iteration (or its compile): every process agrees, each lane's last good
     state is read (`last_good_state`), the trainer rebuilt smaller and every state resized to it. `lanes`: each
     lane's trainer (its config) and run directory; `events`: the run's events so far (each returned progress holds
@@ -120,7 +120,7 @@ def recover(message: str, stepper: Stepper[TrainState], lanes: Sequence[tuple[Tr
     return Recovery(rebuilt, rebuilt.stack(states), [progress for _, progress in goods], backed)
 
 
-def last_good_state(trainer: Trainer[TrainState], run_dir: RunDir, start: Start) -> tuple[Any, Progress]:
+def last_good_state(trainer: Trainer[TrainState], run_dir: RunDir, start: Start) -> tuple[TrainState, Progress]:
     """One lane's `start`: its host copy of the session's starting state when kept, else the newest checkpoint (at
     or past the session's start), read with the sizes its own record names (a second back-off can come before the
     first one's sizes were saved) and its replay buffer refilled if it was saved without one. The counters are a
@@ -132,6 +132,7 @@ def last_good_state(trainer: Trainer[TrainState], run_dir: RunDir, start: Start)
 
         restored, state, meta = restore_newest(run_dir, trainer.config, env=trainer.env)  # not loaded again
         if dropped_leaves(meta):
+            assert restored.learner.refill is not None, "only a state that can be refilled leaves rows out"
             state = restored.learner.refill(state)
         return state, Progress.from_record(meta.progress)
     return jax.tree.map(jax.numpy.asarray, start_state), start_progress.copy()

@@ -80,6 +80,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     configure(config)
     trainer, state, meta = restore_newest(directory, config)
     if dropped_leaves(meta):
+        assert trainer.learner.refill is not None, "only a state that can be refilled leaves rows out"
         state = trainer.learner.refill(state)
         warn(f"rlfit: checkpoint {meta.iteration} was saved without its replay buffer (run.checkpoint_replay=false): "
              "collected again as at the start; from here the run is not bit-identical to an uninterrupted one")
