@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
 
 import jax
 
@@ -48,6 +48,7 @@ from rlfit.run.summary_record import LaneSummary, SessionSummary, extended
 from rlfit.run.trainer import Compiled, Trainer
 
 if TYPE_CHECKING:
+    from rlfit.planning.plan import Plan
     from rlfit.hardware.utilization import UtilizationSampler
     from rlfit.run.lanes import Lane
     from rlfit.run.signals import StopFlag
@@ -115,11 +116,12 @@ class LanesAt(NamedTuple):
 
 
 ProgramT = TypeVar("ProgramT")
+SaveArgs = ParamSpec("SaveArgs")
 Reports = list[tuple[int, "Lane", StepReport]]
 """Per lane still training this iteration: its index, the lane, what `after_step` (and `after_eval`) decided."""
 
 
-def lane_plan(plan: Any, note: dict[str, Any] | None) -> Any:
+def lane_plan(plan: Plan, note: dict[str, Any] | None) -> Plan:
     """`plan` recording a lane's seed group in `extra.seed_group` (how `rlfit experiment resume` finds it)."""
     if note is None:
         return plan
@@ -275,11 +277,11 @@ class Runner:
             self._time_to_first_step_s = time_to_first_step(self._session_started)
         return state, metrics, seconds
 
-    def _sampled(self) -> dict[str, Any]:
+    def _sampled(self) -> dict[str, float]:
         """The utilization sampler's fields for this iteration's train rows (none without a sampler)."""
         return self.sampler.take() if self.sampler is not None else {}
 
-    def _after_step(self, going: list[tuple[int, Lane]], metrics: StepMetrics, timing: Timing, sampled: dict[str, Any],
+    def _after_step(self, going: list[tuple[int, Lane]], metrics: StepMetrics, timing: Timing, sampled: dict[str, float],
                     last: bool) -> Reports:
         """Each lane's train row (written); a lane that became non-finite fails (`_failed`)."""
         steps = self.trainer.plan.env_steps_per_iteration
@@ -512,7 +514,7 @@ class Runner:
             write_json(lane.directory.summary, record.to_json())
         return record
 
-    def _timed_save(self, save: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    def _timed_save(self, save: Callable[SaveArgs, object], *args: SaveArgs.args, **kwargs: SaveArgs.kwargs) -> None:
         """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""
         save_started = time.perf_counter()
         save(*args, **kwargs)

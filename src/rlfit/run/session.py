@@ -6,14 +6,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rlfit.algos.contract import TrainState
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
 from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import Plan
 from rlfit.planning.preset import PresetChoice, choose_preset
-from rlfit.run.trainer import Trainer
+from rlfit.run.trainer import Environment, Trainer
 from rlfit.run.lanes import LaneSpec, train_lanes
 from rlfit.run.loop import RunResult
 from rlfit.run.progress import Progress
@@ -92,7 +91,7 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
     return train_planned(config, plan, run_dir, quiet=quiet, live=live, note=note)
 
 
-def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None, *, env: Any = None,
+def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None, *, env: Environment | None = None,
                   quiet: bool = True, live: bool | None = None, note: str | None = None) -> RunResult:
     """`train_config` once JAX is configured (`configure_jax`): `env` is the environment planning loaded (None:
     loaded here), so that a process loads it once."""

@@ -10,19 +10,19 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlfit.algos.contract import TrainState
+from rlfit.algos.contract import PyTree, TrainState
 from rlfit.config.schema import Config
 from rlfit.envs.observation_set import observation_set_of
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.hardware.probe import peak_bytes_in_use
 from rlfit.planning.plan import Plan
 from rlfit.run.progress import Progress
-from rlfit.run.trainer import Trainer
+from rlfit.run.trainer import Environment, Trainer
 from rlfit.run.summary_record import RunSummary
 from rlfit.versions import package_versions
 
 
-def params_digest(params: Any) -> str:
+def params_digest(params: PyTree) -> str:
     """sha256 of the parameters' bytes, leaf by leaf in tree order."""
     digest = hashlib.sha256()
     for leaf in jax.tree.leaves(jax.device_get(params)):
@@ -72,7 +72,7 @@ def run_summary(trainer: Trainer[TrainState], state: TrainState | None, progress
     )
 
 
-def observation_record(env: Any) -> dict[str, Any] | None:
+def observation_record(env: Environment) -> dict[str, Any] | None:
     """summary.json's `observation_set`: the `robot` set `env` applies, or None for the environment's own."""
     chosen = observation_set_of(env)
     return None if chosen is None else chosen.to_dict()
