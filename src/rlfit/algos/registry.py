@@ -25,16 +25,21 @@ if TYPE_CHECKING:
     from rlfit.algos.ppo.step import IterationMetrics, TrainState as PPOState
     from rlfit.algos.sac.step import SACMetrics, SACState
 
+    PPOAlgorithm = Algorithm[BatchSizes, PPOState, IterationMetrics, Variables]
+    SACAlgorithm = Algorithm[ReplaySizes, SACState, SACMetrics, Variables]
+    FastTD3Algorithm = Algorithm[ReplaySizes, FastTD3State, FastTD3Metrics, Variables]
+
 __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "ENVIRONMENT_VARIABLE", "RESERVED", "algorithm", "config_module",
            "register_algorithm", "register_from_environment", "unregister_algorithm"]
 
 
+# A literal name is also a `str`: mypy calls the overloads overlapping; the narrower one, listed first, wins.
 @overload
-def algorithm(name: Literal["ppo"]) -> Algorithm[BatchSizes, PPOState, IterationMetrics, Variables]: ...  # type: ignore[overload-overlap]  # a literal name is also a str: the narrower overload wins
+def algorithm(name: Literal["ppo"]) -> PPOAlgorithm: ...  # type: ignore[overload-overlap]  # also a str
 @overload
-def algorithm(name: Literal["sac"]) -> Algorithm[ReplaySizes, SACState, SACMetrics, Variables]: ...  # type: ignore[overload-overlap]  # a literal name is also a str: the narrower overload wins
+def algorithm(name: Literal["sac"]) -> SACAlgorithm: ...  # type: ignore[overload-overlap]  # also a str
 @overload
-def algorithm(name: Literal["fasttd3"]) -> Algorithm[ReplaySizes, FastTD3State, FastTD3Metrics, Variables]: ...  # type: ignore[overload-overlap]  # a literal name is also a str: the narrower overload wins
+def algorithm(name: Literal["fasttd3"]) -> FastTD3Algorithm: ...  # type: ignore[overload-overlap]  # also a str
 @overload
 def algorithm(name: str) -> SomeAlgorithm: ...
 
