@@ -39,7 +39,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 quickstart: $(BIN)/.installed
-	$(BIN)/rlfit train CartpoleBalance --preset quick
+	$(BIN)/rlfit train CartpoleBalance --config examples/quickstart.yaml
 
 # The static checks (one core at a time) run beside the test suite rather than before it, so that the second core
 # is not idle meanwhile: their output goes to $(VENV)/checks.log, printed after the tests; `make test` fails if

@@ -1,11 +1,13 @@
-"""rlfit.cli.output's progress lines: each is one write, so lines said from several threads at once (the compile
-threads) never run together."""
+"""rlfit.cli.output: progress lines are each one write, so lines said from several threads at once (the compile
+threads) never run together; the report commands' shared `--out` and `--seed` checks."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import threading
+
+import pytest
 
 from rlfit.cli.output import progress
 
@@ -49,3 +51,27 @@ def test_quiet_and_json_say_nothing(monkeypatch):
     for args in (argparse.Namespace(quiet=True, json=False), argparse.Namespace(quiet=False, json=True)):
         progress(args)("compiling 1 of 3: training step")
     assert stream.calls == []
+
+
+@pytest.mark.parametrize("command", ["sim2sim", "transfer-check"])
+def test_report_commands_refuse_a_missing_out_folder_and_a_bad_seed_alike(command, tmp_path, capsys):
+    """`rlfit sim2sim` and `rlfit transfer-check` share one check (`report_folder`): the same one line, exit code 2,
+    before anything is loaded or written."""
+    from rlfit.cli import main
+
+    missing = tmp_path / "no such folder"
+    assert main([command, str(tmp_path), "--out", str(missing)]) == 2
+    assert capsys.readouterr().err == f"rlfit: error: --out {missing} is not a folder; create it first\n"
+    assert main([command, str(tmp_path), "--seed", str(2**32)]) == 2
+    assert capsys.readouterr().err == (f"rlfit: error: --seed must be an integer from 0 to {2**32 - 1} (2^32 - 1), "
+                                       f"got {2**32}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_folder_is_out_when_given_else_the_run_directory(tmp_path):
+    from rlfit.cli.output import report_folder
+
+    run_dir, out = tmp_path / "run", tmp_path / "out"
+    out.mkdir()
+    assert report_folder(argparse.Namespace(seed=0, out=None, run_dir=run_dir)) == run_dir
+    assert report_folder(argparse.Namespace(seed=0, out=out, run_dir=run_dir)) == out

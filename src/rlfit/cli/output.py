@@ -10,8 +10,9 @@ only on a terminal, stays). Errors on stderr are never dropped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,31 @@ def show_result(args: argparse.Namespace, text: str | None, data: dict[str, Any]
         print(json.dumps(data, indent=2, default=_plain), flush=True)
     elif text is not None and not getattr(args, "quiet", False):
         print(text, flush=True)
+
+
+def report_folder(args: argparse.Namespace) -> Path:
+    """Where a check of an exported policy (`rlfit sim2sim`, `rlfit transfer-check`) writes its report: `--out`,
+    which must be an existing folder, else RUN_DIR; its `--seed` checked first. Wrong input raises UserError (one
+    line, exit code 2) before anything is loaded."""
+    from rlfit.config.rules import check_seed
+    from rlfit.errors import UserError
+
+    check_seed(args.seed, "--seed")
+    if args.out is None:
+        return Path(args.run_dir)
+    if not args.out.is_dir():
+        raise UserError(f"--out {args.out} is not a folder; create it first")
+    return Path(args.out)
+
+
+@contextlib.contextmanager
+def writing_report(command: str) -> Iterator[None]:
+    """Writes a report into `report_folder`: a file that cannot be written stops `rlfit COMMAND` in one line
+    (`rlfit.rundir.write_failures.stop_on_refusal`) naming the fix."""
+    from rlfit.rundir.write_failures import stop_on_refusal
+
+    with stop_on_refusal(f"free space or choose another --out, then run `rlfit {command}` again"):
+        yield
 
 
 def _plain(value: Any) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlfit.cli.output import add_output_arguments, progress, show_result
+from rlfit.cli.output import add_output_arguments, progress, report_folder, show_result, writing_report
 
 
 def register(subparsers) -> None:
@@ -37,22 +37,16 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlfit.config.rules import check_seed
     from rlfit.deploy.sim2sim.check import Sim2SimOptions, run_sim2sim
     from rlfit.deploy.sim2sim.report import build_report, summary_line, write_report
-    from rlfit.errors import UserError
-    from rlfit.rundir.write_failures import stop_on_refusal
 
-    check_seed(args.seed, "--seed")
-    out = args.out if args.out is not None else args.run_dir
-    if args.out is not None and not args.out.is_dir():
-        raise UserError(f"--out {args.out} is not a folder; create it first")
-    video = None if args.no_video else Path(out) / "sim2sim.mp4"
+    out = report_folder(args)
+    video = None if args.no_video else out / "sim2sim.mp4"
     options = Sim2SimOptions(args.run_dir, args.onnx, args.models, args.episodes_per_model, args.max_steps,
                              args.seed, args.sweep, video)
     result = run_sim2sim(options, say=progress(args))
     report = build_report(result)
-    with stop_on_refusal("free space or choose another --out, then run `rlfit sim2sim` again"):
+    with writing_report("sim2sim"):
         json_path, md_path = write_report(out, report)
     where = f"; wrote {json_path} and {md_path}" + (f" and {result.video}" if result.video else "")
     show_result(args, summary_line(report) + where + (f" ({result.video_note})" if result.video_note and video

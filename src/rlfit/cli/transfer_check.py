@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlfit.cli.output import add_output_arguments, progress, show_result
+from rlfit.cli.output import add_output_arguments, progress, report_folder, show_result, writing_report
 from rlfit.deploy.transfer.options import DEFAULT_EPISODES_PER_MODEL, DEFAULT_MODELS
 
 
@@ -38,21 +38,15 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlfit.config.rules import check_seed
     from rlfit.deploy.transfer.options import TransferCheckOptions, check_counts
-    from rlfit.errors import UserError
     from rlfit.rundir.layout import existing_run_dir
 
-    check_seed(args.seed, "--seed")
-    out = args.out if args.out is not None else args.run_dir
-    if args.out is not None and not args.out.is_dir():
-        raise UserError(f"--out {args.out} is not a folder; create it first")
+    out = report_folder(args)
     options = TransferCheckOptions(args.run_dir, args.onnx, args.models, args.episodes_per_model, args.max_steps,
                                    args.seed)
     check_counts(options)
     existing_run_dir(args.run_dir)  # wrong input is one line at once, before JAX is imported
     from rlfit.deploy.transfer.check import run_transfer_check
-    from rlfit.rundir.write_failures import stop_on_refusal
     from rlfit.sinks.jsonl import read_rows
     from rlfit.study.transfer_report import build_report, summary_line, write_report
 
@@ -61,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_rows(metrics) if metrics.is_file() else []
     settings = {"seed": args.seed, "models": args.models, "episodes_per_model": args.episodes_per_model}
     report = build_report(result, rows, settings)
-    with stop_on_refusal("free space or choose another --out, then run `rlfit transfer-check` again"):
+    with writing_report("transfer-check"):
         json_path, md_path = write_report(out, report)
     show_result(args, f"{summary_line(report)}; wrote {json_path} and {md_path}",
                 {"json": json_path, "markdown": md_path, **report})

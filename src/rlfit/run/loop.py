@@ -11,32 +11,31 @@ in one vmapped program (`rlfit.run.seed_group.SeedGroup`), each lane its own run
 Everything inside an iteration is one compiled call; this loop only moves a few scalars to the host. What to log
 and when to stop are pure functions of those scalars (`rlfit.run.after_step`). Around the loop, with their own
 state: the out-of-memory back-off (`rlfit.run.recover`), the stop grace's watcher (`rlfit.run.stop_grace`) and the
-agreement between processes (`_agreed`), for one lane and for several. A lane ends one way: its RunResult's
-`stopped_by` says why (None at the plan's end, a stopping rule's name, or a signal's: the caller turns a signal into
-its exit code, `rlfit.run.signals.raise_if_signalled`). Errors are raised: non-finite training of a single run
-(`NonFiniteError`; a lane of a group records it as its `failure`, the others go on), out of memory with no smaller
-sizes (`OutOfMemory`).
+agreement between processes (`rlfit.run.loop_state.agreed`), for one lane and for several; the loop's own counters
+are typed records (`rlfit.run.loop_state`). A lane ends one way: its RunResult's `stopped_by` says why (None at the
+plan's end, a stopping rule's name, or a signal's: the caller turns a signal into its exit code,
+`rlfit.run.signals.raise_if_signalled`). Errors are raised: non-finite training of a single run (`NonFiniteError`; a
+lane of a group records it as its `failure`, the others go on), out of memory with no smaller sizes (`OutOfMemory`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from rlfit.algos.contract import StepMetrics, TrainState
 from rlfit.exit_codes import NON_FINITE
-from rlfit.hardware.compile_log import ProgramCompile, time_to_first_step
-from rlfit.parallel.distributed import any_process, is_writer, process_count
+from rlfit.hardware.compile_log import time_to_first_step
+from rlfit.parallel.distributed import is_writer, process_count
 from rlfit.rundir.layout import RunDir, write_json
-from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, OTHER_PROCESS, StepReport, Timing, advanced,
-                                  after_eval, after_step, evaluation_due, first_non_finite, stop_before_next)
+from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, StepReport, Timing, advanced, after_eval, after_step,
+                                  evaluation_due, first_non_finite, stop_before_next)
+from rlfit.run.loop_state import LanesAt, LoopRecord, SessionTimes, agreed, grace_lock, lanes_at, still_training
 from rlfit.run.progress import Event, Progress
 from rlfit.run.recover import BackOff, Start, agree_to_back_off, recover, smaller
 from rlfit.run.signals import SIGNAL_NAMES
@@ -44,11 +43,10 @@ from rlfit.run.stepper import Stepper, same_abstract
 from rlfit.run.stop_grace import GraceWatch
 from rlfit.run.stopping import StopRules
 from rlfit.run.summary import config_total_steps, run_summary
-from rlfit.run.summary_record import LaneSummary, SessionSummary, extended
+from rlfit.run.summary_record import LaneSummary, RunSummary, SessionSummary, extended
 from rlfit.run.trainer import Compiled, Trainer
 
 if TYPE_CHECKING:
-    from rlfit.planning.plan import Plan
     from rlfit.hardware.utilization import UtilizationSampler
     from rlfit.run.lanes import Lane
     from rlfit.run.signals import StopFlag
@@ -87,41 +85,11 @@ class RunResult:
         return self.record.to_json() if self.record is not None else {}
 
 
-class LoopRecord(NamedTuple):
-    """The loop's own counters at the last finished iteration (what summary.json reports about the session)."""
-
-    compiled: Compiled[TrainState]
-    started: float
-    """`time.perf_counter()` when the loop started."""
-    session_steps: int = 0
-    """Env steps per lane this session."""
-    eval_s: float = 0.0
-    slowest_step_s: float = 0.0
-    """The slowest iteration with its evaluation (its save apart) of this loop."""
-
-    def after(self, env_steps: int, eval_s: float, step_s: float) -> LoopRecord:
-        return self._replace(session_steps=self.session_steps + env_steps, eval_s=self.eval_s + eval_s,
-                             slowest_step_s=max(self.slowest_step_s, step_s))
-
-
-class LanesAt(NamedTuple):
-    """The lanes still training and their counters after an iteration (what the stop grace's watcher saves)."""
-
-    iteration: int
-    lanes: tuple[tuple[int, Progress], ...]
-    """(lane index, its counters)."""
-
-    def copy(self) -> LanesAt:
-        return LanesAt(self.iteration, tuple((index, progress.copy()) for index, progress in self.lanes))
-
-
-ProgramT = TypeVar("ProgramT")
-SaveArgs = ParamSpec("SaveArgs")
 Reports = list[tuple[int, "Lane", StepReport]]
 """Per lane still training this iteration: its index, the lane, what `after_step` (and `after_eval`) decided."""
 
 
-def lane_plan(plan: Plan, note: dict[str, Any] | None) -> Plan:
+def lane_plan(plan: Any, note: dict[str, Any] | None) -> Any:
     """`plan` recording a lane's seed group in `extra.seed_group` (how `rlfit experiment resume` finds it)."""
     if note is None:
         return plan
@@ -142,17 +110,11 @@ class Runner:
         self.console = console
         self.sampler = sampler
         """A started `UtilizationSampler` (GPU utilization and memory into each train row), or None."""
-        self._events: list[Event] = []
+        self._events: list[dict[str, Any]] = []
         """The run's events (back-offs), earlier sessions' included."""
-        self._session_started = time.perf_counter()
-        self._init_s = 0.0
-        """Seconds to build the starting state (its program's compile included)."""
-        self._slowest_save_s = 0.0
-        self._compile_wait_s = 0.0
-        self._starting_program: ProgramCompile | None = None
+        self._times = SessionTimes(time.perf_counter())
         self._pending: tuple[Stepper[TrainState], Compiled[TrainState] | Exception] | None = None
         """The stepper and the programs `run` started compiling for it (or the error starting them raised)."""
-        self._time_to_first_step_s: float | None = None
         self._grace: GraceWatch[LanesAt] | None = None
         self._loop: LoopRecord | None = None
         """The loop's counters at the last finished iteration, for the summary the watcher writes."""
@@ -170,13 +132,14 @@ class Runner:
         from rlfit.planning.out_of_memory import is_out_of_memory
 
         self._events = list(self.lanes[0].progress.events)
-        self._session_started = started = time.perf_counter()
+        self._times = SessionTimes(time.perf_counter())
         fresh = state is None
         # The training step and the evaluation compile in the background while the starting state is built (and
         # saved); a compile that fails is raised where the program is needed, in `_train`.
         self._pending = self._start_compiling(total=3 if fresh else 2)
         state = self._fresh_state() if state is None else state
-        self._init_s = time.perf_counter() - started  # includes compiling the starting state's program
+        # init_s includes compiling the starting state's program
+        self._times = self._times._replace(init_s=time.perf_counter() - self._times.started)
         start = self._save_start(state)
         save_first = False
         while True:
@@ -210,14 +173,14 @@ class Runner:
         plan = self.trainer.plan
         state = self.stepper.place(state)  # restored or resized states arrive on one device
         compiled = self._compiled_for(state)
-        going = self._going()
+        training = still_training(self.lanes)
         if save_first:  # the environments changed size (after a back-off): save the state they start from
-            for index, lane in going:
+            for index, lane in training:
                 lane.checkpointer.save(lane.trainer, self.stepper.lane(state, index), lane.progress, force=True)
         waited = self._wait_for(compiled.step)  # raises the compile's error, if any
         done = "reused this process's compiled programs" if compiled.reused else \
             f"training step ready (waited {waited:.1f}s for its compile)"
-        self._say(f"{done} on {plan.device}; {plan.num_iterations - going[0][1].progress.iteration} iterations of "
+        self._say(f"{done} on {plan.device}; {plan.num_iterations - training[0][1].progress.iteration} iterations of "
                   f"{plan.env_steps_per_iteration:,} steps")
         rules = StopRules.from_config(self.trainer.config.run)
         self._loop = loop = LoopRecord(compiled, time.perf_counter())
@@ -233,7 +196,7 @@ class Runner:
         """Act, step and update (one compiled call), then per lane log, evaluate, save and decide, once per
         iteration, from the loop's counters `loop`; then whether every lane still training stops."""
         plan = self.trainer.plan
-        while (going := self._going()) and going[0][1].progress.iteration < plan.num_iterations:
+        while (going := still_training(self.lanes)) and going[0][1].progress.iteration < plan.num_iterations:
             step_started = self._iteration_started(watch)
             state, metrics, seconds = self._step(loop.compiled, state)
             timing, sampled = Timing(seconds, time.perf_counter() - loop.started), self._sampled()
@@ -243,23 +206,20 @@ class Runner:
             loop = loop.after(plan.env_steps_per_iteration, eval_s, time.perf_counter() - step_started)
             self._save_due(state, reports, loop, last, watch)
             self._end_lanes(state, reports, loop, last, watch)
-            if last or not self._going():
+            if last or not still_training(self.lanes):
                 break
             self._iteration_ended(state, watch)
-            stop = self._agreed(stop_before_next(
-                rules, time.perf_counter() - self._session_started, loop.slowest_step_s + self._slowest_save_s,
+            stop = agreed(stop_before_next(
+                rules, time.perf_counter() - self._times.started, loop.slowest_step_s + self._times.slowest_save_s,
                 self.stop_flag.signal_name if self.stop_flag is not None else None))
             if stop is not None:
                 self._stop(state, stop, watch, loop)
-        for index, lane in self._going():  # at the plan's end already (a resumed run whose summary was not written)
+        # Lanes at the plan's end already (a resumed run whose summary was not written):
+        for index, lane in still_training(self.lanes):
             self._end(lane, self.stepper.lane(state, index), None, loop)
         return [lane.result for lane in self.lanes if lane.result is not None]
 
     # The loop's steps, in the order it takes them.
-
-    def _going(self) -> list[tuple[int, Lane]]:
-        """The lanes still training, with their indices."""
-        return [(index, lane) for index, lane in enumerate(self.lanes) if lane.result is None]
 
     def _iteration_started(self, watch: GraceWatch[LanesAt] | None) -> float:
         started = time.perf_counter()
@@ -267,21 +227,21 @@ class Runner:
             watch.iteration_started()
         return started
 
-    def _step(self, compiled: Compiled[TrainState], state: TrainState) -> tuple[TrainState, StepMetrics, float]:
+    def _step(self, compiled: Compiled[TrainState], state: TrainState) -> tuple[Any, Any, float]:
         """One compiled iteration of every lane (collect, returns, update); its host metrics and seconds."""
         started = time.perf_counter()
         state, metrics = compiled.iteration(state)
         metrics = jax.device_get(metrics)  # waits for the iteration to finish
         seconds = time.perf_counter() - started
-        if self._time_to_first_step_s is None:
-            self._time_to_first_step_s = time_to_first_step(self._session_started)
+        if self._times.time_to_first_step_s is None:
+            self._times = self._times._replace(time_to_first_step_s=time_to_first_step(self._times.started))
         return state, metrics, seconds
 
-    def _sampled(self) -> dict[str, float]:
+    def _sampled(self) -> dict[str, Any]:
         """The utilization sampler's fields for this iteration's train rows (none without a sampler)."""
         return self.sampler.take() if self.sampler is not None else {}
 
-    def _after_step(self, going: list[tuple[int, Lane]], metrics: StepMetrics, timing: Timing, sampled: dict[str, float],
+    def _after_step(self, going: list[tuple[int, Lane]], metrics: StepMetrics, timing: Timing, sampled: dict[str, Any],
                     last: bool) -> Reports:
         """Each lane's train row (written); a lane that became non-finite fails (`_failed`)."""
         steps = self.trainer.plan.env_steps_per_iteration
@@ -298,7 +258,8 @@ class Runner:
             reports.append((index, lane, report))
         return reports
 
-    def _evaluate_if_due(self, compiled: Compiled[TrainState], state: TrainState, reports: Reports, rules: StopRules, last: bool
+    def _evaluate_if_due(self, compiled: Compiled[TrainState], state: TrainState, reports: Reports, rules: StopRules,
+                         last: bool
                          ) -> tuple[Reports, float]:
         """`reports` after this iteration's evaluation where one is due (its rows written), and its seconds; each
         lane's counters updated."""
@@ -320,24 +281,26 @@ class Runner:
             lane.progress = report.progress
         return reports, eval_s
 
-    def _save_due(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch[LanesAt] | None
+    def _save_due(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool,
+                  watch: GraceWatch[LanesAt] | None
                   ) -> None:
         """The checkpoints `run.save_interval` asks for (or the last)."""
-        with self._lock(watch):
+        with grace_lock(watch):
             for index, lane, _ in reports:
                 self._timed_save(lane.checkpointer.after_iteration, lane.trainer, self.stepper.lane(state, index),
                                  lane.progress, final=last)
         self._loop = loop
 
-    def _end_lanes(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch[LanesAt] | None
+    def _end_lanes(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool,
+                   watch: GraceWatch[LanesAt] | None
                    ) -> None:
         """Ends the lanes at the plan's end (saved already) and those a stopping rule stops (saved here, unless
         saved), each with its summary."""
         ending = [(index, lane, None if last else report.stop) for index, lane, report in reports
                   if last or report.stop is not None]
         if not last and ending:
-            with self._lock(watch):
-                if watch is not None and len(ending) == len(self._going()):
+            with grace_lock(watch):
+                if watch is not None and len(ending) == len(still_training(self.lanes)):
                     watch.handled()
                 for index, lane, _ in ending:
                     lane.checkpointer.save(lane.trainer, self.stepper.lane(state, index), lane.progress)
@@ -350,23 +313,16 @@ class Runner:
         """The watcher's note of the finished iteration (a host copy where iterations outlast the grace)."""
         if watch is None:
             return
-        at = self._lanes_at()
-        watch.slowest_save_s = self._slowest_save_s
+        at = lanes_at(self.lanes)
+        watch.slowest_save_s = self._times.slowest_save_s
         watch.iteration_ended(state, at, saved=all(self.lanes[index].checkpointer.last_saved == at.iteration
                                                    for index, _ in at.lanes))
-
-    def _agreed(self, stop: str | None) -> str | None:
-        """Over several processes every process stops after the same iteration: OTHER_PROCESS where another had a
-        reason and this one none (a collective, on every process after every iteration but the last)."""
-        if process_count() > 1 and any_process(stop is not None) and stop is None:
-            return OTHER_PROCESS
-        return stop
 
     def _stop(self, state: TrainState, stop: str, watch: GraceWatch[LanesAt] | None, loop: LoopRecord) -> None:
         """Ends every lane still training before the plan's end: a checkpoint of this iteration (unless saved), then
         its summary."""
-        going = self._going()
-        with self._lock(watch):
+        going = still_training(self.lanes)
+        with grace_lock(watch):
             if watch is not None:
                 watch.handled()
             for index, lane in going:
@@ -384,14 +340,7 @@ class Runner:
     def _failed(self, lane: Lane, report: StepReport, metrics: StepMetrics) -> None:
         """A lane that became non-finite: a single run raises NonFiniteError; a group's lane records it as its
         failure and the others go on (the decision: `rlfit.run.after_step`). Its state is not saved."""
-        from rlfit.algos.registry import algorithm
-
-        where = "no checkpoint was written yet"
-        if lane.checkpointer.latest_step() is not None:
-            where = f"last good checkpoint: iteration {lane.checkpointer.latest_step()} in {lane.directory.checkpoints}"
-        row = lane.trainer.learner.metrics_row(metrics)
-        message = (f"training became non-finite at iteration {report.progress.iteration}: {first_non_finite(row)}; "
-                   f"this state was not saved ({where}); {algorithm(lane.trainer.config.algo).non_finite_hint}")
+        message = non_finite_message(lane, report.progress.iteration, metrics)
         if len(self.lanes) == 1:
             raise NonFiniteError(message)
         lane.progress = report.progress
@@ -426,7 +375,8 @@ class Runner:
 
         while True:
             try:
-                state, self._starting_program = self.stepper.starting_state(self._say, 3)
+                state, program = self.stepper.starting_state(self._say, 3)
+                self._times = self._times._replace(starting_program=program)
                 return state
             except Exception as error:  # noqa: BLE001 - only out-of-memory is handled, the rest re-raised
                 if not is_out_of_memory(error):
@@ -441,16 +391,7 @@ class Runner:
         self.stepper = stepper
         self._events.append(backed.event)
         for lane, progress in zip(self.lanes, progresses, strict=True):
-            config = lane.trainer.config
-            lane.trainer = backed.trainer if config == backed.trainer.config else \
-                dataclasses.replace(backed.trainer, config=config)
-            progress.events = list(self._events)
-            lane.progress = progress
-            if lane.result is None:
-                lane.sinks.rewind(progress.iteration)
-                lane.sinks.write("event", backed.event)
-                if is_writer():
-                    write_json(lane.directory.plan, lane_plan(backed.plan, lane.note).to_dict())
+            adopt_back_off(lane, backed, progress, self._events)
         self._say(f"rlfit: {backed.reason}")
         if self.console is not None:
             self.console.retarget(backed.plan.num_iterations, config_total_steps(backed.trainer.config, backed.plan))
@@ -466,21 +407,13 @@ class Runner:
                       "every process): a stop saves at the end of the running iteration")
             return None
         watch = GraceWatch(grace_s, rules.time_budget_s, self._save_within_grace, self._say,
-                           saved_iteration=self._going()[0][1].checkpointer.latest_step(), start=self._lanes_at())
+                           saved_iteration=still_training(self.lanes)[0][1].checkpointer.latest_step(),
+                           start=lanes_at(self.lanes))
         self._grace = watch
         watch.start()
         return watch
 
-    def _lanes_at(self) -> LanesAt:
-        going = self._going()
-        return LanesAt(going[0][1].progress.iteration, tuple((index, lane.progress) for index, lane in going))
-
-    @staticmethod
-    def _lock(watch: GraceWatch[LanesAt] | None) -> contextlib.AbstractContextManager[object]:
-        """The watcher's lock (held while the main thread saves or handles a stop), or nothing."""
-        return watch.lock if watch is not None else contextlib.nullcontext()
-
-    def _save_within_grace(self, host_state: TrainState | None, at: LanesAt, reason: str) -> None:
+    def _save_within_grace(self, host_state: Any | None, at: LanesAt, reason: str) -> None:
         """The watcher's save (its thread, JAX's CPU device): each lane's last finished iteration's checkpoint, when
         it has a host copy newer than the newest checkpoint (`host_state`; None: nothing newer), and its summary."""
         assert self._loop is not None, "the watcher runs in a started loop"
@@ -491,43 +424,75 @@ class Runner:
                 lane.checkpointer.save(lane.trainer, state, progress, force=True)
             self._write_summary(lane, state, progress, self._loop, reason)
 
-    def _write_summary(self, lane: Lane, state: TrainState | None, progress: Progress, loop: LoopRecord, stopped_by: str | None
-                       ) -> SessionSummary | LaneSummary:
+    def _write_summary(self, lane: Lane, state: TrainState | None, progress: Progress, loop: LoopRecord,
+                       stopped_by: str | None) -> SessionSummary | LaneSummary:
         """Writes the lane's summary.json for the session so far (at the end, or when the lane stops)."""
-        # The programs this session compiled and that have finished (an evaluation still compiling in the background
-        # when a signal stops the run is left out), in the order the console numbers them.
-        programs = loop.compiled.programs + ((self._starting_program,) if self._starting_program is not None else ())
+        programs, times = self._times.programs(loop.compiled), self._times
         train_wall_s = time.perf_counter() - loop.started
         summary = run_summary(lane.trainer, state, progress, compile_s=sum(program.compile_s for program in programs),
-                              compile_reused=loop.compiled.reused, init_s=self._init_s, train_wall_s=train_wall_s,
+                              compile_reused=loop.compiled.reused, init_s=times.init_s, train_wall_s=train_wall_s,
                               session_steps=loop.session_steps, eval_s=loop.eval_s,
-                              compile_wait_s=self._compile_wait_s, stopped_by=stopped_by, programs=programs,
-                              time_to_first_step_s=self._time_to_first_step_s)
-        record: SessionSummary | LaneSummary
-        if lane.note is None:
-            grace = self._grace.record() if self._grace is not None else None
-            record = extended(summary, SessionSummary, stop_grace=grace)
-        else:  # a seed group's lane: its group, with the env steps per second of all lanes together
-            group_sps = loop.session_steps * len(self.lanes) / train_wall_s if train_wall_s > 0 else None
-            record = extended(summary, LaneSummary, seed_group={**lane.note, "group_sps_mean": group_sps})
+                              compile_wait_s=times.compile_wait_s, stopped_by=stopped_by, programs=programs,
+                              time_to_first_step_s=times.time_to_first_step_s)
+        grace = self._grace.record() if self._grace is not None else None
+        record = summary_record(summary, lane.note, grace, loop.session_steps * len(self.lanes), train_wall_s)
         if is_writer():
             write_json(lane.directory.summary, record.to_json())
         return record
 
-    def _timed_save(self, save: Callable[SaveArgs, object], *args: SaveArgs.args, **kwargs: SaveArgs.kwargs) -> None:
+    def _timed_save(self, save: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""
         save_started = time.perf_counter()
         save(*args, **kwargs)
-        self._slowest_save_s = max(self._slowest_save_s, time.perf_counter() - save_started)
+        self._times = self._times.after_save(time.perf_counter() - save_started)
 
-    def _wait_for(self, program: Future[ProgramT]) -> float:
+    def _wait_for(self, program: Any) -> float:
         """Waits for a program's compile (a future); the seconds waited, also added to `compile_wait_s`."""
         started = time.perf_counter()
         program.result()
         waited = time.perf_counter() - started
-        self._compile_wait_s += waited
+        self._times = self._times.after_wait(waited)
         return waited
 
     def _say(self, text: str) -> None:
         if self.say_to is not None:
             self.say_to(text)
+
+
+def non_finite_message(lane: Lane, iteration: int, metrics: StepMetrics) -> str:
+    """What a lane that became non-finite at `iteration` (its host `metrics`) says: the first non-finite value, the
+    last good checkpoint, and the algorithm's hint."""
+    from rlfit.algos.registry import algorithm
+
+    where = "no checkpoint was written yet"
+    if lane.checkpointer.latest_step() is not None:
+        where = f"last good checkpoint: iteration {lane.checkpointer.latest_step()} in {lane.directory.checkpoints}"
+    row = lane.trainer.learner.metrics_row(metrics)
+    return (f"training became non-finite at iteration {iteration}: {first_non_finite(row)}; this state was not saved "
+            f"({where}); {algorithm(lane.trainer.config.algo).non_finite_hint}")
+
+
+def adopt_back_off(lane: Lane, backed: BackOff, progress: Progress, events: list[Event]) -> None:
+    """Moves `lane` to a back-off's sizes (its trainer with its own config) and counters `progress` carrying the run's
+    `events`; a lane still training also records it: metrics.jsonl rewound to its iteration, the event, plan.json."""
+    config = lane.trainer.config
+    lane.trainer = backed.trainer if config == backed.trainer.config else dataclasses.replace(backed.trainer,
+                                                                                              config=config)
+    progress.events = list(events)
+    lane.progress = progress
+    if lane.result is None:
+        lane.sinks.rewind(progress.iteration)
+        lane.sinks.write("event", backed.event)
+        if is_writer():
+            write_json(lane.directory.plan, lane_plan(backed.plan, lane.note).to_dict())
+
+
+def summary_record(summary: RunSummary, note: dict[str, Any] | None, grace: dict[str, float | bool] | None,
+                   group_steps: int, train_wall_s: float) -> SessionSummary | LaneSummary:
+    """summary.json's record of a lane: a single run's (`note` None) with the stop grace's record `grace`; a seed
+    group's lane with its group `note` and the env steps per second of all its lanes together (`group_steps` in
+    `train_wall_s`)."""
+    if note is None:
+        return extended(summary, SessionSummary, stop_grace=grace)
+    group_sps = group_steps / train_wall_s if train_wall_s > 0 else None
+    return extended(summary, LaneSummary, seed_group={**note, "group_sps_mean": group_sps})

@@ -20,7 +20,6 @@ from typing import Any
 
 import yaml
 
-from rlfit.algos.contract import TrainState
 from rlfit.checkpoints.format import CheckpointMeta, dropped_leaves
 from rlfit.config.schema import Config
 from rlfit.errors import UserError
@@ -31,10 +30,10 @@ from rlfit.run.progress import Progress
 from rlfit.run.restore import (checked_config, differences, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
+from rlfit.algos.contract import TrainState
 from rlfit.run.trainer import Trainer
 from rlfit.rundir.atomic import write_atomic
 from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_json
-from rlfit.sinks.wandb import check_wandb_available
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +73,11 @@ def resume(path: str | Path, *, timesteps: int | None = None, iterations: int | 
 def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, quiet: bool,
                  live: bool | None) -> RunResult:
     """Resumes from the newest valid checkpoint, `record` being the newest readable record (lock held)."""
+    from rlfit.run.opener import open_planned
     from rlfit.run.session import execute
 
     config = apply_request(checked_config(directory, record), request)
-    configure(config)
+    open_planned(config)
     trainer, state, meta = restore_newest(directory, config)
     if dropped_leaves(meta):
         assert trainer.learner.refill is not None, "only a state that can be refilled leaves rows out"
@@ -89,16 +89,6 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
                                                           * trainer.plan.env_steps_per_iteration)})
     lane = continued_lane(directory, trainer, config, meta)
     return execute(lane.trainer, directory, state, lane.progress, quiet=quiet, live=live)
-
-
-def configure(config: Config) -> None:
-    """JAX set up for a resumed run's precision, refused first where this device cannot keep it or W&B is missing."""
-    from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.device_plan import check_device_precision
-
-    check_wandb_available(config)
-    check_device_precision(config.run.precision)
-    configure_jax(config.run.precision)
 
 
 def continued_lane(directory: RunDir, trainer: Trainer[TrainState], config: Config, meta: CheckpointMeta,
@@ -128,11 +118,12 @@ def continue_group(directories: Sequence[RunDir], records: Sequence[CheckpointMe
     and computes the same again), to the plan's end: bit-identical to the group never stopped. None, with nothing
     written, when they cannot continue together (no common checkpoint, replay left out, other sizes)."""
     from rlfit.run.lanes import train_lanes
+    from rlfit.run.opener import open_planned
     from rlfit.run.seed_group import SeedGroup
 
     common = min(record.iteration for record in records)
     configs = [checked_config(directory, record) for directory, record in zip(directories, records, strict=True)]
-    configure(configs[0])
+    open_planned(configs[0])
     restored = []
     for directory, config in zip(directories, configs, strict=True):
         try:
@@ -161,10 +152,9 @@ def summary_written(directory: RunDir, iteration: int) -> bool:
 
 def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None) -> RunResult:
     """A run without any checkpoint: refused if it logged iterations, else started again from its config."""
-    from rlfit.run.session import execute
-    from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.device_plan import plan_for
+    from rlfit.run.opener import open_session
     from rlfit.run.probes import StepProbes
+    from rlfit.run.session import execute
     from rlfit.sinks.jsonl import read_rows, truncate_after
 
     logged = sum(1 for row in read_rows(directory.metrics) if row.get("kind") == "train")
@@ -175,10 +165,7 @@ def restart(directory: RunDir, request: Request, quiet: bool, live: bool | None)
     if config is None:
         raise UserError(f"{directory.path} has no checkpoint and its config.yaml is {problem}, so there is nothing to "
                         "resume; start a new run in another directory (`rlfit train ENV --run-dir OTHER`)")
-    config = apply_request(config, request, restarting=True)
-    check_wandb_available(config)
-    configure_jax(config.run.precision)  # once: the planner's probes compile as, and for, training
-    config, plan, env = plan_for(config, StepProbes(), auto_num_envs=config.run.fit_to_device)
+    config, plan, env = open_session(apply_request(config, request, restarting=True), StepProbes())
     trainer = Trainer.build(config, plan, env=env)
     warn(f"rlfit: {directory.path} stopped before its first checkpoint (no iteration was lost); "
          "starting it from the beginning with its saved config")

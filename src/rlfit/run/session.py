@@ -9,7 +9,6 @@ from pathlib import Path
 
 from rlfit.algos.contract import TrainState
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
-from rlfit.hardware.jax_setup import configure_jax
 from rlfit.planning.plan import Plan
 from rlfit.planning.preset import PresetChoice, choose_preset
 from rlfit.run.trainer import Environment, Trainer
@@ -21,7 +20,6 @@ from rlfit.run.stepper import OneSeed
 from rlfit.rundir.layout import RunDir, write_json
 from rlfit.rundir.write_failures import stop_on_refusal
 from rlfit.sinks.console import ConsoleSink
-from rlfit.sinks.wandb import check_wandb_available
 
 
 def train(
@@ -49,15 +47,13 @@ def train(
     >>> result = rlfit.train("CartpoleBalance", preset="quick", overrides=["run.seed=1"])
     >>> result.summary["final_eval_reward"], result.state.params
     """
-    from rlfit.planning.device_plan import plan_for
+    from rlfit.run.opener import open_session
     from rlfit.run.probes import StepProbes, planning_message
 
     choice = preset_for_device(env, preset, config_file, overrides)
     config = resolve(env, choice.name, config_file, overrides)
-    configure_jax(config.run.precision)  # once: the planner's probes compile as, and for, training
-    planned = plan_for(config, StepProbes(None if quiet else planning_message), device_memory=device_memory,
-                       auto_num_envs=num_envs_auto or config.run.fit_to_device,
-                       shrink_to_fit=choice.by_device and plan_backend() != "cpu")
+    planned = open_session(config, StepProbes(None if quiet else planning_message), device_memory=device_memory,
+                           auto_num_envs=num_envs_auto, shrink_to_fit=choice.by_device and plan_backend() != "cpu")
     plan = dataclasses.replace(planned.plan, preset=choice.name, reasons=planned.plan.reasons + (choice.reason,))
     return train_planned(planned.config, plan, run_dir, env=planned.env, quiet=quiet, live=live,
                          note=f"rlfit: {choice.reason}" if choice.by_device else None)
@@ -87,17 +83,18 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
                  live: bool | None = None, note: str | None = None) -> RunResult:
     """Trains a resolved config with a plan (validated input; writes the run directory, holding its lock). `note`
     (e.g. the preset chosen for the device) is printed, unless `quiet`, once the environment has loaded."""
-    configure_jax(plan.precision)
+    from rlfit.run.opener import open_planned
+
+    open_planned(config)
     return train_planned(config, plan, run_dir, quiet=quiet, live=live, note=note)
 
 
 def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None, *, env: Environment | None = None,
                   quiet: bool = True, live: bool | None = None, note: str | None = None) -> RunResult:
-    """`train_config` once JAX is configured (`configure_jax`): `env` is the environment planning loaded (None:
-    loaded here), so that a process loads it once."""
+    """`train_config` once the process is set up (`rlfit.run.opener`): `env` is the environment planning loaded
+    (None: loaded here), so that a process loads it once."""
     from rlfit.parallel.distributed import is_writer
 
-    check_wandb_available(config)
     path = Path(run_dir) if run_dir else default_run_path(config.env.name)
     if not is_writer():  # another process of a distributed run: process 0 writes the run directory
         return execute(Trainer.build(config, plan, env=env), RunDir(path), quiet=True)

@@ -22,8 +22,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     from rlfit.config.schema import resolve
     from rlfit.parallel.distributed import process_count
     from rlfit.hardware.probe import probe_device
-    from rlfit.hardware.jax_setup import configure_jax
-    from rlfit.planning.device_plan import plan_for
+    from rlfit.run.opener import open_session
     from rlfit.run.probes import StepProbes
     from rlfit.planning.seed_groups import group_fits, seeds_per_program
     from rlfit.study.group_runner import train_seed_group
@@ -34,8 +33,7 @@ def train_new_in_groups(experiment: Experiment, trials: list[Trial], progress: P
     config = resolve(manifest.env, manifest.preset, overrides=manifest.trial_overrides(trials[0]))
     if config.run.wandb != "off" or process_count() > 1:
         return  # one W&B run, and one jax.distributed program, per process at a time: alone
-    configure_jax(config.run.precision)  # once: the planner's probes compile as, and for, training
-    config, plan, env = plan_for(config, StepProbes(), auto_num_envs=config.run.fit_to_device)
+    config, plan, env = open_session(config, StepProbes())
     device = probe_device()
     size, reason = seeds_per_program(plan, len(trials), manifest.seeds_per_program, device)
     if size < 2:

@@ -11,6 +11,7 @@ Recipes: Playground's G1 joystick (G1JoystickFlatTerrain, G1JoystickRoughTerrain
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -32,27 +33,17 @@ DROPPED_BY = {ROBOT: (s.STATE_ESTIMATOR,)}
 """Observation sets and what a policy trained on them does not see."""
 
 
-class Entry(NamedTuple):
-    """An observation entry before its position is known (`ObsEntry` without start and stop)."""
-
-    name: str
-    size: int
-    units: str
-    frame: str
-    source: str
-    needs: str
-    sensor: str | None = None
-    joints: list[str] | None = None
-    relative: bool = False
-    clock: str | None = None
-    noise: s.Noise | None = None
-    bodies: list[str] | None = None
+def entry(name: str, size: int, *details: Any, **named: Any) -> s.ObsEntry:
+    """An observation entry of `size` values before its position is known (placed at 0; `layout_of` places it):
+    `details` and `named` are `s.ObsEntry`'s fields after `stop` (units, frame, source, needs, sensor, ...)."""
+    return s.ObsEntry(name, 0, size, *details, **named)
 
 
 class Recipe(NamedTuple):
     """An environment's full observation, its command, clocks, action mapping and fall test."""
 
-    entries: list[Entry]
+    entries: list[s.ObsEntry]
+    """The full observation's entries in order, each placed at 0 (`entry`)."""
     command: s.Command
     clocks: list[s.Clock]
     kind: str
@@ -97,13 +88,12 @@ def layout_of(recipe: Recipe, observation_set: str) -> list[s.ObsEntry]:
     """The entries of `observation_set`, in order, with their slices."""
     dropped = DROPPED_BY.get(observation_set, ())
     layout, start = [], 0
-    for entry in recipe.entries:
-        if entry.needs in dropped:
+    for item in recipe.entries:
+        if item.needs in dropped:
             continue
-        layout.append(s.ObsEntry(entry.name, start, start + entry.size, entry.units, entry.frame, entry.source,
-                                 entry.needs, entry.sensor, entry.joints, entry.relative, entry.clock, entry.noise,
-                                 entry.bodies))
-        start += entry.size
+        size = item.stop - item.start
+        layout.append(dataclasses.replace(item, start=start, stop=start + size))
+        start += size
     return layout
 
 
@@ -153,19 +143,19 @@ def g1_joystick(env: Any, ctrl_dt: float) -> Recipe:
     nu = model.nu
     sensor = mujoco.mjtSensor
     entries = [
-        Entry("linvel", 3, "m/s", imu_frame, s.SENSOR, s.STATE_ESTIMATOR, f"{consts.LOCAL_LINVEL_SENSOR}_pelvis",
+        entry("linvel", 3, "m/s", imu_frame, s.SENSOR, s.STATE_ESTIMATOR, f"{consts.LOCAL_LINVEL_SENSOR}_pelvis",
               noise=_noise(config, "linvel")),
-        Entry("gyro", 3, "rad/s", imu_frame, s.SENSOR, s.IMU, site_sensor(model, sensor.mjSENS_GYRO, pelvis_site),
+        entry("gyro", 3, "rad/s", imu_frame, s.SENSOR, s.IMU, site_sensor(model, sensor.mjSENS_GYRO, pelvis_site),
               noise=_noise(config, "gyro")),
-        Entry("gravity", 3, "unit vector ([0, 0, -1] upright)", imu_frame, s.GRAVITY, s.IMU,
+        entry("gravity", 3, "unit vector ([0, 0, -1] upright)", imu_frame, s.GRAVITY, s.IMU,
               site_sensor(model, sensor.mjSENS_FRAMEQUAT, pelvis_site), noise=_noise(config, "gravity")),
-        Entry("command", 3, "m/s, m/s, rad/s", "the robot's heading", s.COMMAND, s.OPERATOR),
-        Entry("joint_pos", len(joints), "rad, minus the default pose", "joint", s.JOINT_POS, s.ENCODERS,
+        entry("command", 3, "m/s, m/s, rad/s", "the robot's heading", s.COMMAND, s.OPERATOR),
+        entry("joint_pos", len(joints), "rad, minus the default pose", "joint", s.JOINT_POS, s.ENCODERS,
               joints=joints, relative=True, noise=_noise(config, "joint_pos")),
-        Entry("joint_vel", len(joints), "rad/s", "joint", s.JOINT_VEL, s.ENCODERS, joints=joints,
+        entry("joint_vel", len(joints), "rad/s", "joint", s.JOINT_VEL, s.ENCODERS, joints=joints,
               noise=_noise(config, "joint_vel")),
-        Entry("last_action", nu, "the policy's output, in [-1, 1]", "action order", s.LAST_ACTION, s.CONTROLLER),
-        Entry("gait_phase", 4, "cos of the left and right phase, then sin", "-", s.CLOCK, s.CONTROLLER,
+        entry("last_action", nu, "the policy's output, in [-1, 1]", "action order", s.LAST_ACTION, s.CONTROLLER),
+        entry("gait_phase", 4, "cos of the left and right phase, then sin", "-", s.CLOCK, s.CONTROLLER,
               clock="gait_phase"),
     ]
     ranges = [list(map(float, config.lin_vel_x)), list(map(float, config.lin_vel_y)),
@@ -197,12 +187,12 @@ def cartpole(env: Any, ctrl_dt: float) -> Recipe:
     joints = joint_names(model)
     slider = joints[0]
     poles = [model.body(b).name for b in range(2, model.nbody)]
-    entries = [Entry("cart_position", 1, "m", "world x", s.JOINT_POS, s.ENCODERS, joints=[slider]),
-               Entry("pole_cos", len(poles), "-", "pole orientation in the world, before the last physics step",
+    entries = [entry("cart_position", 1, "m", "world x", s.JOINT_POS, s.ENCODERS, joints=[slider]),
+               entry("pole_cos", len(poles), "-", "pole orientation in the world, before the last physics step",
                      s.BODY_ZZ, s.IMU, bodies=poles),
-               Entry("pole_sin", len(poles), "-", "pole orientation in the world, before the last physics step",
+               entry("pole_sin", len(poles), "-", "pole orientation in the world, before the last physics step",
                      s.BODY_XZ, s.IMU, bodies=poles),
-               Entry("velocities", len(joints), "m/s, rad/s", "joint", s.JOINT_VEL, s.ENCODERS, joints=joints)]
+               entry("velocities", len(joints), "m/s, rad/s", "joint", s.JOINT_VEL, s.ENCODERS, joints=joints)]
     default = np.asarray(model.qpos0[model.jnt_qposadr[model.actuator_trnid[:, 0]]], np.float64)
     return Recipe(entries, s.Command([], [], []), [], s.DIRECT, 1.0, default,
                   "model qpos0 (a direct mapping does not use it)", {}, MEMORY_AFTER_OBSERVING)
