@@ -219,7 +219,7 @@ def test_to_dict_round_trips():
     ("ppo.activation=sigmoidal", "ppo.activation must be one of"),
     ("env.impl=cuda", "env.impl must be one of"),
     ("ppo.advantages=gae", "ppo.advantages must be one of brax, gae_once, got 'gae'"),
-    ("ppo.learning_rate_schedule=cosine", "ppo.learning_rate_schedule must be one of none, adaptive_kl, got 'cosine'"),
+    ("ppo.learning_rate_schedule=cosine", "ppo.learning_rate_schedule must be one of none, adaptive_kl, linear, got 'cosine'"),
     ("ppo.desired_kl=0", "ppo.desired_kl must be greater than 0"),
     ("ppo.learning_rate_schedule_min_lr=0.1", "ppo.learning_rate_schedule_min_lr (0.1) is above "
                                               "ppo.learning_rate_schedule_max_lr (0.01)"),

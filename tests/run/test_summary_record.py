@@ -16,6 +16,7 @@ def test_a_real_run_s_summary_has_exactly_the_record_s_fields_and_round_trips(to
     assert list(written) == [field.name for field in dataclasses.fields(SessionSummary)]
     record = SessionSummary.from_json(written)
     assert record.to_json() == written == result.summary
+    assert isinstance(result.record, SessionSummary) and result.record.to_json() == written  # typed until written
     assert record.iterations == 32 and record.env_steps == 81920 and record.stop_grace is not None
 
 

@@ -21,21 +21,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from rlfit.config.algorithms import AlgorithmConfig  # noqa: F401 - part of the contract, defined beside the names
 
 if TYPE_CHECKING:
     import jax
+    import numpy as np
+    import numpy.typing as npt
 
     from rlfit.config.schema import Config
     from rlfit.envs.vec_env import VecEnv
     from rlfit.algos.common.normalizer import RunningStats
 
-PyTree = Any
-"""Nested NamedTuples, dicts and lists of arrays (jax's pytrees); the contract never looks inside one."""
-Observation = Any
+Leaf: TypeAlias = (
+    "jax.Array | npt.NDArray[np.generic] | np.generic | jax.ShapeDtypeStruct | jax.sharding.Sharding | float | None")
+"""A pytree's leaf: an array (on a device or the host), its shape and dtype (an abstract state), its sharding (a
+state's layout), a Python number or an empty entry."""
+PyTree: TypeAlias = "Leaf | tuple[PyTree, ...] | list[PyTree] | Mapping[str, PyTree]"
+"""Nested NamedTuples (tuples), dicts and lists of leaves (jax's pytrees); the contract never looks inside one."""
+Variables: TypeAlias = "Mapping[str, Mapping[str, PyTree]]"
+"""A Flax network's variables: per collection ('params', 'batch_stats', ...), its tree of arrays."""
+Observation: TypeAlias = "jax.Array | Mapping[str, jax.Array]"
 """One observation as the environment gives it (possibly batched): an array or a dict of arrays."""
+JsonValue: TypeAlias = "str | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
+"""A value of a JSON record (a metrics row, summary.json's entries)."""
+
+
+TreeT = TypeVar("TreeT")
+"""A pytree (a `PyTree`, a training state, metrics) that a function gives back with the structure and type it was
+given."""
 
 
 class RunPlan(Protocol):
@@ -106,7 +122,7 @@ class Sizes(Protocol):
     def steps_per_iteration(self) -> int:
         """Policy steps of all environments together per iteration."""
 
-    def _asdict(self) -> dict[str, Any]: ...
+    def _asdict(self) -> dict[str, int]: ...
 
 
 StateT = TypeVar("StateT", bound=TrainState)
@@ -123,7 +139,7 @@ class PolicySpec(NamedTuple):
     activation: str
     obs_key: str
     """For dict observations: the entry the policy reads."""
-    encoder: dict[str, Any] | None = None
+    encoder: dict[str, JsonValue] | None = None
     """With camera frames: the encoder in front of the MLP (`EncoderSpec.to_dict()`); None for vectors."""
     head: str | None = None
     """The action head (`rlfit.networks.heads`: 'tanh_gaussian', 'deterministic_tanh', 'categorical',
@@ -183,7 +199,7 @@ class Candidate:
     """`estimate_bytes` times the safety margin; what is compared with the budget."""
     fits: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, int | bool]:
         return {**self.sizes._asdict(), "estimate_bytes": self.estimate_bytes, "predicted_bytes": self.predicted_bytes,
                 "fits": self.fits}
 
@@ -224,7 +240,7 @@ class MemoryRules(NamedTuple, Generic[SizesT]):
     `Choice`: the candidates to show, the chosen one (None if nothing fits), why."""
 
 
-class Algorithm(NamedTuple, Generic[SizesT]):
+class Algorithm(NamedTuple, Generic[SizesT, StateT, MetricsT, PolicyParamsT]):
     """What an algorithm declares once; `build` makes its Learner. (Its config section, presets, rules and
     Playground's published settings live in its pure-Python `config` module, an `AlgorithmConfig`.)"""
 
@@ -237,8 +253,15 @@ class Algorithm(NamedTuple, Generic[SizesT]):
     smaller_sizes: Callable[[SizesT, str], SizesT | None]
     """(sizes, where) -> the next smaller configuration for the out-of-memory back-off, or None; `where` is
     'init' (creating the starting state ran out) or 'step' (compiling or running an iteration did)."""
-    build: Callable[[Config, RunPlan, VecEnv, Observation], Learner[Any, Any, Any]]
-    """(config, plan, train VecEnv, one unbatched observation example) -> Learner. (Each algorithm's Learner has
-    its own state, metrics and policy params types, so the registry's view of it is `Learner[Any, Any, Any]`.)"""
+    build: Callable[[Config, RunPlan, VecEnv, Observation], Learner[StateT, MetricsT, PolicyParamsT]]
+    """(config, plan, train VecEnv, one unbatched observation example) -> Learner of the algorithm's own state,
+    metrics and policy params types."""
     memory: MemoryRules[SizesT]
     non_finite_hint: str = "lower the learning rate"
+
+
+SomeLearner: TypeAlias = Learner[TrainState, StepMetrics, PyTree]
+"""A Learner as code that serves every algorithm sees it (the registry, the runner): its own state, metrics and
+policy params types erased to what the contract promises of them (`TrainState`, `StepMetrics`, a pytree)."""
+SomeAlgorithm: TypeAlias = Algorithm[Sizes, TrainState, StepMetrics, PyTree]
+"""An algorithm picked by name at run time (`rlfit.algos.registry.algorithm`), its types erased as `SomeLearner`'s."""

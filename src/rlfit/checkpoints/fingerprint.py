@@ -36,7 +36,7 @@ def mix32(h: jax.Array) -> jax.Array:
 
 def as_words(leaf: jax.Array) -> jax.Array:
     """The leaf's bits as uint32 [*shape] (1-, 2- and 4-byte dtypes, bool) or [*shape, 2] (8-byte dtypes)."""
-    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+    if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
         leaf = jax.random.key_data(leaf)
     if leaf.dtype == jnp.bool_:
         return leaf.astype(jnp.uint32)

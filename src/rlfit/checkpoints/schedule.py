@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
 
-from rlfit.checkpoints.format import list_steps, prune, save_checkpoint
+from rlfit.checkpoints.format import prune, save_checkpoint
+from rlfit.rundir.layout import list_steps
 from rlfit.parallel.distributed import from_writer, host_copy
 from rlfit.rundir.layout import RunDir
 from rlfit.checkpoints.metrics_copy import METRICS_COPY, metrics_copy
@@ -35,7 +38,8 @@ class Checkpointer:
     In a run over several processes every process's Checkpointer writes its shards of the arrays, and only the
     `writer`'s (process 0's) the rest: the record, the metrics' copy, the policy; it alone prunes."""
 
-    def __init__(self, run_dir: RunDir, warn=None, sync_metrics=None, writer: bool = True):
+    def __init__(self, run_dir: RunDir, warn: Callable[[str], None] | None = None,
+                 sync_metrics: Callable[[], None] | None = None, writer: bool = True) -> None:
         self.run_dir = run_dir
         self.sync_metrics = sync_metrics or (lambda: None)
         self.warn = warn or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -100,7 +104,7 @@ class Checkpointer:
         prune(self.run_dir.checkpoints, run_config.keep_checkpoints)
 
 
-def save_policy_of(t: Any, acting: Any, directory) -> None:
+def save_policy_of(t: Any, acting: Any, directory: Path) -> None:
     """Writes trainer `t`'s deployable policy from `acting` = (policy params, observation statistics) on the host."""
     from rlfit.deploy.policy_file import save_policy
 

@@ -16,11 +16,16 @@ class ConfigView(Protocol):
     """What the rules read of a config (`rlfit.config.schema.Config` is one): the algorithm's name and the
     sections, each a frozen dataclass (`getattr(config, 'ppo')` for an algorithm's)."""
 
-    algo: str
-    env: Any
-    network: Any
-    run: Any
-    algos: Mapping[str, Any]
+    @property
+    def algo(self) -> str: ...
+    @property
+    def env(self) -> Any: ...
+    @property
+    def network(self) -> Any: ...
+    @property
+    def run(self) -> Any: ...
+    @property
+    def algos(self) -> Mapping[str, Any]: ...
 
 
 IMPLS = ("auto", "jax", "warp")

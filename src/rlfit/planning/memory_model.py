@@ -114,7 +114,7 @@ class MemoryModel:
             point = self.points[0]
             ratios = [1.0, num_envs / point.sizes.num_envs] + ([transitions / point.transitions] if point.transitions
                                                                else [])
-            return math.ceil(point.total_bytes * max(ratios))
+            return int(math.ceil(point.total_bytes * max(ratios)))
         assert self.intercept_bytes is not None and self.bytes_per_env is not None \
             and self.bytes_per_transition is not None, "a fitted model has an intercept and both slopes"
         return int(round(self.intercept_bytes + self.bytes_per_env * num_envs + self.bytes_per_transition * transitions))

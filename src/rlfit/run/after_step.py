@@ -28,11 +28,12 @@ to diverge and reports them as failed trials, as it does for a single run's NonF
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from rlfit.run.evaluate import randomized_row
+from rlfit.algos.contract import StepMetrics
+from rlfit.run.evaluate import EvalMetrics, randomized_row
 from rlfit.run.progress import Progress
 from rlfit.run.stopping import StopRules
 
@@ -51,14 +52,18 @@ class Timing(NamedTuple):
     """Since the loop started, at the row."""
 
 
+MetricsRow = dict[str, float | int]
+"""A metrics.jsonl row: its fields by name (`iteration`, `sps`, `loss/...`, `eval/...`)."""
+
+
 class StepReport(NamedTuple):
     """What `after_step` decided about one iteration."""
 
     progress: Progress
     """The counters after the iteration and its evaluation (a new object)."""
-    train_row: dict[str, Any] | None
+    train_row: MetricsRow | None
     """metrics.jsonl's `train` row; None when the iteration was not finite (nothing is logged)."""
-    eval_row: dict[str, Any] | None
+    eval_row: MetricsRow | None
     """metrics.jsonl's `eval` row when the iteration was evaluated, else None."""
     stop: str | None
     """NON_FINITE, 'target_reward', 'early_stop', or None (go on; at the plan's last iteration always None unless
@@ -76,7 +81,7 @@ def evaluation_due(iteration: int, num_iterations: int, eval_every: int) -> bool
     return iteration == num_iterations or bool(eval_every and iteration % eval_every == 0)
 
 
-def after_step(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], timing: Timing, env_steps: int,
+def after_step(progress: Progress, metrics: StepMetrics, algorithm_row: MetricsRow, timing: Timing, env_steps: int,
                last: bool) -> StepReport:
     """The train row after iteration `progress.iteration` (already `advanced`), or NON_FINITE.
 
@@ -90,7 +95,7 @@ def after_step(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], 
                                           env_steps), None, None)
 
 
-def after_eval(report: StepReport, evaluation: Any, rules: StopRules, last: bool) -> StepReport:
+def after_eval(report: StepReport, evaluation: EvalMetrics, rules: StopRules, last: bool) -> StepReport:
     """`report` (a finite iteration's) after its evaluation (host `EvalMetrics`): the eval row, the counters it
     updates, and 'target_reward' or 'early_stop' when a rule says so (never at the plan's `last` iteration)."""
     progress, eval_row = evaluated(report.progress, evaluation, rules.min_delta)
@@ -105,14 +110,14 @@ def stop_before_next(rules: StopRules, elapsed_s: float, slowest_step_s: float, 
     return rules.before_next(elapsed_s, slowest_step_s) or signal
 
 
-def train_row(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], iteration_s: float, wall_s: float,
-              steps: int) -> dict[str, Any]:
+def train_row(progress: Progress, metrics: StepMetrics, algorithm_row: MetricsRow, iteration_s: float, wall_s: float,
+              steps: int) -> MetricsRow:
     """The metrics.jsonl row of one iteration (`sps` = env steps of the iteration / its wall time).
 
     `algorithm_row` holds the algorithm's own fields (`Learner.metrics_row`); an `updates` count among them
     also gives `updates_per_s`.
     """
-    row: dict[str, Any] = {
+    row: MetricsRow = {
         "iteration": progress.iteration,
         "env_steps": progress.env_steps,
         "iteration_s": iteration_s,
@@ -130,10 +135,10 @@ def train_row(progress: Progress, metrics: Any, algorithm_row: dict[str, Any], i
     return row
 
 
-def evaluated(progress: Progress, result: Any, min_delta: float) -> tuple[Progress, dict[str, Any]]:
+def evaluated(progress: Progress, result: EvalMetrics, min_delta: float) -> tuple[Progress, MetricsRow]:
     """The counters after an evaluation's result (host `EvalMetrics`; a new object) and its metrics.jsonl row."""
     reward = float(result.episode_reward)
-    row = {"iteration": progress.iteration, "env_steps": progress.env_steps, "eval/episode_reward": reward,
+    row: MetricsRow = {"iteration": progress.iteration, "env_steps": progress.env_steps, "eval/episode_reward": reward,
            "eval/episode_reward_std": float(result.episode_reward_std),
            "eval/episode_length": float(result.episode_length)}
     description_length = progress.last_description_length_bits
@@ -151,7 +156,7 @@ def evaluated(progress: Progress, result: Any, min_delta: float) -> tuple[Progre
     return progress, row
 
 
-def first_non_finite(row: dict[str, Any]) -> str:
+def first_non_finite(row: MetricsRow) -> str:
     """The first non-finite value of an algorithm's metrics row ('loss/critic = nan'), else 'the parameters'."""
     for name, value in row.items():
         if isinstance(value, float) and not np.isfinite(value):

@@ -14,9 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlfit.hardware.probe import DeviceInfo, short_error
+
+if TYPE_CHECKING:
+    from rlfit.algos.contract import Variables
 
 MIN_PEAK_FRACTION = 0.10
 """The matmul check fails below this fraction of the profile's FP32 peak (a throttled or misconfigured GPU)."""
@@ -101,7 +104,7 @@ def check_network(device: DeviceInfo) -> CheckResult:
     policy_key, value_key = jax.random.split(jax.random.PRNGKey(0))
     params = (policy.init(policy_key, obs[:1]), value.init(value_key, obs[:1]))
 
-    def loss(p):
+    def loss(p: tuple[Variables, Variables]) -> jax.Array:
         return jnp.mean(forward(policy, p[0], obs) ** 2) + jnp.mean(forward(value, p[1], obs) ** 2)
 
     step = jax.jit(jax.value_and_grad(loss))
@@ -150,9 +153,10 @@ def check_training(device: DeviceInfo) -> CheckResult:
     with tempfile.TemporaryDirectory(prefix="rlfit-doctor-") as directory:
         result = train(DEFAULT_ENV, preset="smoke", overrides=["run.num_timesteps=128"],
                        run_dir=Path(directory) / "run", quiet=True)
-    summary = result.summary
-    reward = summary.get("final_eval_reward")
-    passed = summary.get("iterations") == 2 and reward is not None and math.isfinite(reward)
+    summary = result.record
+    assert summary is not None, "a single run's result has its summary"
+    reward = summary.final_eval_reward
+    passed = summary.iterations == 2 and reward is not None and math.isfinite(reward)
     evaluation = f"eval reward {reward:.1f}" if reward is not None else "no evaluation"
-    return CheckResult("training", passed, f"{summary.get('iterations')} iterations of {DEFAULT_ENV} (preset smoke): "
-                       f"compile {summary['compile_s']:.1f} s, {summary['sps_mean'] or 0:,.0f} steps/s, {evaluation}")
+    return CheckResult("training", passed, f"{summary.iterations} iterations of {DEFAULT_ENV} (preset smoke): "
+                       f"compile {summary.compile_s:.1f} s, {summary.sps_mean or 0:,.0f} steps/s, {evaluation}")

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation, PyTree
 from rlfit.parallel.mesh import split_envs
 from rlfit.envs.randomization import field_of
 from rlfit.envs.vec_env import EnvState, VecEnv
 from rlfit.networks.heads import action_head
 from rlfit.algos.common.normalizer import RunningStats, normalize
+
+
+PolicyT = TypeVar("PolicyT")
+PolicyOutput = Callable[[PyTree, Observation], jax.Array]
+"""(policy params, normalized obs [N, ...]) -> the policy network's output [N, ...] (or its rate [N])."""
+EpisodesCarry = tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]
+"""(environment states, alive [N], return [N], length [N], measured [N]) while the episodes run."""
 
 
 def eval_key(seed: int, iteration: int) -> jax.Array:
@@ -39,9 +47,13 @@ RANDOMIZED_EVAL_STREAM = 1
 """Folded into the evaluation's key for the randomized evaluation's key: its models and episodes."""
 
 
-def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],
-                          policy_rate: Callable[[Any, Any], jax.Array] | None = None, head: str | None = None
-                          ) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
+
+Evaluation = Callable[[PyTree, RunningStats, jax.Array], EvalMetrics]
+"""An evaluation of a trained policy: (policy params, observation statistics, key) -> EvalMetrics."""
+
+def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_logits: PolicyOutput,
+                          policy_rate: PolicyOutput | None = None, head: str | None = None
+                          ) -> Evaluation:
     """(policy params, stats, key) -> EvalMetrics of `nominal_env`'s N episodes on the nominal model, with
     `randomized` the same figures of `randomized_env`'s N episodes on models it draws (`randomized_env.randomizer`),
     both in one rollout of 2N environments: the nominal ones step on the nominal model's values of the randomized
@@ -57,7 +69,7 @@ def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_lo
                   randomized_env.randomizer)
     act, measure = acting(both, policy_logits, policy_rate, head)
 
-    def evaluate(policy_params: Any, stats: RunningStats, key: jax.Array) -> EvalMetrics:
+    def evaluate(policy_params: PyTree, stats: RunningStats, key: jax.Array) -> EvalMetrics:
         randomized = randomized_env.reset(jax.random.fold_in(key, RANDOMIZED_EVAL_STREAM))
         assert randomized.models is not None
         nominal = nominal_env.reset(key)._replace(models={
@@ -82,9 +94,9 @@ def randomized_row(result: EvalMetrics) -> dict[str, float]:
             "eval/randomized/episode_length": float(other.episode_length)}
 
 
-def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],
-                   policy_rate: Callable[[Any, Any], jax.Array] | None = None, head: str | None = None
-                   ) -> Callable[[Any, RunningStats, jax.Array], EvalMetrics]:
+def make_evaluator(env: VecEnv, policy_logits: PolicyOutput,
+                   policy_rate: PolicyOutput | None = None, head: str | None = None
+                   ) -> Evaluation:
     """(policy params, stats, key) -> EvalMetrics over `env.num_envs` episodes of up to `episode_length` steps.
 
     `policy_logits(policy params, normalized obs) -> [..., size]` (any algorithm's acting network) is read by the
@@ -97,50 +109,52 @@ def make_evaluator(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],
     return lambda policy_params, stats, key: evaluate_actions((policy_params, stats), key)
 
 
-Acting = Callable[[Any, Any], jax.Array]
-"""(policy, obs [N, ...]) -> actions [N, A] (or a measure [N]), `policy` being (policy params, RunningStats)."""
+Acting = Callable[[PolicyT, Observation], jax.Array]
+"""(policy, obs [N, ...]) -> actions [N, A] (or a measure [N]); `policy` is what the evaluation was given, for a
+trained policy (policy params, RunningStats)."""
+Policy = tuple[PyTree, RunningStats]
+"""A trained policy as the evaluation acts with it: (policy params, observation statistics)."""
 
 
-def acting(env: VecEnv, policy_logits: Callable[[Any, Any], jax.Array],
-           policy_rate: Callable[[Any, Any], jax.Array] | None, head: str | None) -> tuple[Acting, Acting | None]:
+def acting(env: VecEnv, policy_logits: PolicyOutput,
+           policy_rate: PolicyOutput | None, head: str | None) -> tuple[Acting[Policy], Acting[Policy] | None]:
     """(the deterministic action of `head` on normalized observations, the policy's rate on them or None), each a
     function of ((policy params, stats), obs): what `make_evaluator` documents."""
     mode = action_head(head, env.action_space).mode
 
-    def act(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
+    def act(policy: Policy, obs: Observation) -> jax.Array:
         policy_params, stats = policy
         return mode(policy_logits(policy_params, normalize(stats, obs)))
 
     if policy_rate is None:
         return act, None
 
-    def rate(policy: tuple[Any, RunningStats], obs: Any) -> jax.Array:
+    def rate(policy: Policy, obs: Observation) -> jax.Array:
         policy_params, stats = policy
         return policy_rate(policy_params, normalize(stats, obs))
 
     return act, rate
 
 
-def make_action_evaluator(env: VecEnv, act: Callable[[Any, Any], jax.Array],
-                          measure: Callable[[Any, Any], jax.Array] | None = None
-                          ) -> Callable[[Any, jax.Array], EvalMetrics]:
+def make_action_evaluator(env: VecEnv, act: Acting[PolicyT], measure: Acting[PolicyT] | None = None
+                          ) -> Callable[[PolicyT, jax.Array], EvalMetrics]:
     """(policy, key) -> EvalMetrics over `env.num_envs` episodes, `act(policy, obs) -> action [num_envs, A]`
     choosing each action (a saved policy: `lambda _, obs: load_policy(path)(obs)`); with `measure(policy, obs)
     -> [num_envs]`, its mean over the states the episodes visited is `rate_bits`."""
 
-    def evaluate(policy: Any, key: jax.Array) -> EvalMetrics:
+    def evaluate(policy: PolicyT, key: jax.Array) -> EvalMetrics:
         total, length, measured = episodes(env, act, measure, policy, env.reset(key))
         return metrics(total, length, mean_rate(measured, length) if measure is not None else None)
 
     return evaluate
 
 
-def episodes(env: VecEnv, act: Acting, measure: Acting | None, policy: Any, start: EnvState
+def episodes(env: VecEnv, act: Acting[PolicyT], measure: Acting[PolicyT] | None, policy: PolicyT, start: EnvState
              ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(return [N], length [N], the sum of `measure` over the steps of each episode [N]; zeros without one) of one
     episode in each of `env`'s N environments from `start` (reset states), `act` choosing every action."""
 
-    def step(carry, _):
+    def step(carry: EpisodesCarry, _: None) -> tuple[EpisodesCarry, None]:
         state, alive, total, length, measured = carry
         obs = state.inner.obs
         counts = alive > 0

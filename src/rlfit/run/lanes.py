@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from rlfit.algos.contract import TrainState
 from rlfit.checkpoints.schedule import Checkpointer, SaveFailed
 from rlfit.config.schema import Config
 from rlfit.hardware.utilization import UtilizationSampler
@@ -33,7 +34,7 @@ from rlfit.sinks.wandb import open_wandb_sink
 class LaneSpec(NamedTuple):
     """What a lane is opened from."""
 
-    trainer: Trainer
+    trainer: Trainer[TrainState]
     """The loop's trainer with this lane's config (its seed): what its checkpoints and policy record."""
     directory: RunDir
     progress: Progress | None = None
@@ -46,7 +47,7 @@ class LaneSpec(NamedTuple):
 class Lane:
     """One lane of the loop: a run directory and what writes into it."""
 
-    trainer: Trainer
+    trainer: Trainer[TrainState]
     directory: RunDir
     sinks: Sinks
     checkpointer: Checkpointer
@@ -78,7 +79,7 @@ def open_lane(stack: contextlib.ExitStack, spec: LaneSpec, console: ConsoleSink 
     return Lane(spec.trainer, spec.directory, sinks, checkpointer, spec.progress or Progress(), spec.note)
 
 
-def train_lanes(stepper: Stepper, specs: Sequence[LaneSpec], state: Any = None, *,
+def train_lanes(stepper: Stepper[TrainState], specs: Sequence[LaneSpec], state: TrainState | None = None, *,
                 console: ConsoleSink | None = None, say: Callable[[str], None] | None = None) -> list[RunResult]:
     """Opens the lanes and trains them from `state` (every lane's, stacked for a group; fresh when None) to the
     plan's end or a stop; one RunResult a lane, in order.

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
+from rlfit.algos.contract import StepMetrics, TrainState
 from rlfit.exit_codes import NON_FINITE
 from rlfit.hardware.compile_log import time_to_first_step
 from rlfit.parallel.distributed import is_writer, process_count
@@ -35,7 +36,7 @@ from rlfit.rundir.layout import RunDir, write_json
 from rlfit.run.after_step import (NON_FINITE as NON_FINITE_STOP, StepReport, Timing, advanced, after_eval, after_step,
                                   evaluation_due, first_non_finite, stop_before_next)
 from rlfit.run.loop_state import LanesAt, LoopRecord, SessionTimes, agreed, grace_lock, lanes_at, still_training
-from rlfit.run.progress import Progress
+from rlfit.run.progress import Event, Progress
 from rlfit.run.recover import BackOff, Start, agree_to_back_off, recover, smaller
 from rlfit.run.signals import SIGNAL_NAMES
 from rlfit.run.stepper import Stepper, same_abstract
@@ -66,14 +67,22 @@ class NonFiniteError(Exception):
 class RunResult:
     """How a lane ended: its final state, its counters, the summary written to disk and why it ended."""
 
-    state: Any
+    state: TrainState | None
+    """None for a group's lane that failed."""
     progress: Progress
-    summary: dict[str, Any]
+    record: SessionSummary | LaneSummary | None
+    """summary.json as its typed record (`rlfit.run.summary_record`); None for a group's lane that failed (nothing
+    written)."""
     run_dir: RunDir
     stopped_by: str | None = None
     """None at the plan's end; else a stopping rule's name or a signal's ('SIGTERM', 'SIGINT'), as summary.json."""
     failure: str | None = None
     """A lane of a group that became non-finite: what a single run would have raised (no summary, no state)."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """summary.json as written: the record's JSON object ({} for a failed lane)."""
+        return self.record.to_json() if self.record is not None else {}
 
 
 Reports = list[tuple[int, "Lane", StepReport]]
@@ -90,7 +99,7 @@ def lane_plan(plan: Any, note: dict[str, Any] | None) -> Any:
 class Runner:
     """Trains its lanes through a Stepper's programs to the plan's end or their stops. One Runner runs one session."""
 
-    def __init__(self, stepper: Stepper, lanes: list[Lane], stop_flag: StopFlag | None = None,
+    def __init__(self, stepper: Stepper[TrainState], lanes: list[Lane], stop_flag: StopFlag | None = None,
                  say: Callable[[str], None] | None = None, console: ConsoleSink | None = None,
                  sampler: UtilizationSampler | None = None):
         self.stepper = stepper
@@ -104,17 +113,17 @@ class Runner:
         self._events: list[dict[str, Any]] = []
         """The run's events (back-offs), earlier sessions' included."""
         self._times = SessionTimes(time.perf_counter())
-        self._pending: tuple[Stepper, Compiled | Exception] | None = None
+        self._pending: tuple[Stepper[TrainState], Compiled[TrainState] | Exception] | None = None
         """The stepper and the programs `run` started compiling for it (or the error starting them raised)."""
-        self._grace: GraceWatch | None = None
+        self._grace: GraceWatch[LanesAt] | None = None
         self._loop: LoopRecord | None = None
         """The loop's counters at the last finished iteration, for the summary the watcher writes."""
 
     @property
-    def trainer(self) -> Trainer:
+    def trainer(self) -> Trainer[TrainState]:
         return self.stepper.trainer
 
-    def run(self, state: Any | None = None) -> list[RunResult]:
+    def run(self, state: TrainState | None = None) -> list[RunResult]:
         """Trains from `state` (every lane's; fresh when None) from each lane's counters; a RunResult a lane.
 
         On RESOURCE_EXHAUSTED (compiling or stepping) it backs off to the next smaller valid sizes, recompiles
@@ -128,7 +137,7 @@ class Runner:
         # The training step and the evaluation compile in the background while the starting state is built (and
         # saved); a compile that fails is raised where the program is needed, in `_train`.
         self._pending = self._start_compiling(total=3 if fresh else 2)
-        state = self._fresh_state() if fresh else state
+        state = self._fresh_state() if state is None else state
         # init_s includes compiling the starting state's program
         self._times = self._times._replace(init_s=time.perf_counter() - self._times.started)
         start = self._save_start(state)
@@ -148,7 +157,7 @@ class Runner:
             self._adopt(recovery.stepper, recovery.backed, recovery.progress)
             state, save_first = recovery.state, True  # the environments changed size
 
-    def _save_start(self, state: Any) -> Start:
+    def _save_start(self, state: TrainState) -> Start:
         """Saves each lane's starting state where it has no checkpoint (before compiling: a kill at any instant
         leaves a resumable run); what an out-of-memory back-off continues from: the newest checkpoints, which hold
         this session's start or later; a host copy of the starting state only when nothing could be saved (a replay
@@ -160,7 +169,7 @@ class Runner:
         return Start(jax.device_get(state) if process_count() == 1 and not saved else None,
                      [lane.progress.copy() for lane in self.lanes])
 
-    def _train(self, state: Any, save_first: bool) -> list[RunResult]:
+    def _train(self, state: TrainState, save_first: bool) -> list[RunResult]:
         plan = self.trainer.plan
         state = self.stepper.place(state)  # restored or resized states arrive on one device
         compiled = self._compiled_for(state)
@@ -182,7 +191,8 @@ class Runner:
             if watch is not None:
                 watch.stop()
 
-    def _iterate(self, state: Any, rules: StopRules, watch: GraceWatch | None, loop: LoopRecord) -> list[RunResult]:
+    def _iterate(self, state: TrainState, rules: StopRules, watch: GraceWatch[LanesAt] | None, loop: LoopRecord
+                 ) -> list[RunResult]:
         """Act, step and update (one compiled call), then per lane log, evaluate, save and decide, once per
         iteration, from the loop's counters `loop`; then whether every lane still training stops."""
         plan = self.trainer.plan
@@ -211,13 +221,13 @@ class Runner:
 
     # The loop's steps, in the order it takes them.
 
-    def _iteration_started(self, watch: GraceWatch | None) -> float:
+    def _iteration_started(self, watch: GraceWatch[LanesAt] | None) -> float:
         started = time.perf_counter()
         if watch is not None:
             watch.iteration_started()
         return started
 
-    def _step(self, compiled: Compiled, state: Any) -> tuple[Any, Any, float]:
+    def _step(self, compiled: Compiled[TrainState], state: TrainState) -> tuple[Any, Any, float]:
         """One compiled iteration of every lane (collect, returns, update); its host metrics and seconds."""
         started = time.perf_counter()
         state, metrics = compiled.iteration(state)
@@ -231,7 +241,7 @@ class Runner:
         """The utilization sampler's fields for this iteration's train rows (none without a sampler)."""
         return self.sampler.take() if self.sampler is not None else {}
 
-    def _after_step(self, going: list[tuple[int, Lane]], metrics: Any, timing: Timing, sampled: dict[str, Any],
+    def _after_step(self, going: list[tuple[int, Lane]], metrics: StepMetrics, timing: Timing, sampled: dict[str, Any],
                     last: bool) -> Reports:
         """Each lane's train row (written); a lane that became non-finite fails (`_failed`)."""
         steps = self.trainer.plan.env_steps_per_iteration
@@ -248,7 +258,8 @@ class Runner:
             reports.append((index, lane, report))
         return reports
 
-    def _evaluate_if_due(self, compiled: Compiled, state: Any, reports: Reports, rules: StopRules, last: bool
+    def _evaluate_if_due(self, compiled: Compiled[TrainState], state: TrainState, reports: Reports, rules: StopRules,
+                         last: bool
                          ) -> tuple[Reports, float]:
         """`reports` after this iteration's evaluation where one is due (its rows written), and its seconds; each
         lane's counters updated."""
@@ -270,7 +281,8 @@ class Runner:
             lane.progress = report.progress
         return reports, eval_s
 
-    def _save_due(self, state: Any, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
+    def _save_due(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool,
+                  watch: GraceWatch[LanesAt] | None
                   ) -> None:
         """The checkpoints `run.save_interval` asks for (or the last)."""
         with grace_lock(watch):
@@ -279,7 +291,8 @@ class Runner:
                                  lane.progress, final=last)
         self._loop = loop
 
-    def _end_lanes(self, state: Any, reports: Reports, loop: LoopRecord, last: bool, watch: GraceWatch | None
+    def _end_lanes(self, state: TrainState, reports: Reports, loop: LoopRecord, last: bool,
+                   watch: GraceWatch[LanesAt] | None
                    ) -> None:
         """Ends the lanes at the plan's end (saved already) and those a stopping rule stops (saved here, unless
         saved), each with its summary."""
@@ -296,7 +309,7 @@ class Runner:
                 self._say(f"rlfit: stopped by {stopped_by} at iteration {lane.progress.iteration}")
             self._end(lane, self.stepper.lane(state, index), stopped_by, loop)
 
-    def _iteration_ended(self, state: Any, watch: GraceWatch | None) -> None:
+    def _iteration_ended(self, state: TrainState, watch: GraceWatch[LanesAt] | None) -> None:
         """The watcher's note of the finished iteration (a host copy where iterations outlast the grace)."""
         if watch is None:
             return
@@ -305,7 +318,7 @@ class Runner:
         watch.iteration_ended(state, at, saved=all(self.lanes[index].checkpointer.last_saved == at.iteration
                                                    for index, _ in at.lanes))
 
-    def _stop(self, state: Any, stop: str, watch: GraceWatch | None, loop: LoopRecord) -> None:
+    def _stop(self, state: TrainState, stop: str, watch: GraceWatch[LanesAt] | None, loop: LoopRecord) -> None:
         """Ends every lane still training before the plan's end: a checkpoint of this iteration (unless saved), then
         its summary."""
         going = still_training(self.lanes)
@@ -319,23 +332,23 @@ class Runner:
         for index, lane in going:
             self._end(lane, self.stepper.lane(state, index), stop, loop)
 
-    def _end(self, lane: Lane, state: Any, stopped_by: str | None, loop: LoopRecord) -> None:
+    def _end(self, lane: Lane, state: TrainState, stopped_by: str | None, loop: LoopRecord) -> None:
         summary = self._write_summary(lane, state, lane.progress, loop, stopped_by)
         lane.sinks.sync()
         lane.result = RunResult(state, lane.progress, summary, lane.directory, stopped_by)
 
-    def _failed(self, lane: Lane, report: StepReport, metrics: Any) -> None:
+    def _failed(self, lane: Lane, report: StepReport, metrics: StepMetrics) -> None:
         """A lane that became non-finite: a single run raises NonFiniteError; a group's lane records it as its
         failure and the others go on (the decision: `rlfit.run.after_step`). Its state is not saved."""
         message = non_finite_message(lane, report.progress.iteration, metrics)
         if len(self.lanes) == 1:
             raise NonFiniteError(message)
         lane.progress = report.progress
-        lane.result = RunResult(None, lane.progress, {}, lane.directory, None, failure=message)
+        lane.result = RunResult(None, lane.progress, None, lane.directory, None, failure=message)
 
     # Around the loop: compiling, the starting state, back-off, the stop grace, the summary.
 
-    def _start_compiling(self, total: int) -> tuple[Stepper, Compiled | Exception]:
+    def _start_compiling(self, total: int) -> tuple[Stepper[TrainState], Compiled[TrainState] | Exception]:
         """Starts the programs' compiles in the background (`Trainer.compile`); the stepper they are for, and them
         or the error that starting them raised (raised again in `_train`, where a back-off handles it)."""
         try:
@@ -343,7 +356,7 @@ class Runner:
         except Exception as error:  # noqa: BLE001 - raised again by `_compiled_for`
             return self.stepper, error
 
-    def _compiled_for(self, state: Any) -> Compiled:
+    def _compiled_for(self, state: TrainState) -> Compiled[TrainState]:
         """The programs started by `run` when they are for this stepper and `state`'s shapes, else new ones (after a
         back-off, the trainer's sizes changed)."""
         pending, self._pending = self._pending, None
@@ -355,7 +368,7 @@ class Runner:
                 return programs
         return self.stepper.programs(state, self._say, 2)
 
-    def _fresh_state(self) -> Any:
+    def _fresh_state(self) -> TrainState:
         """The lanes' starting state, backing off to smaller sizes while creating it runs out of memory (a large
         replay buffer is allocated here)."""
         from rlfit.planning.out_of_memory import is_out_of_memory
@@ -372,7 +385,7 @@ class Runner:
                 backed = smaller(self.trainer, str(error), self.lanes[0].progress, "init")
                 self._adopt(self.stepper.rebuilt(backed.trainer), backed, [lane.progress for lane in self.lanes])
 
-    def _adopt(self, stepper: Stepper, backed: BackOff, progresses: list[Progress]) -> None:
+    def _adopt(self, stepper: Stepper[TrainState], backed: BackOff, progresses: list[Progress]) -> None:
         """Trains on with a back-off's stepper, recording it in every lane still training: the event (in its
         progress, metrics.jsonl rewound to its iteration), plan.json; and the console's totals."""
         self.stepper = stepper
@@ -383,7 +396,7 @@ class Runner:
         if self.console is not None:
             self.console.retarget(backed.plan.num_iterations, config_total_steps(backed.trainer.config, backed.plan))
 
-    def _grace_watch(self, rules: StopRules) -> GraceWatch | None:
+    def _grace_watch(self, rules: StopRules) -> GraceWatch[LanesAt] | None:
         """The watcher that keeps `run.stop_grace_s` (`rlfit.run.stop_grace`), started; None where there is no
         grace or several processes (said in one line: a checkpoint needs every process)."""
         grace_s = self.trainer.config.run.stop_grace_s
@@ -411,8 +424,8 @@ class Runner:
                 lane.checkpointer.save(lane.trainer, state, progress, force=True)
             self._write_summary(lane, state, progress, self._loop, reason)
 
-    def _write_summary(self, lane: Lane, state: Any, progress: Progress, loop: LoopRecord, stopped_by: str | None
-                       ) -> dict[str, Any]:
+    def _write_summary(self, lane: Lane, state: TrainState | None, progress: Progress, loop: LoopRecord,
+                       stopped_by: str | None) -> SessionSummary | LaneSummary:
         """Writes the lane's summary.json for the session so far (at the end, or when the lane stops)."""
         programs, times = self._times.programs(loop.compiled), self._times
         train_wall_s = time.perf_counter() - loop.started
@@ -422,10 +435,10 @@ class Runner:
                               compile_wait_s=times.compile_wait_s, stopped_by=stopped_by, programs=programs,
                               time_to_first_step_s=times.time_to_first_step_s)
         grace = self._grace.record() if self._grace is not None else None
-        written = summary_record(summary, lane.note, grace, loop.session_steps * len(self.lanes), train_wall_s)
+        record = summary_record(summary, lane.note, grace, loop.session_steps * len(self.lanes), train_wall_s)
         if is_writer():
-            write_json(lane.directory.summary, written)
-        return written
+            write_json(lane.directory.summary, record.to_json())
+        return record
 
     def _timed_save(self, save: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         """Runs a checkpoint call, keeping the slowest seen (what a time budget must leave room for)."""
@@ -446,7 +459,7 @@ class Runner:
             self.say_to(text)
 
 
-def non_finite_message(lane: Lane, iteration: int, metrics: Any) -> str:
+def non_finite_message(lane: Lane, iteration: int, metrics: StepMetrics) -> str:
     """What a lane that became non-finite at `iteration` (its host `metrics`) says: the first non-finite value, the
     last good checkpoint, and the algorithm's hint."""
     from rlfit.algos.registry import algorithm
@@ -459,7 +472,7 @@ def non_finite_message(lane: Lane, iteration: int, metrics: Any) -> str:
             f"({where}); {algorithm(lane.trainer.config.algo).non_finite_hint}")
 
 
-def adopt_back_off(lane: Lane, backed: BackOff, progress: Progress, events: list[dict[str, Any]]) -> None:
+def adopt_back_off(lane: Lane, backed: BackOff, progress: Progress, events: list[Event]) -> None:
     """Moves `lane` to a back-off's sizes (its trainer with its own config) and counters `progress` carrying the run's
     `events`; a lane still training also records it: metrics.jsonl rewound to its iteration, the event, plan.json."""
     config = lane.trainer.config
@@ -474,12 +487,12 @@ def adopt_back_off(lane: Lane, backed: BackOff, progress: Progress, events: list
             write_json(lane.directory.plan, lane_plan(backed.plan, lane.note).to_dict())
 
 
-def summary_record(summary: RunSummary, note: dict[str, Any] | None, grace: dict[str, Any] | None, group_steps: int,
-                   train_wall_s: float) -> dict[str, Any]:
+def summary_record(summary: RunSummary, note: dict[str, Any] | None, grace: dict[str, float | bool] | None,
+                   group_steps: int, train_wall_s: float) -> SessionSummary | LaneSummary:
     """summary.json's record of a lane: a single run's (`note` None) with the stop grace's record `grace`; a seed
     group's lane with its group `note` and the env steps per second of all its lanes together (`group_steps` in
     `train_wall_s`)."""
     if note is None:
-        return extended(summary, SessionSummary, stop_grace=grace).to_json()
+        return extended(summary, SessionSummary, stop_grace=grace)
     group_sps = group_steps / train_wall_s if train_wall_s > 0 else None
-    return extended(summary, LaneSummary, seed_group={**note, "group_sps_mean": group_sps}).to_json()
+    return extended(summary, LaneSummary, seed_group={**note, "group_sps_mean": group_sps})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rlfit.algos.contract import TrainState
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.parallel.distributed import any_process, process_count
 from rlfit.run.after_step import OTHER_PROCESS
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 class LoopRecord(NamedTuple):
     """The loop's own counters at the last finished iteration (what summary.json reports about the session)."""
 
-    compiled: Compiled
+    compiled: Compiled[TrainState]
     started: float
     """`time.perf_counter()` when the loop started."""
     session_steps: int = 0
@@ -61,7 +62,7 @@ class SessionTimes(NamedTuple):
     def after_wait(self, seconds: float) -> SessionTimes:
         return self._replace(compile_wait_s=self.compile_wait_s + seconds)
 
-    def programs(self, compiled: Compiled) -> tuple[ProgramCompile, ...]:
+    def programs(self, compiled: Compiled[TrainState]) -> tuple[ProgramCompile, ...]:
         """The programs this session compiled and that have finished (an evaluation still compiling in the background
         when a signal stops the run is left out), in the order the console numbers them."""
         return compiled.programs + ((self.starting_program,) if self.starting_program is not None else ())
@@ -97,6 +98,6 @@ def agreed(stop: str | None) -> str | None:
     return stop
 
 
-def grace_lock(watch: GraceWatch | None) -> Any:
+def grace_lock(watch: GraceWatch[LanesAt] | None) -> Any:
     """The stop grace watcher's lock (held while the main thread saves or handles a stop), or nothing."""
     return watch.lock if watch is not None else contextlib.nullcontext()

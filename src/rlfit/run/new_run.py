@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from rlfit.checkpoints.format import list_steps
 from rlfit.config.schema import Config
 from rlfit.envs.loading import env_label
 from rlfit.errors import UserError
 from rlfit.rundir.atomic import write_atomic
+from rlfit.rundir.layout import list_steps
 from rlfit.rundir.layout import RunDir, user_path_errors
 from rlfit.rundir.lock import LOCK_FILE, RunLock, check_not_in_use
 from rlfit.sinks.jsonl import read_rows

@@ -6,10 +6,12 @@ it means, is the planner's (`rlfit.planning.measure`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from concurrent.futures import Executor, Future
+from typing import ParamSpec, TypeVar
 
 import jax
 
+from rlfit.algos.contract import Sizes, TrainState
 from rlfit.algos.registry import algorithm
 from rlfit.config.schema import Config
 from rlfit.hardware.jax_setup import lower_ahead
@@ -18,7 +20,7 @@ from rlfit.hardware.units import format_bytes
 from rlfit.planning.measure import described
 from rlfit.planning.memory_model import MemoryPoint, point_from_analysis
 from rlfit.planning.plan import make_plan
-from rlfit.run.trainer import PROGRAM_NAMES, Trainer
+from rlfit.run.trainer import PROGRAM_NAMES, Environment, StartingState, Trainer
 
 
 PROBE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
@@ -28,7 +30,7 @@ compile takes about half as long. Other backends compile probes with the step's 
 there)."""
 
 
-def probe_options(ynn_fusions: bool) -> dict[str, Any]:
+def probe_options(ynn_fusions: bool) -> dict[str, str | int | float | bool]:
     """The compiler options of a probe: the step's own (`rlfit.hardware.jax_setup.compiler_options`), on a CPU with
     PROBE_COMPILER_OPTIONS added."""
     from rlfit.hardware.jax_setup import compiler_options
@@ -37,18 +39,19 @@ def probe_options(ynn_fusions: bool) -> dict[str, Any]:
     return {**compiler_options(ynn_fusions), **cheap}
 
 
-def lower_iteration(config: Config, sizes: Any, env: Any = None) -> tuple[Any, Trainer]:
+def lower_iteration(config: Config, sizes: Sizes, env: Environment | None = None
+                    ) -> tuple[jax.stages.Lowered, Trainer[TrainState]]:
     """(the training step for `sizes` on one device lowered on abstract inputs with the state donated, as
     `Trainer.compile_iteration` lowers it on one device, so the persistent compile cache holds one for the other;
     the Trainer it was built with). Traces; compiles nothing. (A run split over several devices is planned per
     device: `rlfit.planning.fit`.)"""
     trainer = Trainer.build(config, make_plan(config, sizes, devices=1), env=env)
-    lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
+    lowered: jax.stages.Lowered = lower_ahead(trainer.train_iteration_fn(), trainer.abstract_state(), donate_argnums=(0,),
                           store_key=trainer.store_key(PROGRAM_NAMES[0]))
     return lowered, trainer
 
 
-def analyze_compiled(config: Config, sizes: Any, compiled: Any) -> MemoryPoint:
+def analyze_compiled(config: Config, sizes: Sizes, compiled: jax.stages.Compiled) -> MemoryPoint:
     """The MemoryPoint of the step at `sizes` from its compiled executable's memory analysis."""
     analysis = compiled.memory_analysis()
     if analysis is None:
@@ -63,20 +66,20 @@ class StepProbes:
     (`rlfit.planning.device_plan.Planned.env`); a program lowered for an estimate is kept for the compile that may follow.
     `say` (the console's, or None) hears what is estimated and compiled, and the planner's reasons."""
 
-    def __init__(self, say: Callable[[str], None] | None = None, env: Any = None) -> None:
+    def __init__(self, say: Callable[[str], None] | None = None, env: Environment | None = None) -> None:
         self.say = say
         """Hears each measure and the planner's decisions (`rlfit.planning.measure`), or None."""
         self._env = env
         """The environment measured on (given, or loaded by the first measure)."""
-        self._lowered: dict[Any, tuple[Config, Any, Trainer]] = {}
+        self._lowered: dict[Sizes, tuple[Config, jax.stages.Lowered, Trainer[TrainState]]] = {}
         """Programs lowered for an estimate and not yet compiled, by their sizes, with the config they are for."""
 
     @property
-    def env(self) -> Any | None:
+    def env(self) -> Environment | None:
         """The environment loaded for measuring (None where nothing was measured and none given)."""
         return self._env
 
-    def environment(self, config: Config) -> Any:
+    def environment(self, config: Config) -> Environment:
         """The environment of `config` on this process's backend: loaded once, on the first call."""
         if self._env is None:
             from rlfit.envs import load_env
@@ -84,7 +87,7 @@ class StepProbes:
             self._env = load_env(config.env, jax.default_backend())
         return self._env
 
-    def estimate(self, config: Config, sizes: Any) -> MemoryPoint | None:
+    def estimate(self, config: Config, sizes: Sizes) -> MemoryPoint | None:
         """The step's memory at `sizes` estimated from its StableHLO (`rlfit.hardware.program_memory`: the walk with
         XLA's fusion modelled, `ProgramBound.estimate_bytes`), the
         step traced and lowered as training lowers it (the program store then holds it for training); no compile.
@@ -103,7 +106,8 @@ class StepProbes:
         return MemoryPoint(sizes, bound.argument_bytes, bound.output_bytes, 0, temp, 0,
                            algorithm(config.algo).memory.stored_transitions(sizes))
 
-    def analyze(self, config: Config, probes: Sequence[Any], as_training: Any = None) -> tuple[MemoryPoint, ...]:
+    def analyze(self, config: Config, probes: Sequence[Sizes], as_training: Sizes | None = None
+                ) -> tuple[MemoryPoint, ...]:
         """The MemoryPoints of the step at each of `probes`: traced one after another here (tracing holds Python's
         lock), each compiled in a thread as soon as it is traced (XLA compiles without the lock), so a probe's
         compile runs beside the next probe's tracing and the other compiles. The probe at `as_training` (sizes, or
@@ -117,7 +121,8 @@ class StepProbes:
         from rlfit.hardware.jax_setup import compiler_options
 
         with ThreadPoolExecutor(max_workers=len(probes) + 1) as pool:
-            compiling, beside = [], []
+            compiling: list[Future[tuple[jax.stages.Compiled, float]]] = []
+            beside: list[Future[tuple[StartingState[TrainState], object]]] = []
             for sizes in probes:
                 self._tell(f"planning: compiling the training step at {described(config, sizes)} for XLA's memory "
                            "analysis" + (" (as training compiles it, for training to reuse)" if sizes == as_training
@@ -125,7 +130,8 @@ class StepProbes:
                 program, trainer = self._lowered_at(config, sizes)
                 options = (compiler_options(trainer.step_ynn_fusions) if sizes == as_training
                            else probe_options(trainer.step_ynn_fusions))
-                compiling.append(pool.submit(timed, program.compile, compiler_options=options))
+                compiling.append(pool.submit(timed, program.compile,  # type: ignore[arg-type]  # jax's stubs: str/bool only
+                                             compiler_options=options))  # XLA takes its integer options too
                 if sizes == as_training:
                     beside = training_programs_beside(trainer, pool)
             compiled = [future.result() for future in compiling]
@@ -137,7 +143,7 @@ class StepProbes:
                        f"{format_bytes(point.total_bytes)} by XLA's analysis")
         return points
 
-    def _lowered_at(self, config: Config, sizes: Any) -> tuple[Any, Trainer]:
+    def _lowered_at(self, config: Config, sizes: Sizes) -> tuple[jax.stages.Lowered, Trainer[TrainState]]:
         """The step at `sizes` lowered: the one `estimate` kept for this config (taken: it compiles once), else
         lowered now."""
         kept = self._lowered.pop(sizes, None)
@@ -150,7 +156,11 @@ class StepProbes:
             self.say(line)
 
 
-def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+ResultT = TypeVar("ResultT")
+WorkArgs = ParamSpec("WorkArgs")
+
+
+def timed(work: Callable[WorkArgs, ResultT], *args: WorkArgs.args, **kwargs: WorkArgs.kwargs) -> tuple[ResultT, float]:
     """(`work(*args, **kwargs)`, its seconds)."""
     import time
 
@@ -158,7 +168,8 @@ def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, flo
     return work(*args, **kwargs), time.perf_counter() - started
 
 
-def training_programs_beside(trainer: Trainer, pool: Any) -> list[Any]:
+def training_programs_beside(trainer: Trainer[TrainState], pool: Executor
+                             ) -> list[Future[tuple[StartingState[TrainState], object]]]:
     """Starts compiling in `pool` what training compiles before its first step besides the step itself: the
     starting state (a plain `train` compiles it beside its step too). It lands in the persistent compile cache
     and the program store, so that under `--num-envs auto` training reads it back as it reads its step, and the

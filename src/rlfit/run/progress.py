@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+
+from rlfit.algos.contract import JsonValue
+
+Event = dict[str, JsonValue]
+"""One of a run's events (an out-of-memory back-off), as metrics.jsonl and summary.json's `events` hold it."""
 
 
 @dataclass
@@ -22,13 +27,13 @@ class Progress:
     """The policy's mean description length of an observation at the last evaluation (a bottleneck's rate)."""
     last_randomized_eval_reward: float | None = None
     """With domain randomization: the last evaluation's mean return on freshly drawn models."""
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
     @classmethod
-    def from_record(cls, saved: dict[str, Any]) -> Progress:
+    def from_record(cls, saved: Mapping[str, object]) -> Progress:
         """The counters from a checkpoint's record (its meta.json `progress`)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in saved.items() if k in names})
+        return cls(**{k: v for k, v in saved.items() if k in names})  # type: ignore[arg-type]  # JSON read as written
 
     def copy(self) -> Progress:
         """An independent copy (its own list of events)."""

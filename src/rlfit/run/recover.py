@@ -10,14 +10,15 @@ algorithm's (`Algorithm.smaller_sizes`); this module rebuilds. It writes nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 
+from rlfit.algos.contract import TrainState
 from rlfit.parallel.distributed import all_reach, process_count
 from rlfit.planning.out_of_memory import OutOfMemory, out_of_memory_message
 from rlfit.planning.plan import Plan
-from rlfit.run.progress import Progress
+from rlfit.run.progress import Event, Progress
 from rlfit.run.stepper import Stepper
 from rlfit.run.trainer import Trainer, forget_programs
 from rlfit.rundir.layout import RunDir
@@ -30,9 +31,9 @@ back off together, to the same sizes, from the same checkpoint) before it stops 
 class BackOff(NamedTuple):
     """One back-off: the rebuilt trainer and what the runner records."""
 
-    trainer: Trainer
+    trainer: Trainer[TrainState]
     """The Trainer at the smaller sizes (the same config and environment)."""
-    event: dict[str, Any]
+    event: Event
     """The `out_of_memory_backoff` event (metrics.jsonl, summary.json's `events`)."""
     reason: str
     """One line for the console and the plan's reasons."""
@@ -45,9 +46,9 @@ class BackOff(NamedTuple):
 class Recovery(NamedTuple):
     """Where training continues after a back-off."""
 
-    stepper: Stepper
+    stepper: Stepper[TrainState]
     """The lanes' programs on the trainer at the smaller sizes."""
-    state: Any
+    state: TrainState
     """Every lane's last good state resized to those sizes (stacked for a group)."""
     progress: list[Progress]
     """Each lane's counters, `events` ending with this back-off's."""
@@ -58,11 +59,11 @@ class Start(NamedTuple):
     """What a session's back-off goes back to: a host copy of its starting state (None: the lanes' newest
     checkpoints) and each lane's counters then."""
 
-    state: Any
+    state: TrainState | None
     progress: list[Progress]
 
 
-def agree_to_back_off(trainer: Trainer, backoffs_so_far: int) -> None:
+def agree_to_back_off(trainer: Trainer[TrainState], backoffs_so_far: int) -> None:
     """Over several processes (with back-off allowed): returns once every process has run out of memory too,
     so that all back off together, to the same sizes, before any of them computes on arrays again; raises
     OutOfMemory when one has not within BACK_OFF_WAIT_S (it may be waiting for this one in a collective).
@@ -76,7 +77,7 @@ def agree_to_back_off(trainer: Trainer, backoffs_so_far: int) -> None:
                           f"s, so it cannot back off; lower {config.algo}.num_envs or use --num-envs auto") from None
 
 
-def smaller(trainer: Trainer, message: str, progress: Progress, where: str) -> BackOff:
+def smaller(trainer: Trainer[TrainState], message: str, progress: Progress, where: str) -> BackOff:
     """`trainer` rebuilt at the next smaller valid sizes after an out-of-memory error (`message`) while creating
     the starting state (`where` 'init') or at `progress`'s iteration ('step'); raises OutOfMemory where there are
     none (or back-off is off)."""
@@ -94,13 +95,13 @@ def smaller(trainer: Trainer, message: str, progress: Progress, where: str) -> B
     reason = f"out of memory at num_envs={old.num_envs} ({doing}); backed off to {changed}"
     plan = trainer.plan.with_sizes(sizes, trainer.config, (progress.iteration, progress.env_steps), reason)
     forget_programs()  # memory is short: release programs kept for other seeds
-    event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
-             "from": old._asdict(), "to": sizes._asdict(), "error": message.splitlines()[0][:300]}
+    event: Event = {"event": "out_of_memory_backoff", "iteration": progress.iteration, "env_steps": progress.env_steps,
+                    "from": {**old._asdict()}, "to": {**sizes._asdict()}, "error": message.splitlines()[0][:300]}
     return BackOff(Trainer.build(trainer.config, plan, env=trainer.env), event, reason)
 
 
-def recover(message: str, stepper: Stepper, lanes: Sequence[tuple[Trainer, RunDir]], start: Start,
-            events: list[dict[str, Any]]) -> Recovery:
+def recover(message: str, stepper: Stepper[TrainState], lanes: Sequence[tuple[Trainer[TrainState], RunDir]], start: Start,
+            events: list[Event]) -> Recovery:
     """After an out-of-memory error in an iteration (or its compile): every process agrees, each lane's last good
     state is read (`last_good_state`), the trainer rebuilt smaller and every state resized to it. `lanes`: each
     lane's trainer (its config) and run directory; `events`: the run's events so far (each returned progress holds
@@ -119,7 +120,7 @@ def recover(message: str, stepper: Stepper, lanes: Sequence[tuple[Trainer, RunDi
     return Recovery(rebuilt, rebuilt.stack(states), [progress for _, progress in goods], backed)
 
 
-def last_good_state(trainer: Trainer, run_dir: RunDir, start: Start) -> tuple[Any, Progress]:
+def last_good_state(trainer: Trainer[TrainState], run_dir: RunDir, start: Start) -> tuple[TrainState, Progress]:
     """One lane's `start`: its host copy of the session's starting state when kept, else the newest checkpoint (at
     or past the session's start), read with the sizes its own record names (a second back-off can come before the
     first one's sizes were saved) and its replay buffer refilled if it was saved without one. The counters are a
@@ -131,6 +132,7 @@ def last_good_state(trainer: Trainer, run_dir: RunDir, start: Start) -> tuple[An
 
         restored, state, meta = restore_newest(run_dir, trainer.config, env=trainer.env)  # not loaded again
         if dropped_leaves(meta):
+            assert restored.learner.refill is not None, "only a state that can be refilled leaves rows out"
             state = restored.learner.refill(state)
         return state, Progress.from_record(meta.progress)
     return jax.tree.map(jax.numpy.asarray, start_state), start_progress.copy()

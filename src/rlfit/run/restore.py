@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlfit.checkpoints.format import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint, list_steps,
+from rlfit.checkpoints.format import (CheckpointMeta, CheckpointMismatch, CorruptCheckpoint,
                                       load_checkpoint, read_meta)
 from rlfit.checkpoints.metrics_copy import repair_metrics
 from rlfit.config.schema import Config, from_layers, read_yaml
 from rlfit.errors import UserError
 from rlfit.planning.plan import make_plan, sizes_from_dict
-from rlfit.rundir.layout import RunDir, write_atomic, write_json
+from rlfit.rundir.atomic import write_atomic
+from rlfit.rundir.layout import RunDir, list_steps, write_json
+
+if TYPE_CHECKING:
+    from rlfit.algos.contract import Sizes, TrainState
+    from rlfit.run.trainer import Environment, Trainer
 
 
 # Keys that may differ between the run and the resumed session; all others must match.
@@ -59,7 +64,7 @@ EARLIER_VALUES = {("env", "randomization"): "off"}
 the key's default: runs before domain randomization trained on the nominal model)."""
 
 
-def as_saved(layer: dict) -> dict:
+def as_saved(layer: dict[str, Any]) -> dict[str, Any]:
     """A saved config (a checkpoint's record or config.yaml) with EARLIER_VALUES for the keys it lacks."""
     layer = {section: dict(keys) if isinstance(keys, dict) else keys for section, keys in layer.items()}
     for (section, key), value in EARLIER_VALUES.items():
@@ -115,7 +120,7 @@ def read_newest_meta(directory: RunDir) -> CheckpointMeta | None:
 
 
 def restore_newest(directory: RunDir, config: Config, at_most: int | None = None,
-                   env: Any = None) -> tuple[Any, Any, CheckpointMeta]:
+                   env: Environment | None = None) -> tuple[Trainer[TrainState], TrainState, CheckpointMeta]:
     """(trainer, state, meta) from the newest checkpoint that verifies (of iteration `at_most` or before, when
     given), each with the sizes it was saved with, built on `env` (the environment already loaded; None: loaded
     here, once).
@@ -125,7 +130,7 @@ def restore_newest(directory: RunDir, config: Config, at_most: int | None = None
     from rlfit.run.trainer import Trainer
 
     steps = [step for step in list_steps(directory.checkpoints) if at_most is None or step <= at_most]
-    trainers: dict[Any, Any] = {}
+    trainers: dict[Sizes, Trainer[TrainState]] = {}
     problems = []
     for iteration in reversed(steps):
         meta = read_meta(directory.checkpoints, iteration)

@@ -30,8 +30,10 @@ from rlfit.run.progress import Progress
 from rlfit.run.restore import (checked_config, differences, read_newest_meta, read_saved_config, restore_newest,
                                rewind_run_dir, warn)
 from rlfit.run.summary_record import SessionSummary
+from rlfit.algos.contract import TrainState
 from rlfit.run.trainer import Trainer
-from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_atomic, write_json
+from rlfit.rundir.atomic import write_atomic
+from rlfit.rundir.layout import RunDir, lock_run_dir, open_run, write_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     open_planned(config)
     trainer, state, meta = restore_newest(directory, config)
     if dropped_leaves(meta):
+        assert trainer.learner.refill is not None, "only a state that can be refilled leaves rows out"
         state = trainer.learner.refill(state)
         warn(f"rlfit: checkpoint {meta.iteration} was saved without its replay buffer (run.checkpoint_replay=false): "
              "collected again as at the start; from here the run is not bit-identical to an uninterrupted one")
@@ -88,7 +91,7 @@ def continue_run(directory: RunDir, record: CheckpointMeta, request: Request, qu
     return execute(lane.trainer, directory, state, lane.progress, quiet=quiet, live=live)
 
 
-def continued_lane(directory: RunDir, trainer: Trainer, config: Config, meta: CheckpointMeta,
+def continued_lane(directory: RunDir, trainer: Trainer[TrainState], config: Config, meta: CheckpointMeta,
                    note: dict[str, Any] | None = None) -> LaneSpec:
     """The lane that continues `directory` from checkpoint `meta` (restored as `trainer`'s) to `config`'s total:
     its plan from the checkpoint's sizes, refused in one line where the run is there already, and the run

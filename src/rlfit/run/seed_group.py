@@ -24,46 +24,49 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import StateT, StepMetrics, TreeT
 from rlfit.hardware.compile_log import ProgramCompile, timed_compile
 from rlfit.hardware.jax_setup import compile_ahead
-from rlfit.run.evaluate import EvalMetrics, eval_key, make_evaluator
-from rlfit.run.trainer import PROGRAM_NAMES, Compiled, Trainer, seed_argument, seed_is_traced
+from rlfit.run.evaluate import EvalMetrics, Evaluation, eval_key, make_evaluator
+from rlfit.run.trainer import PROGRAM_NAMES, Compiled, Iteration, Trainer, seed_argument, seed_is_traced
 
 
-def stack(trees: Sequence[Any]) -> Any:
+def stack(trees: Sequence[TreeT]) -> TreeT:
     """Pytrees of equal structure -> one pytree whose leaves gain a leading axis [len(trees), ...]."""
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+    stacked: TreeT = jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+    return stacked
 
 
-def lane(tree: Any, index: int) -> Any:
+def lane(tree: TreeT, index: int) -> TreeT:
     """The `index`-th slice of every leaf's leading axis."""
-    return jax.tree.map(lambda leaf: leaf[index], tree)
+    sliced: TreeT = jax.tree.map(lambda leaf: leaf[index], tree)
+    return sliced
 
 
 @dataclass
-class SeedGroup:
+class SeedGroup(Generic[StateT]):
     """A Trainer's learner and evaluator over `seeds`, compiled once for all of them."""
 
-    trainer: Trainer
+    trainer: Trainer[StateT]
     seeds: tuple[int, ...]
     reused: bool = False
     """The programs were compiled for another group of the same size in this process (`with_seeds`)."""
-    _step: Any = None
-    _evaluate: Any = None
+    _step: Iteration[StateT] | None = None
+    _evaluate: Evaluation | None = None
     _records: list[ProgramCompile] = field(default_factory=list)
 
     @classmethod
-    def build(cls, trainer: Trainer, seeds: Sequence[int]) -> SeedGroup:
+    def build(cls, trainer: Trainer[StateT], seeds: Sequence[int]) -> SeedGroup[StateT]:
         if len(set(seeds)) != len(seeds) or not seeds:
             raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
-        return cls(trainer, tuple(int(s) for s in seeds))
+        return SeedGroup(trainer, tuple(int(s) for s in seeds))
 
-    def init(self) -> Any:
+    def init(self) -> StateT:
         """The stacked fresh states of every seed, each made by the program that makes a solo run's (one compile,
         or a program-store and compile-cache hit, for all the seeds)."""
         shared = None  # one program for every int32 seed; a seed outside int32 is built into a program of its own
@@ -77,11 +80,12 @@ class SeedGroup:
             states.append(program(seed_argument(seed)))
         return stack(states)
 
-    def abstract_state(self) -> Any:
+    def abstract_state(self) -> StateT:
         """The stacked state's shapes and dtypes, nothing allocated."""
-        return jax.eval_shape(lambda: stack([self.trainer.learner.init(seed) for seed in self.seeds]))
+        shapes: StateT = jax.eval_shape(lambda: stack([self.trainer.learner.init(seed) for seed in self.seeds]))
+        return shapes
 
-    def compile(self, state: Any | None = None) -> float:
+    def compile(self, state: StateT | None = None) -> float:
         """Compiles the vmapped step (state donated) and evaluator for `state`'s shapes (default: the abstract
         state); returns the seconds it took."""
         trainer, learner = self.trainer, self.trainer.learner
@@ -103,7 +107,7 @@ class SeedGroup:
         self.reused = False
         return time.perf_counter() - started
 
-    def with_seeds(self, seeds: Sequence[int]) -> SeedGroup:
+    def with_seeds(self, seeds: Sequence[int]) -> SeedGroup[StateT]:
         """The same group for other seeds, sharing the compiled programs when the count is the same."""
         other = SeedGroup.build(self.trainer, seeds)
         if len(other.seeds) == len(self.seeds) and self._step is not None:
@@ -111,62 +115,66 @@ class SeedGroup:
         return other
 
     @property
-    def compiled_step(self) -> Any:
+    def compiled_step(self) -> Iteration[StateT] | None:
         """The compiled vmapped step (its `memory_analysis()` is the planner's check), None before compiling."""
         return self._step
 
-    def step(self, state: Any) -> tuple[Any, Any]:
+    def step(self, state: StateT) -> tuple[StateT, StepMetrics]:
         if self._step is None:
             self.compile(state)
-        return self._step(state)
+        return cast(Iteration[StateT], self._step)(state)  # compiled above
 
-    def evaluate(self, state: Any, iteration: int) -> EvalMetrics:
+    def evaluate(self, state: StateT, iteration: int) -> EvalMetrics:
         """Every seed's evaluation (each field [num_seeds]), with each seed's own evaluation key at `iteration`
         (the key a solo run uses)."""
         if self._evaluate is None:
             self.compile(state)
-        return self._evaluated(self._evaluate, state, iteration)
+        return self._evaluated(cast(Evaluation, self._evaluate), state, iteration)  # compiled above
 
-    def _evaluated(self, evaluate: Callable[..., EvalMetrics], state: Any, iteration: int) -> EvalMetrics:
+    def _evaluated(self, evaluate: Evaluation, state: StateT, iteration: int) -> EvalMetrics:
         policy_params, stats = jax.vmap(self.trainer.learner.acting)(state)
         keys = jnp.stack([eval_key(seed, iteration) for seed in self.seeds])
         return evaluate(policy_params, stats, keys)
 
     # The host loop's `Stepper`.
 
-    def starting_state(self, say: Callable[[str], None] | None, total: int) -> tuple[Any, ProgramCompile | None]:
+    def starting_state(self, say: Callable[[str], None] | None, total: int) -> tuple[StateT, ProgramCompile | None]:
         return self.init(), None
 
-    def programs(self, state: Any | None, say: Callable[[str], None] | None, total: int) -> Compiled:
+    def programs(self, state: StateT | None, say: Callable[[str], None] | None, total: int) -> Compiled[StateT]:
         """The compiled step and evaluation (compiled here unless they are for `state`'s shapes already), as the
         loop takes a single run's; `reused` when another group of this size compiled them."""
         if self._step is None:
             self.compile(state)
-        return Compiled(_done(self._step), _done(self._evaluate),
+        return Compiled(_done(cast(Iteration[StateT], self._step)), _done(cast(Evaluation, self._evaluate)),
                         self.abstract_of(state if state is not None else self.abstract_state()),
                         list(self._records), self.reused)
 
-    def evaluate_lanes(self, compiled: Compiled, state: Any, iteration: int) -> EvalMetrics:
+    def evaluate_lanes(self, compiled: Compiled[StateT], state: StateT, iteration: int) -> EvalMetrics:
         return self._evaluated(compiled.evaluate, state, iteration)
 
-    def place(self, state: Any) -> Any:
+    def place(self, state: StateT) -> StateT:
         return state
 
-    def abstract_of(self, state: Any) -> Any:
-        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+    def abstract_of(self, state: StateT) -> StateT:
+        abstract: StateT = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+        return abstract
 
-    def lane(self, tree: Any, index: int) -> Any:
+    def lane(self, tree: TreeT, index: int) -> TreeT:
         return lane(tree, index)
 
-    def stack(self, trees: Sequence[Any]) -> Any:
+    def stack(self, trees: Sequence[StateT]) -> StateT:
         return stack(trees)
 
-    def rebuilt(self, trainer: Trainer) -> SeedGroup:
+    def rebuilt(self, trainer: Trainer[StateT]) -> SeedGroup[StateT]:
         return SeedGroup.build(trainer, self.seeds)
 
 
-def _done(value: Any) -> Future:
+ProgramT = TypeVar("ProgramT")
+
+
+def _done(value: ProgramT) -> Future[ProgramT]:
     """`value` as a finished future (a group's programs are compiled before the loop starts)."""
-    future: Future = Future()
+    future: Future[ProgramT] = Future()
     future.set_result(value)
     return future

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from rlfit.algos.contract import TrainState
 from rlfit.config.schema import DEFAULT_ENV, Config, resolve
 from rlfit.planning.plan import Plan
 from rlfit.planning.preset import PresetChoice, choose_preset
-from rlfit.run.trainer import Trainer
+from rlfit.run.trainer import Environment, Trainer
 from rlfit.run.lanes import LaneSpec, train_lanes
 from rlfit.run.loop import RunResult
 from rlfit.run.progress import Progress
@@ -89,7 +89,7 @@ def train_config(config: Config, plan: Plan, run_dir: str | Path | None = None, 
     return train_planned(config, plan, run_dir, quiet=quiet, live=live, note=note)
 
 
-def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None, *, env: Any = None,
+def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None, *, env: Environment | None = None,
                   quiet: bool = True, live: bool | None = None, note: str | None = None) -> RunResult:
     """`train_config` once the process is set up (`rlfit.run.opener`): `env` is the environment planning loaded
     (None: loaded here), so that a process loads it once."""
@@ -109,7 +109,7 @@ def train_planned(config: Config, plan: Plan, run_dir: str | Path | None = None,
         return execute(trainer, directory, quiet=quiet, live=live)
 
 
-def execute(trainer: Trainer, directory: RunDir, state: Any = None, progress: Progress | None = None, *,
+def execute(trainer: Trainer[TrainState], directory: RunDir, state: TrainState | None = None, progress: Progress | None = None, *,
             quiet: bool = True, live: bool | None = None) -> RunResult:
     """Runs `trainer` in `directory` from `state`/`progress` (fresh when None): a run is one lane
     (`rlfit.run.lanes.train_lanes`: sinks, checkpoints, signals), with the console unless `quiet`.
@@ -133,8 +133,9 @@ def execute(trainer: Trainer, directory: RunDir, state: Any = None, progress: Pr
 
 
 def summary_line(result: RunResult) -> str:
-    s = result.summary
-    reward = "n/a" if s["final_eval_reward"] is None else f"{s['final_eval_reward']:.1f}"
-    speed = "n/a" if s["sps_mean"] is None else f"{s['sps_mean']:,.0f}"  # None: no step this session
-    return (f"done: eval reward {reward} after {s['env_steps']:,} steps; train {s['train_wall_s']:.1f}s "
-            f"({speed} steps/s), compile {s['compile_s']:.1f}s; run dir {result.run_dir.path}")
+    s = result.record
+    assert s is not None, "a single run's result has its summary"
+    reward = "n/a" if s.final_eval_reward is None else f"{s.final_eval_reward:.1f}"
+    speed = "n/a" if s.sps_mean is None else f"{s.sps_mean:,.0f}"  # None: no step this session
+    return (f"done: eval reward {reward} after {s.env_steps:,} steps; train {s.train_wall_s:.1f}s "
+            f"({speed} steps/s), compile {s.compile_s:.1f}s; run dir {result.run_dir.path}")

@@ -44,7 +44,7 @@ class StopFlag:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 

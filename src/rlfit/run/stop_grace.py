@@ -31,11 +31,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Generic, Protocol, Self, TypeVar
 
 import jax
 import numpy as np
 
+from rlfit.algos.contract import TrainState
 from rlfit.console import warn_line
 from rlfit.run.signals import EXIT_CODES
 
@@ -49,20 +50,35 @@ def reserve_s(grace_s: float, slowest_save_s: float) -> float:
     return min(grace_s / 2, max(RESERVE_MIN_S, 2 * slowest_save_s))
 
 
-def host_copy(state: Any) -> Any:
+def host_copy(state: TrainState) -> TrainState:
     """A copy of `state`'s arrays in host memory (numpy), independent of the device buffers (which the next
     iteration may donate and overwrite)."""
-    return jax.tree.map(lambda leaf: np.array(leaf, copy=True), jax.device_get(state))
+    copy: TrainState = jax.tree.map(lambda leaf: np.array(leaf, copy=True), jax.device_get(state))
+    return copy
 
 
-class GraceWatch:
+class Counters(Protocol):
+    """What the watcher reads of the counters a save writes (the loop's `LanesAt`)."""
+
+    @property
+    def iteration(self) -> int:
+        """The last finished iteration."""
+
+    def copy(self) -> Self:
+        """A copy the running loop does not change."""
+
+
+CountersT = TypeVar("CountersT", bound=Counters)
+
+
+class GraceWatch(Generic[CountersT]):
     """Keeps the last finished iteration on the host when iterations outlast the grace, and saves it when a stop
     cannot wait for the running iteration. `save(host_state, progress, reason)` writes the checkpoint (where
     `host_state` is not None: a copy newer than the newest checkpoint) and the summary; it runs on the watcher
     thread, under `jax.default_device(cpu)`, and the watcher then ends the process."""
 
-    def __init__(self, grace_s: float, budget_s: float | None, save: Callable[[Any, Any, str], None],
-                 say: Callable[[str], None], saved_iteration: int | None = None, start: Any = None,
+    def __init__(self, grace_s: float, budget_s: float | None, save: Callable[[TrainState | None, CountersT, str], None],
+                 say: Callable[[str], None], saved_iteration: int | None = None, start: CountersT | None = None,
                  exit_process: Callable[[int], None] = os._exit) -> None:
         self.grace_s = grace_s
         self.budget_s = budget_s
@@ -74,7 +90,8 @@ class GraceWatch:
         self.keeps_copies = False
         self.copy_s_max = 0.0
         self.slowest_save_s = 0.0
-        self._copy: tuple[Any, Any] = (None, start)  # (host state or None, progress) of the last finished iteration
+        # (host state or None, progress) of the last finished iteration
+        self._copy: tuple[TrainState | None, CountersT | None] = (None, start)
         self._saved_iteration = saved_iteration  # the newest checkpoint's iteration
         self._iteration_started = time.monotonic()
         self._iteration_s = 0.0  # the last iteration's seconds, evaluation and save included
@@ -106,7 +123,7 @@ class GraceWatch:
     def iteration_started(self) -> None:
         self._iteration_started = time.monotonic()
 
-    def iteration_ended(self, state: Any, progress: Any, saved: bool) -> None:
+    def iteration_ended(self, state: TrainState, progress: CountersT, saved: bool) -> None:
         """After an iteration (its evaluation and scheduled save done): from the second iteration on, keeps a host
         copy when iterations are longer than the grace allows. `progress`: the counters the save writes (its
         `iteration`, and `copy()`); `saved`: this iteration's checkpoint was written."""
@@ -130,7 +147,7 @@ class GraceWatch:
         """The main thread handles the stop itself (call with `lock` held): the watcher stands down."""
         self._handled = True
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, float | bool]:
         """summary.json's `stop_grace`."""
         return {"grace_s": self.grace_s, "host_copies": self.keeps_copies, "copy_s_max": self.copy_s_max}
 
@@ -184,6 +201,7 @@ class GraceWatch:
             return
         state, progress = self._copy
         newer = state is not None and progress is not None and progress.iteration != self._saved_iteration
+        assert progress is not None, "the loop starts the watcher with its counters"
         with jax.default_device(jax.devices("cpu")[0]):
             self._save(state if newer else None, progress, reason)  # the checkpoint where newer, the summary
         where = (f"saved iteration {progress.iteration}, the last finished" if newer else

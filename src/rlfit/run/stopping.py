@@ -9,9 +9,12 @@ reached its target. Pure host-side rules on a few numbers; the runner asks them 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlfit.config.values import parse_duration, parse_reward
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import RunConfig
 
 TIME_BUDGET_SAFETY = 1.5
 """The next iteration starts only if 1.5 x (the slowest iteration + evaluation + checkpoint seen) still fits."""
@@ -27,7 +30,7 @@ class StopRules:
     target_reward: float | None = None
 
     @classmethod
-    def from_config(cls, run: Any) -> StopRules:
+    def from_config(cls, run: RunConfig) -> StopRules:
         return cls(parse_duration(run.time_budget, "run.time_budget"), run.early_stop_patience,
                    run.early_stop_min_delta, parse_reward(run.target_reward, "run.target_reward"))
 

@@ -10,16 +10,19 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlfit.algos.contract import PyTree, TrainState
+from rlfit.config.schema import Config
 from rlfit.envs.observation_set import observation_set_of
 from rlfit.hardware.compile_log import ProgramCompile
 from rlfit.hardware.probe import peak_bytes_in_use
+from rlfit.planning.plan import Plan
 from rlfit.run.progress import Progress
-from rlfit.run.trainer import Trainer
+from rlfit.run.trainer import Environment, Trainer
 from rlfit.run.summary_record import RunSummary
 from rlfit.versions import package_versions
 
 
-def params_digest(params: Any) -> str:
+def params_digest(params: PyTree) -> str:
     """sha256 of the parameters' bytes, leaf by leaf in tree order."""
     digest = hashlib.sha256()
     for leaf in jax.tree.leaves(jax.device_get(params)):
@@ -27,13 +30,13 @@ def params_digest(params: Any) -> str:
     return digest.hexdigest()
 
 
-def config_total_steps(config: Any, plan: Any) -> int:
+def config_total_steps(config: Config, plan: Plan) -> int:
     """Env steps the run will have made at its last iteration (for progress display)."""
     return max(config.run.num_timesteps, plan.num_iterations * plan.env_steps_per_iteration)
 
 
-def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: float, compile_reused: bool,
-                init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
+def run_summary(trainer: Trainer[TrainState], state: TrainState | None, progress: Progress, *, compile_s: float,
+                compile_reused: bool, init_s: float, train_wall_s: float, session_steps: int, eval_s: float,
                 stopped_by: str | None, programs: tuple[ProgramCompile, ...] = (),
                 time_to_first_step_s: float | None = None, compile_wait_s: float = 0.0) -> RunSummary:
     """The summary of a session of `trainer`'s run that ended at `state`/`progress`. `programs`: each compiled
@@ -69,13 +72,13 @@ def run_summary(trainer: Trainer, state: Any, progress: Progress, *, compile_s: 
     )
 
 
-def observation_record(env: Any) -> dict[str, Any] | None:
+def observation_record(env: Environment) -> dict[str, Any] | None:
     """summary.json's `observation_set`: the `robot` set `env` applies, or None for the environment's own."""
     chosen = observation_set_of(env)
     return None if chosen is None else chosen.to_dict()
 
 
-def where_it_ran(trainer: Trainer) -> dict[str, Any]:
+def where_it_ran(trainer: Trainer[TrainState]) -> dict[str, Any]:
     """summary.json's fields on the devices and sizes of `trainer`'s run, with each local device's peak memory."""
     plan = trainer.plan
     peaks = [peak for peak in map(peak_bytes_in_use, trainer.layout.local_devices()) if peak is not None]

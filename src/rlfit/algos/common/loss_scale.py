@@ -10,10 +10,12 @@ every algorithm trains fp16 through `gradients_with` and `select`/`adjust`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar
 
 import jax
 import jax.numpy as jnp
+
+from rlfit.algos.contract import PyTree, TreeT
 
 INITIAL_SCALE = 2.0**15
 GROWTH_INTERVAL = 200
@@ -34,12 +36,13 @@ def init_loss_scale(scale: float = INITIAL_SCALE) -> LossScale:
     return LossScale(jnp.asarray(scale, jnp.float32), jnp.asarray(0, jnp.int32))
 
 
-def unscale(grads: Any, loss_scale: LossScale) -> Any:
+def unscale(grads: TreeT, loss_scale: LossScale) -> TreeT:
     """Gradients of the scaled loss divided back to the loss's own scale (same tree, same dtypes)."""
-    return jax.tree.map(lambda g: g / loss_scale.scale.astype(g.dtype), grads)
+    unscaled: TreeT = jax.tree.map(lambda g: g / loss_scale.scale.astype(g.dtype), grads)
+    return unscaled
 
 
-def all_finite(tree: Any) -> jax.Array:
+def all_finite(tree: PyTree) -> jax.Array:
     """[] bool: True when no leaf holds a NaN or infinity."""
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
@@ -52,34 +55,58 @@ def adjust(loss_scale: LossScale, finite: jax.Array) -> LossScale:
     return LossScale(jnp.clip(scale, MIN_SCALE, MAX_SCALE).astype(jnp.float32), steps.astype(jnp.int32))
 
 
-def select(finite: jax.Array, updated: Any, kept: Any) -> Any:
+def select(finite: jax.Array, updated: TreeT, kept: TreeT) -> TreeT:
     """`updated` where `finite`, else `kept` (leaf by leaf; the skipped update leaves no trace)."""
-    return jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, kept)
+    selected: TreeT = jax.tree.map(lambda new, old: jnp.where(finite, new, old), updated, kept)
+    return selected
 
 
-def gradients_with(loss_fn: Callable[..., tuple[jax.Array, Any]], loss_scale: LossScale | None):
+ParamsT = TypeVar("ParamsT", bound=PyTree)
+AuxT = TypeVar("AuxT")
+LossArgs = ParamSpec("LossArgs")
+
+
+def gradients_with(loss_fn: Callable[Concatenate[ParamsT, LossArgs], tuple[jax.Array, AuxT]], loss_scale: LossScale | None
+                   ) -> Callable[Concatenate[ParamsT, LossArgs], tuple[ParamsT, jax.Array, AuxT, jax.Array]]:
     """`args -> (gradients with respect to the first argument, loss, aux, [] bool: finite)` for
     `loss_fn(*args) -> (loss, aux)`: through the loss scale when there is one (the loss scaled before
     differentiation, the gradients unscaled after; finite: no gradient overflowed), directly otherwise (finite
     is then True and the NaN guard judges)."""
 
-    def gradients(*args: Any) -> tuple[Any, jax.Array, Any, jax.Array]:
+    def gradients(params: ParamsT, /, *args: LossArgs.args, **kwargs: LossArgs.kwargs
+                  ) -> tuple[ParamsT, jax.Array, AuxT, jax.Array]:
+        grads: ParamsT
+        loss: jax.Array
+        aux: AuxT
         if loss_scale is None:
-            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(*args)
+            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *args, **kwargs)
             return grads, loss, aux, jnp.asarray(True)
 
-        def scaled(*inner: Any) -> tuple[jax.Array, tuple[jax.Array, Any]]:
-            loss, aux = loss_fn(*inner)
+        def scaled(inner: ParamsT, /, *more: LossArgs.args, **named: LossArgs.kwargs
+                   ) -> tuple[jax.Array, tuple[jax.Array, AuxT]]:
+            loss, aux = loss_fn(inner, *more, **named)
             return loss * loss_scale.scale, (loss, aux)
 
-        grads, (loss, aux) = jax.grad(scaled, has_aux=True)(*args)
+        grads, (loss, aux) = jax.grad(scaled, has_aux=True)(params, *args, **kwargs)
         grads = unscale(grads, loss_scale)
         return grads, loss, aux, all_finite(grads)
 
     return gradients
 
 
-def loss_scale_row(metrics: Any) -> dict[str, Any]:
+class LossScaleMetrics(Protocol):
+    """What `loss_scale_row` reads of an iteration's metrics."""
+
+    @property
+    def loss_scale(self) -> jax.Array:
+        """[] the scale at the iteration's end (0 without fp16)."""
+
+    @property
+    def skipped_updates(self) -> jax.Array:
+        """[] updates skipped for an overflow."""
+
+
+def loss_scale_row(metrics: LossScaleMetrics) -> dict[str, float | int]:
     """The metrics.jsonl fields of an iteration's `loss_scale` and `skipped_updates` ({} without fp16)."""
     if float(metrics.loss_scale) <= 0:
         return {}

@@ -10,11 +10,12 @@ shared with SAC (`rlfit.algos.offpolicy.learner`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import jax
 
-from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan, Variables
 from rlfit.algos.fasttd3.networks import make_fasttd3_networks
 from rlfit.algos.fasttd3.planning import MEMORY_RULES
 from rlfit.algos.fasttd3.step import (FastTD3Metrics, FastTD3State, draw_noise_std, init_fasttd3_state,
@@ -43,7 +44,7 @@ def metrics_row(metrics: FastTD3Metrics) -> dict[str, float | int]:
 
 
 def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
-          ) -> Learner[FastTD3State, FastTD3Metrics, PyTree]:
+          ) -> Learner[FastTD3State, FastTD3Metrics, Variables]:
     if train_env.action_space.discrete:
         raise UserError(f"algo: fasttd3 acts with continuous actions and '{config.env.name}' has "
                         f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
@@ -51,7 +52,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     settings = sized_config(config.fasttd3, sizes)
     networks = make_fasttd3_networks(obs_example, int(train_env.action_size), settings, plan.precision)
     optimizers = make_optimizers(settings)
-    filled = make_filled(train_env, settings)
+    filled: Callable[[FastTD3State], FastTD3State] = make_filled(train_env, settings)
 
     def init(seed: int) -> FastTD3State:
         return filled(init_fasttd3_state(train_env, networks, optimizers, settings, seed))
@@ -74,12 +75,18 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
         resize=resize,
         stored_rows=parts.stored_rows,
         refill=parts.refill,
-        env_axes=lambda state: parts.env_axes(state)._replace(noise_std=0),  # one std per environment
+        env_axes=lambda state: axes_with_noise_std(parts.env_axes(state)),
         ynn_fusions=False,  # many small matrix products, as SAC's
     )
 
 
-ALGORITHM = Algorithm(
+def axes_with_noise_std(axes: PyTree) -> PyTree:
+    """The shared environment axes of a state (a `FastTD3State` of axis numbers) with one noise std per environment."""
+    state_axes = cast(FastTD3State, axes)  # the shared parts keep the state's NamedTuple
+    return state_axes._replace(noise_std=0)  # type: ignore[arg-type]  # an axes tree holds axis numbers, not arrays
+
+
+ALGORITHM: Algorithm[ReplaySizes, FastTD3State, FastTD3Metrics, Variables] = Algorithm(
     name="fasttd3",
     sizes_type=ReplaySizes,
     config_sizes=lambda config: section_sizes(config.fasttd3),

@@ -7,10 +7,13 @@ Pure Python (no JAX): `rlfit.config.schema` reads it to build and check a config
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlfit.config.rules import ACTIVATIONS
 from rlfit.errors import UserError
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ PLAYGROUND_HUMANOIDS = ("G1JoystickFlatTerrain", "G1JoystickRoughTerrain", "T1Jo
                         "T1JoystickRoughTerrain")
 """Playground's humanoids, FastTD3's showcase: MuJoCoPlaygroundArgs unchanged."""
 
-PLAYGROUND_SETTINGS: dict[str, Any] = {
+PLAYGROUND_SETTINGS: dict[str, object] = {
     "num_envs": 1024, "batch_size": 32768, "discounting": 0.97, "v_min": -10.0, "v_max": 10.0, "n_step": 1,
     "num_atoms": 101, "max_replay_size": 1024 * 10 * 1024, "min_replay_size": 10 * 1024, "tau": 0.1,
     "grad_updates_per_step": 2, "policy_delay": 2, "std_min": 0.001, "std_max": 0.4, "policy_noise": 0.001,
@@ -130,7 +133,7 @@ Checked against `fast_td3/hyperparams.py` in every version of FastTD3's reposito
 the table, and what rlfit does differently."""
 
 
-PLAYGROUND_TASKS: dict[str, dict[str, Any]] = {
+PLAYGROUND_TASKS: dict[str, dict[str, object]] = {
     **{name: {} for name in PLAYGROUND_HUMANOIDS},
     **{name: {"std_min": 0.2, "std_max": 0.8, "policy_noise": 0.2, "grad_updates_per_step": 8}
        for name in ("Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain", "Go1Getup")},
@@ -143,14 +146,14 @@ PLAYGROUND_TASKS: dict[str, dict[str, Any]] = {
 MuJoCoPlaygroundArgs (PLAYGROUND_SETTINGS)."""
 
 
-def published(env_name: str) -> dict[str, dict[str, Any]]:
+def published(env_name: str) -> dict[str, dict[str, object]]:
     """FastTD3's published settings for `env_name` as a config layer ({} where it publishes none)."""
     if env_name not in PLAYGROUND_TASKS:
         return {}
     return {"fasttd3": {**PLAYGROUND_SETTINGS, **PLAYGROUND_TASKS[env_name]}}
 
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+PRESETS: dict[str, dict[str, dict[str, object]]] = {
     # Minutes on a 2-core CPU: few environments, small networks and batches. DM Control's rewards lie in [0, 1]
     # per step, so discounted returns lie in [0, 100] at gamma 0.99: the atoms cover [-10, 110].
     "quick": {
@@ -185,7 +188,7 @@ SECTION = FastTD3Config
 TITLE = "FastTD3"
 
 
-def check(config: Any) -> None:
+def check(config: Config) -> None:
     """FastTD3's rules (one-line UserErrors): valid hyperparameters, vector observations, fp32 or bf16."""
     check_fasttd3_config(config.fasttd3)
     if config.env.observation != "state":

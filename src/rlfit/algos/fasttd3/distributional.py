@@ -38,12 +38,13 @@ def project(probs: jax.Array, reward: jax.Array, bootstrap: jax.Array, support: 
     lower_mass = probs * (upper - position + on_atom)
     upper_mass = probs * (position - lower)
 
-    def one(lower_i, upper_i, lower_mass_i, upper_mass_i):
+    def one(lower_i: jax.Array, upper_i: jax.Array, lower_mass_i: jax.Array, upper_mass_i: jax.Array) -> jax.Array:
         projected = jnp.zeros((num_atoms,), probs.dtype)
         projected = projected.at[lower_i.astype(jnp.int32)].add(lower_mass_i)
         return projected.at[upper_i.astype(jnp.int32)].add(upper_mass_i)
 
-    return jax.vmap(one)(lower, upper, lower_mass, upper_mass)
+    projected: jax.Array = jax.vmap(one)(lower, upper, lower_mass, upper_mass)
+    return projected
 
 
 def cross_entropy(target: jax.Array, logits: jax.Array) -> jax.Array:

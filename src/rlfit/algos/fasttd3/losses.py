@@ -5,11 +5,12 @@ Shapes: B = batch, A = action size, K = atoms; critics' logits [B, 2, K].
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation, Variables
 from rlfit.algos.fasttd3.distributional import cross_entropy, expected_value, project
 from rlfit.algos.fasttd3.networks import FastTD3Networks
 from rlfit.algos.fasttd3.nstep import NStepBatch
@@ -38,7 +39,7 @@ def pick_critic(values: jax.Array, distributions: jax.Array, clipped_double_q: b
     return jnp.where(first, distributions[:, 0], distributions[:, 1])
 
 
-def critic_target(policy_params: Any, target_q_params: Any, networks: FastTD3Networks, batch: NStepBatch,
+def critic_target(policy_params: Variables, target_q_params: Variables, networks: FastTD3Networks, batch: NStepBatch,
                   key: jax.Array, settings: TargetSettings) -> jax.Array:
     """[B, K] the projected target distribution of reward + bootstrap * Z'(s', a'), a' the actor's smoothed
     action at s' and Z' the target critic chosen by `pick_critic` (chosen by the expected value before the
@@ -50,7 +51,7 @@ def critic_target(policy_params: Any, target_q_params: Any, networks: FastTD3Net
     return jax.lax.stop_gradient(project(chosen, batch.reward, batch.bootstrap, networks.support))
 
 
-def critic_loss(q_params: Any, target: jax.Array, networks: FastTD3Networks,
+def critic_loss(q_params: Variables, target: jax.Array, networks: FastTD3Networks,
                 batch: NStepBatch) -> tuple[jax.Array, jax.Array]:
     """([] mean over the batch of the summed cross-entropies of both critics against `target` [B, K],
     [] the critics' mean expected value on the batch)."""
@@ -60,7 +61,7 @@ def critic_loss(q_params: Any, target: jax.Array, networks: FastTD3Networks,
     return loss, jax.lax.stop_gradient(q_mean)
 
 
-def actor_loss(policy_params: Any, q_params: Any, networks: FastTD3Networks, obs: Any,
+def actor_loss(policy_params: Variables, q_params: Variables, networks: FastTD3Networks, obs: Observation,
                clipped_double_q: bool) -> jax.Array:
     """[] -mean over the batch of the smaller (or mean) expected value of the two critics at the actor's action."""
     action = networks.action(policy_params, obs)

@@ -14,11 +14,12 @@ The newest n rows have no complete window yet (their successors are not all stor
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation
 from rlfit.algos.offpolicy.replay import ReplayState
 from rlfit.parallel.mesh import take_by_env
 
@@ -26,14 +27,14 @@ from rlfit.parallel.mesh import take_by_env
 class NStepBatch(NamedTuple):
     """Sampled n-step transitions; leading axis [B]."""
 
-    obs: Any
+    obs: Observation
     action: jax.Array
     """[B, A] the first step's action."""
     reward: jax.Array
     """[B] the discounted sum of the window's rewards."""
     bootstrap: jax.Array
     """[B] what multiplies the value of `next_obs` in the target (gamma^(m + 1) * discount_m)."""
-    next_obs: Any
+    next_obs: Observation
 
 
 class NStepReturn(NamedTuple):
@@ -83,7 +84,7 @@ def sample_nstep(state: ReplayState, key: jax.Array, batch_size: int, n_step: in
     last_slot = jnp.take_along_axis(slots, returns.last[:, None], axis=1)[:, 0]
     following = (row + returns.last + 1) % rows
 
-    def next_obs(buffer, final):
+    def next_obs(buffer: jax.Array, final: jax.Array) -> jax.Array:
         truncated = (last_slot >= 0).reshape((batch_size,) + (1,) * (buffer.ndim - 2))
         return jnp.where(truncated, take_by_env(final, jnp.maximum(last_slot, 0), env),
                          take_by_env(buffer, following, env))

@@ -4,6 +4,12 @@ n_step + 2 policy steps (a complete n-step window and its successor). Pure Pytho
 
 from __future__ import annotations
 
+from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.offpolicy.memory_rules import replay_memory_rules
 
-MEMORY_RULES = replay_memory_rules("fasttd3", lambda settings: settings.n_step + 2)
+def fewest_rows(settings: FastTD3Config) -> int:
+    """The fewest policy steps FastTD3's buffer may hold: an n-step window and two more."""
+    return settings.n_step + 2
+
+
+MEMORY_RULES = replay_memory_rules("fasttd3", fewest_rows)

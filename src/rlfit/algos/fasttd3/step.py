@@ -101,7 +101,8 @@ def make_train_step(env: VecEnv, networks: FastTD3Networks, optimizers: FastTD3O
     gradient_update = make_gradient_update(networks, optimizers, config)
     num_updates, batch_size = config.grad_updates_per_step, config.batch_size
 
-    def one_update(state: FastTD3State, inputs: tuple[NStepBatch, jax.Array]):
+    def one_update(state: FastTD3State, inputs: tuple[NStepBatch, jax.Array]
+                   ) -> tuple[FastTD3State, tuple[UpdateMetrics, jax.Array, jax.Array, jax.Array]]:
         batch, key = inputs
         stats = state.normalizer
         batch = batch._replace(obs=normalize(stats, batch.obs), next_obs=normalize(stats, batch.next_obs))
@@ -113,7 +114,8 @@ def make_train_step(env: VecEnv, networks: FastTD3Networks, optimizers: FastTD3O
         state = state._replace(params=params, opt_state=opt_state, grad_steps=state.grad_steps + ready)
         return state, (metrics, ready, ready & update_actor, finite | ~ready)
 
-    def policy_step(state: FastTD3State, _):
+    def policy_step(state: FastTD3State, _: None
+                    ) -> tuple[FastTD3State, tuple[UpdateMetrics, jax.Array, jax.Array, jax.Array, StepOutput]]:
         key, action_key, noise_key, sample_key, update_key = jax.random.split(state.key, 5)
         action = explore(networks, state, action_key)
         state, out = act_and_store(env, config, state._replace(key=key), action)

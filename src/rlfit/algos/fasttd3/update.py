@@ -7,17 +7,18 @@ The actor's step uses the critics just updated; the target moves by `tau` toward
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from rlfit.algos.contract import Variables
 from rlfit.algos.fasttd3.config import FastTD3Config
 from rlfit.algos.fasttd3.losses import TargetSettings, actor_loss, critic_loss, critic_target
 from rlfit.algos.fasttd3.networks import FastTD3Networks, FastTD3Params
 from rlfit.algos.fasttd3.nstep import NStepBatch
-from rlfit.algos.offpolicy.critics import soft_update
+from rlfit.algos.offpolicy.critics import apply_gradients as apply, soft_update
 from rlfit.algos.common.loss_scale import all_finite
 
 
@@ -31,8 +32,8 @@ class FastTD3Optimizers(NamedTuple):
 class FastTD3OptStates(NamedTuple):
     """The optimizer states of the actor and the critics."""
 
-    policy: Any
-    q: Any
+    policy: optax.OptState
+    q: optax.OptState
 
 
 class UpdateMetrics(NamedTuple):
@@ -54,30 +55,31 @@ def init_opt_states(optimizers: FastTD3Optimizers, params: FastTD3Params) -> Fas
     return FastTD3OptStates(optimizers.policy.init(params.policy), optimizers.q.init(params.q))
 
 
+ActorOutputs = tuple[Variables, optax.OptState, jax.Array, jax.Array]
+"""An actor update's (policy params, optimizer state, loss [], [] bool: gradients finite)."""
+
+
 def make_gradient_update(
     networks: FastTD3Networks, optimizers: FastTD3Optimizers, config: FastTD3Config,
-) -> Callable[..., tuple[FastTD3Params, FastTD3OptStates, UpdateMetrics, jax.Array]]:
+) -> Callable[[FastTD3Params, FastTD3OptStates, NStepBatch, jax.Array, jax.Array],
+              tuple[FastTD3Params, FastTD3OptStates, UpdateMetrics, jax.Array]]:
     """(params, optimizer states, normalized batch [B], key, [] bool: update the actor) -> (params, optimizer
     states, metrics, [] bool: every loss and gradient finite)."""
     settings = TargetSettings(config.policy_noise, config.noise_clip, config.clipped_double_q)
 
-    def apply(optimizer: optax.GradientTransformation, grads: Any, opt_state: Any, params: Any):
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
-
     def update(params: FastTD3Params, opt: FastTD3OptStates, batch: NStepBatch, key: jax.Array,
-               update_actor: jax.Array):
+               update_actor: jax.Array) -> tuple[FastTD3Params, FastTD3OptStates, UpdateMetrics, jax.Array]:
         target = critic_target(params.policy, params.target_q, networks, batch, key, settings)
         (c_loss, q_mean), q_grad = jax.value_and_grad(critic_loss, has_aux=True)(params.q, target, networks, batch)
         q, q_opt = apply(optimizers.q, q_grad, opt.q, params.q)
 
-        def actor_step(_):
+        def actor_step(_: None) -> ActorOutputs:
             loss, grad = jax.value_and_grad(actor_loss)(params.policy, q, networks, batch.obs,
                                                         config.clipped_double_q)
             policy, policy_opt = apply(optimizers.policy, grad, opt.policy, params.policy)
             return policy, policy_opt, loss, all_finite(grad)
 
-        def keep(_):
+        def keep(_: None) -> ActorOutputs:
             return params.policy, opt.policy, jnp.zeros((), jnp.float32), jnp.ones((), bool)
 
         policy, policy_opt, a_loss, actor_finite = jax.lax.cond(update_actor, actor_step, keep, None)

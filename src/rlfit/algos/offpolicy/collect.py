@@ -4,11 +4,11 @@ with uniform random actions. They read only the fields in `rlfit.algos.offpolicy
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation
 from rlfit.algos.common.normalizer import update_stats
 from rlfit.algos.offpolicy.replay import ReplayState, StepBatch, init_replay, insert
 from rlfit.algos.offpolicy.types import ReplaySettings, StateT
@@ -16,7 +16,7 @@ from rlfit.envs.pixels import frame_stack_keys
 from rlfit.envs.vec_env import StepOutput, VecEnv
 
 
-def empty_replay(env: VecEnv, settings: ReplaySettings, one_obs: Any) -> ReplayState:
+def empty_replay(env: VecEnv, settings: ReplaySettings, one_obs: Observation) -> ReplayState:
     """An empty replay buffer for `settings`' sizes and observations shaped like `one_obs` (unbatched)."""
     zero = jnp.zeros((), jnp.float32)
     example = StepBatch(one_obs, jnp.zeros((env.action_size,), jnp.float32), zero, zero, zero, one_obs)
@@ -41,10 +41,10 @@ def make_prefill(env: VecEnv, settings: ReplaySettings) -> Callable[[StateT], St
     """`state -> state` after ceil(min_replay_size / num_envs) policy steps of uniform random actions."""
     num_steps = -(-settings.min_replay_size // settings.num_envs)
 
-    def random_step(state: StateT, _) -> tuple[StateT, None]:
+    def random_step(state: StateT, _: None) -> tuple[StateT, None]:
         key, action_key = jax.random.split(state.key)
         action = jax.random.uniform(action_key, (env.num_envs, env.action_size), minval=-1.0, maxval=1.0)
-        state, _ = act_and_store(env, settings, state._replace(key=key), action)
+        state, _output = act_and_store(env, settings, state._replace(key=key), action)
         return state, None
 
     def prefill(state: StateT) -> StateT:

@@ -7,12 +7,14 @@ distributional critic) logits [..., NUM_CRITICS, K].
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+import optax
+from jax.typing import DTypeLike
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import TreeT
 from rlfit.networks import MLP
 
 NUM_CRITICS = 2
@@ -25,7 +27,7 @@ class TwinQ(nn.Module):
     hidden: Sequence[int]
     activation: str = "relu"
     layer_norm: bool = False
-    dtype: Any = jnp.float32
+    dtype: DTypeLike = jnp.float32
     num_atoms: int | None = None
 
     @nn.compact
@@ -38,6 +40,15 @@ class TwinQ(nn.Module):
         return jnp.stack(outputs, axis=-2)
 
 
-def soft_update(target: Any, online: Any, tau: float) -> Any:
+def soft_update(target: TreeT, online: TreeT, tau: float) -> TreeT:
     """(1 - tau) * target + tau * online, leaf by leaf."""
-    return jax.tree.map(lambda t, o: t * (1.0 - tau) + o * tau, target, online)
+    updated: TreeT = jax.tree.map(lambda t, o: t * (1.0 - tau) + o * tau, target, online)
+    return updated
+
+
+def apply_gradients(optimizer: optax.GradientTransformation, grads: TreeT, opt_state: optax.OptState, params: TreeT
+                    ) -> tuple[TreeT, optax.OptState]:
+    """One optimizer step: (the updated params, the optimizer's new state)."""
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    updated: TreeT = optax.apply_updates(params, updates)
+    return updated, opt_state

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import jax
 
+from rlfit.algos.contract import PyTree
 from rlfit.algos.offpolicy.collect import empty_replay, make_prefill
 from rlfit.algos.offpolicy.sizes import ReplaySizes
 from rlfit.algos.offpolicy.state import reset_envs
@@ -38,24 +39,25 @@ def make_filled(train_env: VecEnv, settings: ReplaySettings) -> Callable[[StateT
     return filled
 
 
-class ReplayParts(NamedTuple):
+class ReplayParts(NamedTuple, Generic[StateT]):
     """The Learner functions of an algorithm whose state holds `env_state` and a `replay` buffer."""
 
-    resize: Callable[[Any, jax.Array], Any]
-    refill: Callable[[Any], Any]
-    stored_rows: Callable[[Any], list[int | None]]
-    env_axes: Callable[[Any], Any]
+    resize: Callable[[StateT, jax.Array], StateT]
+    refill: Callable[[StateT], StateT]
+    stored_rows: Callable[[StateT], list[int | None]]
+    env_axes: Callable[[StateT], PyTree]
 
 
-def replay_learner_parts(train_env: VecEnv, settings: ReplaySettings, filled: Callable[[Any], Any]) -> ReplayParts:
+def replay_learner_parts(train_env: VecEnv, settings: ReplaySettings, filled: Callable[[StateT], StateT]
+                         ) -> ReplayParts[StateT]:
     """`settings`: the sized config section; `filled`: state -> state after the prefill (`make_filled`)."""
 
-    def resize(state: Any, key: jax.Array) -> Any:
+    def resize(state: StateT, key: jax.Array) -> StateT:
         """New environments and a new, prefilled replay buffer (its layout follows num_envs); the rest kept."""
         env_state, one_obs = reset_envs(train_env, key)
         return filled(state._replace(env_state=env_state, replay=empty_replay(train_env, settings, one_obs)))
 
-    def refill(state: Any) -> Any:
+    def refill(state: StateT) -> StateT:
         """The restored buffer marked empty (its rows are zeros) and prefilled again; the rest kept."""
         replay = state.replay
         emptied = replay._replace(final_slot=jax.numpy.full_like(replay.final_slot, -1),
@@ -64,7 +66,7 @@ def replay_learner_parts(train_env: VecEnv, settings: ReplaySettings, filled: Ca
                                   size=jax.numpy.zeros_like(replay.size))
         return filled(state._replace(replay=emptied))
 
-    def stored_rows(state: Any) -> list[int | None]:
+    def stored_rows(state: StateT) -> list[int | None]:
         """The replay buffer's filled rows (all once it has wrapped), its final-observation slots while it holds
         anything; every other leaf whole."""
         replay = state.replay
@@ -76,12 +78,13 @@ def replay_learner_parts(train_env: VecEnv, settings: ReplaySettings, filled: Ca
         stored.update({id(leaf): slots for leaf in jax.tree.leaves(replay.final_obs)})
         return [stored.get(id(leaf)) for leaf in jax.tree.leaves(state)]
 
-    def env_axes(state: Any) -> Any:
+    def env_axes(state: StateT) -> PyTree:
         """The environments' states along axis 0 and the replay buffer's transitions along their environment axis
         (1: [rows, num_envs, ...]; `final_position` 0), so each device stores the transitions it collects."""
         replay = state.replay
         env_axis = jax.tree.map(lambda _: 1, replay)._replace(final_position=0, insert_position=REPLICATED,
                                                                size=REPLICATED)
-        return default_env_axes(state)._replace(replay=env_axis)
+        axes: PyTree = default_env_axes(state)._replace(replay=env_axis)
+        return axes
 
     return ReplayParts(resize, refill, stored_rows, env_axes)

@@ -47,19 +47,21 @@ every transition stores its next observation.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlfit.algos.contract import Observation
 from rlfit.parallel.mesh import take_by_env
 
 
 class StepBatch(NamedTuple):
     """What one policy step of N environments adds; leading axis [N] (none in `init_replay`'s example)."""
 
-    obs: Any
+    obs: Observation
     """[N, ...] observation the action was chosen on (array or dict of arrays)."""
     action: jax.Array
     """[N, A] action the environment received."""
@@ -69,32 +71,32 @@ class StepBatch(NamedTuple):
     """[N] float32, 0 where a terminal state was reached, 1 otherwise."""
     truncation: jax.Array
     """[N] float32, 1 where the time limit ended the episode (then `next_obs` is stored)."""
-    next_obs: Any
+    next_obs: Observation
     """[N, ...] observation reached, before any reset; read only where `truncation` is 1."""
-    episode_step: Any = None
+    episode_step: jax.Array | None = None
     """[N] int32 policy steps since each environment's reset when `obs` was seen (needed with frame stacks)."""
 
 
 class Batch(NamedTuple):
     """Sampled transitions; leading axis [B]."""
 
-    obs: Any
+    obs: Observation
     action: jax.Array
     reward: jax.Array
     discount: jax.Array
-    next_obs: Any
+    next_obs: Observation
     """Observation after the action; after a terminal state (discount 0) the next episode's first one."""
 
 
 class ReplayState(NamedTuple):
     """The ring buffer; see the module docstring for the layout."""
 
-    obs: Any
+    obs: Observation
     action: jax.Array
     reward: jax.Array
     discount: jax.Array
     final_slot: jax.Array
-    final_obs: Any
+    final_obs: Observation
     final_position: jax.Array
     insert_position: jax.Array
     size: jax.Array
@@ -110,7 +112,7 @@ def replay_rows(capacity: int, num_envs: int, episode_length: int) -> tuple[int,
     return rows, math.ceil(rows / max(episode_length, 1))
 
 
-def newest_frames(obs: Any, stacked_keys: tuple[str, ...]) -> Any:
+def newest_frames(obs: Observation, stacked_keys: tuple[str, ...]) -> Observation:
     """`obs` with each frame stack [..., T, H, W, C] cut to its newest frame [..., H, W, C] (what a row stores)."""
     if not stacked_keys:
         return obs
@@ -121,9 +123,10 @@ def newest_frames(obs: Any, stacked_keys: tuple[str, ...]) -> Any:
 
 def stacked_keys_of(state: ReplayState) -> tuple[str, ...]:
     """The observation entries stored one frame per row (a final slot holds one more axis than a row)."""
-    if not isinstance(state.obs, dict):
+    obs, final_obs = state.obs, state.final_obs
+    if not isinstance(obs, dict) or not isinstance(final_obs, Mapping):
         return ()
-    return tuple(key for key in state.obs if state.final_obs[key].ndim == state.obs[key].ndim + 1)
+    return tuple(key for key in obs if final_obs[key].ndim == obs[key].ndim + 1)
 
 
 def init_replay(example: StepBatch, capacity: int, num_envs: int, episode_length: int,
@@ -134,7 +137,7 @@ def init_replay(example: StepBatch, capacity: int, num_envs: int, episode_length
     """
     rows, slots = replay_rows(capacity, num_envs, episode_length)
 
-    def zeros(leading: int):
+    def zeros(leading: int) -> Callable[[jax.Array], jax.Array]:
         return lambda x: jnp.zeros((leading, num_envs) + jnp.shape(x), jnp.asarray(x).dtype)
 
     return ReplayState(
@@ -160,10 +163,11 @@ def insert(state: ReplayState, step: StepBatch) -> ReplayState:
     envs = jnp.arange(num_envs)
     slot = state.final_position
 
-    def write_row(buffer, value):
-        return jax.lax.dynamic_update_index_in_dim(buffer, value.astype(buffer.dtype), row, axis=0)
+    def write_row(buffer: jax.Array, value: jax.Array) -> jax.Array:
+        written: jax.Array = jax.lax.dynamic_update_index_in_dim(buffer, value.astype(buffer.dtype), row, axis=0)
+        return written
 
-    def write_final(buffer, value):
+    def write_final(buffer: jax.Array, value: jax.Array) -> jax.Array:
         mask = truncated.reshape((num_envs,) + (1,) * (value.ndim - 1))
         kept = buffer[slot, envs]
         return buffer.at[slot, envs].set(jnp.where(mask, value.astype(buffer.dtype), kept))
@@ -181,13 +185,15 @@ def insert(state: ReplayState, step: StepBatch) -> ReplayState:
         final_position=jnp.where(truncated, (slot + 1) % slots, slot).astype(jnp.int32),
         insert_position=((row + 1) % rows).astype(jnp.int32),
         size=jnp.minimum(state.size + 1, rows).astype(jnp.int32),
-        episode_step=None if state.episode_step is None else write_row(state.episode_step, step.episode_step),
+        episode_step=None if state.episode_step is None or step.episode_step is None
+        else write_row(state.episode_step, step.episode_step),
     )
 
 
 def stack_length(state: ReplayState) -> int:
     """T, the longest frame stack stored (1 without frame stacks)."""
-    return max((state.final_obs[key].shape[2] for key in stacked_keys_of(state)), default=1)
+    final_obs = state.final_obs
+    return max((final_obs[key].shape[2] for key in stacked_keys_of(state) if isinstance(final_obs, Mapping)), default=1)
 
 
 def num_valid(state: ReplayState) -> jax.Array:
@@ -212,25 +218,30 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> Batch:
     truncated = slot >= 0
     safe_slot = jnp.maximum(slot, 0)
 
-    def at(buffer, rows):
+    def at(buffer: jax.Array, rows: jax.Array) -> jax.Array:
         """buffer[rows, env] (`rlfit.parallel.mesh.take_by_env`: where the environments are split over devices too)."""
-        return take_by_env(buffer, rows, env)
+        taken: jax.Array = take_by_env(buffer, rows, env)
+        return taken
 
-    def stack_at(buffer, rows_, frames):
+    def stack_at(buffer: jax.Array, rows_: jax.Array, frames: int) -> jax.Array:
         """[B, T, ...]: rows_ - T + 1 .. rows_ of each env, none older than the episode's first (episode_step)."""
+        assert state.episode_step is not None, "a buffer of frame stacks keeps each row's episode_step"
         back = at(state.episode_step, rows_)
         wanted = frames - 1 - jnp.arange(frames)
         source = (rows_[:, None] - jnp.minimum(wanted[None, :], back[:, None])) % rows
-        return take_by_env(buffer, source, jnp.broadcast_to(env[:, None], source.shape))
+        stacked: jax.Array = take_by_env(buffer, source, jnp.broadcast_to(env[:, None], source.shape))
+        return stacked
 
-    def gather(rows_):
+    def gather(rows_: jax.Array) -> Observation:
         """The observations of rows_ [B], with frame stacks rebuilt."""
-        if not stacked_keys:
-            return jax.tree.map(lambda buffer: at(buffer, rows_), state.obs)
-        return {key: (stack_at(buffer, rows_, state.final_obs[key].shape[2]) if key in stacked_keys
-                      else jax.tree.map(lambda b: at(b, rows_), buffer)) for key, buffer in state.obs.items()}
+        obs, final_obs = state.obs, state.final_obs
+        if not stacked_keys or not isinstance(obs, Mapping) or not isinstance(final_obs, Mapping):
+            gathered: Observation = jax.tree.map(lambda buffer: at(buffer, rows_), obs)
+            return gathered
+        return {key: (stack_at(buffer, rows_, final_obs[key].shape[2]) if key in stacked_keys
+                      else jax.tree.map(lambda b: at(b, rows_), buffer)) for key, buffer in obs.items()}
 
-    def next_obs(following, final):
+    def next_obs(following: jax.Array, final: jax.Array) -> jax.Array:
         mask = truncated.reshape((batch_size,) + (1,) * (following.ndim - 1))
         return jnp.where(mask, take_by_env(final, safe_slot, env), following)
 
@@ -248,7 +259,7 @@ def bytes_per_transition(example: StepBatch, capacity: int, num_envs: int, episo
     """Buffer bytes per stored transition (the module docstring's formula), for a memory planner."""
     rows, slots = replay_rows(capacity, num_envs, episode_length)
 
-    def nbytes(x) -> int:
+    def nbytes(x: jax.typing.ArrayLike) -> int:
         return int(np.prod(jnp.shape(x), dtype=np.int64)) * jnp.asarray(x).dtype.itemsize
 
     obs_bytes = sum(nbytes(leaf) for leaf in jax.tree.leaves(example.obs))

@@ -3,7 +3,10 @@ out-of-memory back-off. Pure Python."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from rlfit.algos.offpolicy.types import ReplaySettings
 
 
 class ReplaySizes(NamedTuple):
@@ -20,7 +23,7 @@ class ReplaySizes(NamedTuple):
         return self.num_envs * self.policy_steps_per_iteration
 
 
-def section_sizes(section: Any) -> ReplaySizes:
+def section_sizes(section: ReplaySettings) -> ReplaySizes:
     """The sizes of an off-policy algorithm's config section (`rlfit.algos.offpolicy.types.ReplaySettings`)."""
     return ReplaySizes(section.num_envs, section.batch_size, section.max_replay_size, section.policy_steps_per_iteration)
 

@@ -4,11 +4,11 @@ buffers."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation
 from rlfit.algos.offpolicy.types import ReplaySettings, StateT
 from rlfit.envs.vec_env import EnvState, VecEnv
 
@@ -19,7 +19,7 @@ def check_env_batch(env: VecEnv, settings: ReplaySettings) -> None:
         raise ValueError(f"the environment batch has {env.num_envs} environments but num_envs is {settings.num_envs}")
 
 
-def reset_envs(env: VecEnv, key: jax.Array) -> tuple[EnvState, Any]:
+def reset_envs(env: VecEnv, key: jax.Array) -> tuple[EnvState, Observation]:
     """The N environments reset from `key` and one (unbatched) observation of them, the buffer's example."""
     env_state = jax.jit(env.reset)(key)  # compiled: op-by-op dispatch of a physics reset takes far longer
     return env_state, jax.tree.map(lambda x: x[0], env_state.inner.obs)
@@ -33,4 +33,6 @@ def with_own_buffers(state: StateT) -> StateT:
     buffer's leaves are each allocated once, and not copied: it may be most of the device's memory.
     """
     replay = state.replay  # kept whole: `is_leaf` stops the map at it
-    return jax.tree.map(lambda x: x if x is replay else jnp.array(x, copy=True), state, is_leaf=lambda x: x is replay)
+    copied: StateT = jax.tree.map(lambda x: x if x is replay else jnp.array(x, copy=True), state,
+                                  is_leaf=lambda x: x is replay)
+    return copied

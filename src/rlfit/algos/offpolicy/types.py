@@ -3,7 +3,8 @@ training state's collecting fields. SAC's and FastTD3's config sections and stat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
+import dataclasses
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
     import jax
@@ -19,7 +20,7 @@ class ReplaySettings(Protocol):
     """The fields of an off-policy algorithm's config section that sizing, collecting and the prefill read; the
     section is a dataclass (`dataclasses.replace` gives it the plan's sizes)."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[object]]]
 
     @property
     def num_envs(self) -> int:

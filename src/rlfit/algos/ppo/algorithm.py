@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, RunPlan, Variables
 from rlfit.algos.ppo.candidates import smaller_sizes as halved
 from rlfit.algos.ppo.planning import MEMORY_RULES
 from rlfit.algos.ppo.step import IterationMetrics, TrainState, init_train_state, make_optimizer, make_train_iteration
@@ -36,7 +36,7 @@ def metrics_row(metrics: IterationMetrics) -> dict[str, float | int]:
 
 
 def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
-          ) -> Learner[TrainState, IterationMetrics, PyTree]:
+          ) -> Learner[TrainState, IterationMetrics, Variables]:
     sizes = cast(BatchSizes, plan.sizes)  # the plan holds this algorithm's sizes (`ALGORITHM.sizes_type`)
     choice = encoder_for(config.network, obs_example, plan.backend)
     encoder = choice.spec if choice is not None else None
@@ -63,7 +63,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     )
 
 
-ALGORITHM = Algorithm(
+ALGORITHM: Algorithm[BatchSizes, TrainState, IterationMetrics, Variables] = Algorithm(
     name="ppo",
     sizes_type=BatchSizes,
     config_sizes=config_sizes,

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlfit.errors import UserError
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class PPOConfig:
     without a penalty (was `network.bottleneck_beta`)."""
 
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+PRESETS: dict[str, dict[str, dict[str, object]]] = {
     # Minutes on a 2-core CPU: fewer environments, shorter run, same algorithm (Brax's PPO, `advantages: brax`).
     # Tuned on the DM Control suite's ten environments that fit a 2-core CPU (benchmarks/suite.py, decision 0017):
     # 8 epochs per batch learned more than 4 across them, and at 8 epochs Brax's estimator and `gae_once` tied, so
@@ -122,7 +125,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def published(env_name: str) -> dict[str, dict[str, Any]]:
+def published(env_name: str) -> dict[str, dict[str, object]]:
     """Playground's published Brax PPO settings for `env_name` in rlfit's keys ({} if none)."""
     from rlfit.config.playground import published_config
 
@@ -130,7 +133,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
     if not found:
         return {}
     keys = {f.name for f in dataclasses.fields(PPOConfig)}
-    layer: dict[str, dict[str, Any]] = {"ppo": {}, "run": {}, "env": {}}
+    layer: dict[str, dict[str, object]] = {"ppo": {}, "run": {}, "env": {}}
     for key, value in found.items():
         if key in keys:
             layer["ppo"][key] = value
@@ -154,7 +157,7 @@ ADVANTAGE_ESTIMATORS = ("brax", "gae_once")
 LEARNING_RATE_SCHEDULES = ("none", "adaptive_kl", "linear")
 
 
-def check(config: Any) -> None:
+def check(config: Config) -> None:
     """PPO's rules: positive sizes, ranges, the networks, the bottleneck, and the batch rule (with the nearest valid
     values)."""
     from rlfit.algos.ppo.sizes import check_batch_divisibility

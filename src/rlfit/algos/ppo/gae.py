@@ -30,7 +30,7 @@ def compute_gae(
     deltas = rewards + discount * (1.0 - terminations) * next_values - values
     continues = 1.0 - jnp.maximum(terminations, truncations)
 
-    def backward(advantage_next, step):
+    def backward(advantage_next: jax.Array, step: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         delta, cont = step
         advantage = delta + discount * gae_lambda * cont * advantage_next
         return advantage, advantage
@@ -67,7 +67,7 @@ def brax_targets(
     deltas = (rewards + discount * (1.0 - terminations) * next_values - values) * mask
     continues = discount * gae_lambda * (1.0 - terminations) * mask
 
-    def backward(acc_next, step):
+    def backward(acc_next: jax.Array, step: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         delta, cont = step
         acc = delta + cont * acc_next
         return acc, acc

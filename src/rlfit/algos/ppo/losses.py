@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation
 from rlfit.algos.ppo.networks import Agent, AgentParams
 from rlfit.algos.ppo.gae import brax_targets
 
@@ -20,7 +21,7 @@ class Steps(NamedTuple):
     """[T, b] 1.0 where the episode reached a terminal state."""
     truncation: jax.Array
     """[T, b] 1.0 where the episode hit its time limit (masked out)."""
-    bootstrap_obs: Any
+    bootstrap_obs: Observation
     """[1, b, ...] the normalized observation after each sequence's last step (a time axis of 1, so that every
     leaf of the batch shuffles and splits along axis 1)."""
 
@@ -28,7 +29,7 @@ class Steps(NamedTuple):
 class LossBatch(NamedTuple):
     """One minibatch; every array is [T, b] (b = batch_size sequences), observations [T, b, ...]."""
 
-    obs: Any
+    obs: Observation
     """Normalized observations."""
     raw_action: jax.Array
     """[T, b, A] pre-tanh actions (continuous) or [T, b] int32 indices (discrete) that were taken."""

@@ -8,45 +8,49 @@ Shapes: observations [..., obs_dim]; policy output [..., logits_size] (`ActionSp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
+import numpy as np
+import numpy.typing as npt
+from jax.typing import DTypeLike
 
+from rlfit.algos.contract import Observation, Variables
 from rlfit.networks.bottleneck import BITS_PER_NAT, BottleneckPolicy, fold
 from rlfit.algos.ppo.config import PPOConfig
 from rlfit.envs.action_space import CONTINUOUS, ActionSpace
 from rlfit.envs.pixels import PIXELS_KEY
 from rlfit.networks import COMPUTE_DTYPES, MLP, Categorical, TanhGaussian, distribution_for, forward, select_obs
-from rlfit.networks.encoders import make_encoder
+from rlfit.networks.encoders import EncoderSpec, make_encoder
 from rlfit.networks.pixels import PixelPolicy, with_pretrained
 
 
 class AgentParams(NamedTuple):
     """Trainable parameters."""
 
-    policy: Any
-    value: Any
+    policy: Variables
+    value: Variables
 
 
 class Agent(NamedTuple):
     """Pure functions of (params, normalized observation)."""
 
-    policy_logits: Callable[[Any, Any], jax.Array]
+    policy_logits: Callable[[Variables, Observation], jax.Array]
     """(policy params, obs [..]) -> [..., action_space.logits_size]."""
-    value: Callable[[Any, Any], jax.Array]
+    value: Callable[[Variables, Observation], jax.Array]
     """(value params, obs [..]) -> [...]."""
     init: Callable[[jax.Array], AgentParams]
     """key -> fresh parameters."""
     action_space: ActionSpace
     latent_size: int = 0
     """Z of the policy's information bottleneck (`rlfit.networks.bottleneck`); 0 without one."""
-    policy_sample: Callable[[Any, Any, jax.Array], tuple[jax.Array, jax.Array]] | None = None
+    policy_sample: Callable[[Variables, Observation, jax.Array], tuple[jax.Array, jax.Array]] | None = None
     """With a bottleneck: (policy params, obs [..], noise [..., Z]) -> (logits [..., logits_size], rate [...]
     in nats); `policy_logits` is the same network with z = mean."""
-    policy_rate: Callable[[Any, Any], jax.Array] | None = None
+    policy_rate: Callable[[Variables, Observation], jax.Array] | None = None
     """With a bottleneck: (policy params, obs [..]) -> [...] the rate KL(q(z | obs) || N(0, I)) in bits."""
-    deployable: Callable[[Any], Any] | None = None
+    deployable: Callable[[Variables], Variables] | None = None
     """With a bottleneck: policy params -> the plain MLP params of the deterministic policy (z = mean), what
     the policy file stores; None: the params themselves."""
 
@@ -56,8 +60,9 @@ class Agent(NamedTuple):
         return distribution_for(self.action_space)
 
 
-def make_agent(obs_example: Any, action_space: ActionSpace | int, config: PPOConfig, precision: str = "fp32",
-               encoder: Any = None, encoder_weights: Any = None) -> Agent:
+def make_agent(obs_example: Observation, action_space: ActionSpace | int, config: PPOConfig, precision: str = "fp32",
+               encoder: EncoderSpec | None = None, encoder_weights: dict[str, npt.NDArray[np.generic]] | None = None
+               ) -> Agent:
     """Builds the agent for observations shaped like `obs_example` (one unbatched observation) and `action_space`
     (an int A: A continuous dimensions), with the networks `config` (the `ppo` section) describes.
 
@@ -72,18 +77,18 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: PPOCon
     if config.bottleneck:
         return _bottleneck_agent(obs_example, action_space, config, dtype, value_net)
 
-    def policy_obs(obs):
+    def policy_obs(obs: Observation) -> jax.Array:
         return select_obs(obs, config.policy_obs_key)
 
-    def value_obs(obs):
+    def value_obs(obs: Observation) -> jax.Array:
         return select_obs(obs, config.value_obs_key, config.policy_obs_key)
 
     if encoder is not None:
         policy_net = PixelPolicy(make_encoder(encoder, dtype), policy_net, detach=False)
         value_net = PixelPolicy(make_encoder(encoder, dtype), value_net, detach=False)
 
-        def policy_obs(obs):  # noqa: F811
-            return obs[PIXELS_KEY]
+        def policy_obs(obs: Observation) -> jax.Array:  # noqa: F811
+            return select_obs(obs, PIXELS_KEY)
 
         value_obs = policy_obs
 
@@ -102,16 +107,16 @@ def make_agent(obs_example: Any, action_space: ActionSpace | int, config: PPOCon
     )
 
 
-def _bottleneck_agent(obs_example: Any, action_space: ActionSpace, config: PPOConfig, dtype: Any,
+def _bottleneck_agent(obs_example: Observation, action_space: ActionSpace, config: PPOConfig, dtype: DTypeLike,
                       value_net: nn.Module) -> Agent:
     """The agent whose policy acts through a variational information bottleneck (vector observations)."""
     policy_net = BottleneckPolicy(tuple(config.policy_hidden), config.bottleneck, action_space.logits_size,
                                   config.activation, dtype)
 
-    def policy_obs(obs):
+    def policy_obs(obs: Observation) -> jax.Array:
         return select_obs(obs, config.policy_obs_key)
 
-    def value_obs(obs):
+    def value_obs(obs: Observation) -> jax.Array:
         return select_obs(obs, config.value_obs_key, config.policy_obs_key)
 
     def init(key: jax.Array) -> AgentParams:

@@ -8,13 +8,16 @@ the choice is the largest that fits, capped on a CPU where more environments ste
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rlfit.algos.contract import Choice, MemoryRules
+from rlfit.algos.contract import Candidate, Choice, MemoryRules
 from rlfit.algos.ppo.candidates import MAX_NUM_ENVS, candidate_sizes, is_valid, scale_sizes
-from rlfit.algos.ppo.sizes import config_sizes
+from rlfit.algos.ppo.sizes import BatchSizes, config_sizes
 from rlfit.hardware.cpu_envs import CPU_ENVS_PER_CORE
 from rlfit.hardware.units import format_bytes
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
 
 PROBE_NUM_ENVS = (384, 3072)
 """The two sizes compiled for the fit when no cap bounds the choice (an accelerator): compile-only, and not powers
@@ -27,7 +30,7 @@ PARTNER_FRACTIONS = ((3, 8), (3, 4), (3, 16))
 the first of these that keeps its `num_minibatches` (3/8 of 512 = 192; never a power of two, never chosen)."""
 
 
-def measured_sizes(config: Any, cap: int | None = None) -> tuple[Any, ...]:
+def measured_sizes(config: Config, cap: int | None = None) -> tuple[BatchSizes, ...]:
     """The probes, in the config's proportions. With a cap (a CPU): the largest candidate within it, the size
     training runs whenever memory does not limit, and one at PARTNER_FRACTIONS of its environments. Without
     (or when no partner keeps the candidate's `num_minibatches`): PROBE_NUM_ENVS, or the smallest doubling of
@@ -52,15 +55,15 @@ def measured_sizes(config: Any, cap: int | None = None) -> tuple[Any, ...]:
     return tuple(scale_sizes(base, n) for n in PROBE_NUM_ENVS)
 
 
-def largest(candidates: Sequence[Any], max_num_envs: int | None = None) -> Any:
+def largest(candidates: Sequence[Candidate], max_num_envs: int | None = None) -> Candidate | None:
     """The fitting candidate with the most environments (up to `max_num_envs`, if given), or None."""
     fitting = [c for c in candidates if c.fits and (max_num_envs is None or c.sizes.num_envs <= max_num_envs)]
     return max(fitting, key=lambda c: c.sizes.num_envs) if fitting else None
 
 
-def shown_candidates(candidates: Sequence[Any]) -> tuple[Any, ...]:
+def shown_candidates(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
     """Every candidate that fits, then the first that does not (larger ones fit even less)."""
-    shown: list[Any] = []
+    shown: list[Candidate] = []
     for candidate in sorted(candidates, key=lambda c: c.sizes.num_envs):
         shown.append(candidate)
         if not candidate.fits:
@@ -68,7 +71,7 @@ def shown_candidates(candidates: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(shown)
 
 
-def choose(config: Any, judge: Callable[[Any], Any], cap: int | None) -> Any:
+def choose(config: Config, judge: Callable[[BatchSizes], Candidate], cap: int | None) -> Choice:
     """The largest power-of-two `num_envs` in the config's proportions that fits, at most `cap` (if given)."""
     candidates = tuple(judge(sizes) for sizes in candidate_sizes(config_sizes(config)))
     chosen, most = largest(candidates, cap), largest(candidates)
@@ -86,7 +89,7 @@ def choose(config: Any, judge: Callable[[Any], Any], cap: int | None) -> Any:
     return Choice(shown_candidates(candidates), chosen, (reason,), smallest, fix)
 
 
-MEMORY_RULES = MemoryRules(
+MEMORY_RULES: MemoryRules[BatchSizes] = MemoryRules(
     columns=("num_envs", "batch_size", "num_minibatches", "unroll_length"),
     measured_sizes=measured_sizes,
     stored_transitions=lambda sizes: 0,

@@ -6,11 +6,12 @@ Knows nothing about the learning algorithm beyond "a policy whose logits paramet
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Observation, Variables
 from rlfit.envs.vec_env import EnvState, VecEnv
 from rlfit.algos.ppo.networks import Agent
 from rlfit.algos.common.normalizer import RunningStats, normalize
@@ -19,7 +20,7 @@ from rlfit.algos.common.normalizer import RunningStats, normalize
 class Transition(NamedTuple):
     """One step of experience; leading axes [T, B] after `collect`."""
 
-    obs: Any
+    obs: Observation
     """Raw (unnormalized) observation the action was chosen on."""
     raw_action: jax.Array
     """[A] float32 pre-tanh action (continuous) or [] int32 action index (discrete)."""
@@ -27,7 +28,7 @@ class Transition(NamedTuple):
     reward: jax.Array
     termination: jax.Array
     truncation: jax.Array
-    next_obs: Any
+    next_obs: Observation
     """Observation reached (the final one if the episode ended), for bootstrapping."""
     latent_noise: jax.Array
     """[Z] the noise of the policy's information bottleneck at this step ([0] without one)."""
@@ -38,7 +39,7 @@ class Transition(NamedTuple):
     `adaptive_kl` learning-rate schedule; None otherwise."""
 
 
-def policy_logits(agent: Agent, policy_params: Any, obs: Any, noise: jax.Array) -> jax.Array:
+def policy_logits(agent: Agent, policy_params: Variables, obs: Observation, noise: jax.Array) -> jax.Array:
     """The acting logits [..., logits_size]; through the bottleneck with `noise` [..., Z] when the agent has one."""
     if not agent.latent_size:
         return agent.policy_logits(policy_params, obs)
@@ -49,7 +50,7 @@ def policy_logits(agent: Agent, policy_params: Any, obs: Any, noise: jax.Array) 
 def collect(
     env: VecEnv,
     agent: Agent,
-    policy_params: Any,
+    policy_params: Variables,
     stats: RunningStats,
     env_state: EnvState,
     key: jax.Array,
@@ -71,7 +72,7 @@ def step_keys(key: jax.Array, unroll_length: int, num_unrolls: int) -> jax.Array
 def collect_with_keys(
     env: VecEnv,
     agent: Agent,
-    policy_params: Any,
+    policy_params: Variables,
     stats: RunningStats,
     env_state: EnvState,
     keys: jax.Array,

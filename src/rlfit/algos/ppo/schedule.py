@@ -16,7 +16,6 @@ one minibatch update and one iteration to the next, checkpointed and resumed wit
 
 from __future__ import annotations
 
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +53,7 @@ def scheduled(ppo: PPOConfig) -> bool:
     return ppo.learning_rate_schedule in (ADAPTIVE_KL, LINEAR)
 
 
-def adapt_learning_rate(opt_state: Any, kl_mean: jax.Array, ppo: PPOConfig) -> Any:
+def adapt_learning_rate(opt_state: optax.OptState, kl_mean: jax.Array, ppo: PPOConfig) -> optax.OptState:
     """`opt_state` with its step size moved by the minibatch's mean KL [] as Brax's schedule moves it (see the
     module docstring)."""
     kl_mean = jax.lax.stop_gradient(kl_mean)
@@ -65,12 +64,12 @@ def adapt_learning_rate(opt_state: Any, kl_mean: jax.Array, ppo: PPOConfig) -> A
     return optax.tree_utils.tree_set(opt_state, learning_rate=lr)
 
 
-def _injected(path: tuple[Any, ...], _value: Any) -> bool:
+def _injected(path: tuple[object, ...], _value: object) -> bool:
     """True for the injected hyperparameter (under `hyperparams`), not a schedule's state (`hyperparams_states`)."""
     return any(getattr(key, "name", None) == "hyperparams" for key in path)
 
 
-def learning_rate(opt_state: Any, ppo: PPOConfig) -> jax.Array:
+def learning_rate(opt_state: optax.OptState, ppo: PPOConfig) -> jax.Array:
     """The step size the optimizer state holds: [] float32. With `adaptive_kl` the one the next update starts from;
     with `linear` the one the last update took; `ppo.learning_rate` without a schedule."""
     if scheduled(ppo):  # the injected value, not the state of the `linear` schedule kept under the same name

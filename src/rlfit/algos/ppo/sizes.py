@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlfit.errors import UserError
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
 
 
 class BatchSizes(NamedTuple):
@@ -22,7 +25,7 @@ class BatchSizes(NamedTuple):
         return self.batch_size * self.num_minibatches * self.unroll_length
 
 
-def config_sizes(config) -> BatchSizes:
+def config_sizes(config: Config) -> BatchSizes:
     p = config.ppo
     return BatchSizes(p.num_envs, p.batch_size, p.num_minibatches, p.unroll_length)
 

@@ -8,7 +8,7 @@ with the state donated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,7 @@ from rlfit.algos.ppo.sizes import BatchSizes
 from rlfit.algos.ppo.gae import compute_gae
 from rlfit.algos.common.loss_scale import LossScale, adjust, all_finite, gradients_with, init_loss_scale, select
 from rlfit.algos.ppo.losses import LossBatch, LossTerms, Steps, ppo_loss
-from rlfit.algos.ppo.rollout import collect_with_keys, step_keys
+from rlfit.algos.ppo.rollout import Transition, collect_with_keys, step_keys
 from rlfit.algos.ppo.schedule import adapt_learning_rate, adaptive, learning_rate, make_adam, scheduled
 
 
@@ -31,7 +31,7 @@ class TrainState(NamedTuple):
     """Everything that changes during training (host counters live in the runner)."""
 
     params: AgentParams
-    opt_state: Any
+    opt_state: optax.OptState
     normalizer: RunningStats
     env_state: EnvState
     key: jax.Array
@@ -82,11 +82,19 @@ def init_train_state(env: VecEnv, agent: Agent, optimizer: optax.GradientTransfo
     state = TrainState(params, optimizer.init(params), init_stats(one_obs), env_state, key,
                        init_loss_scale() if loss_scaling else None)
     # Donation needs one buffer per leaf; initializers may share buffers (e.g. two zero arrays).
-    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+    copied: TrainState = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+    return copied
+
+
+UpdateCarry = tuple[AgentParams, optax.OptState, LossScale | None]
+"""What the minibatch updates carry: (params, opt_state, loss_scale)."""
+UpdateOutputs = tuple[LossTerms, jax.Array, jax.Array]
+"""What each minibatch update gives: (loss terms, grad_norm [], applied [] bool)."""
 
 
 def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig,
-                          bottleneck_beta: float = 0.0):
+                          bottleneck_beta: float = 0.0
+                          ) -> Callable[[UpdateCarry, tuple[LossBatch, jax.Array]], tuple[UpdateCarry, UpdateOutputs]]:
     """`((params, opt_state, loss_scale), (batch, key)) -> (carry, (terms, grad_norm, applied))`: one Adam step
     on one minibatch, for `lax.scan`. With a loss scale (fp16) the loss is scaled before differentiation, the
     gradients unscaled, and an update with non-finite gradients skipped. With `ppo.learning_rate_schedule:
@@ -97,11 +105,12 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
         return ppo_loss(params, batch, agent, ppo.clipping_epsilon, ppo.entropy_cost, ppo.normalize_advantage, key,
                         bottleneck_beta, ppo.discounting, ppo.gae_lambda)
 
-    def minibatch_update(carry, inputs: tuple[LossBatch, jax.Array]):
+    def minibatch_update(carry: UpdateCarry, inputs: tuple[LossBatch, jax.Array]) -> tuple[UpdateCarry, UpdateOutputs]:
         params, opt_state, loss_scale = carry
         batch, key = inputs
         grads, _, terms, finite = gradients_with(loss_fn, loss_scale)(params, batch, key)
         if adaptive(ppo):
+            assert terms.kl_mean is not None, "the loss measures the KL whenever the step size adapts to it"
             opt_state = adapt_learning_rate(opt_state, terms.kl_mean, ppo)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
@@ -115,7 +124,8 @@ def make_minibatch_update(agent: Agent, optimizer: optax.GradientTransformation,
 
 
 def make_epochs(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOConfig, sizes: BatchSizes,
-                bottleneck_beta: float = 0.0):
+                bottleneck_beta: float = 0.0
+                ) -> Callable[[UpdateCarry, LossBatch, jax.Array], tuple[UpdateCarry, UpdateOutputs]]:
     """`(carry, batch, key) -> (carry, (terms, grad_norms, applied) [E, M])`: `num_updates_per_batch` (E) epochs
     of `num_minibatches` (M) minibatch updates over `batch` [T, S, ...] (S = batch_size * M sequences), carry
     (params, opt_state, loss_scale), with Brax's key use (0.14.2 `sgd_step`, `minibatch_step`): per epoch
@@ -125,7 +135,8 @@ def make_epochs(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOC
     num_sequences = sizes.batch_size * sizes.num_minibatches
     minibatch_update = make_minibatch_update(agent, optimizer, ppo, bottleneck_beta)
 
-    def epoch(carry, data: LossBatch):
+    def epoch(carry: tuple[UpdateCarry, jax.Array], data: LossBatch
+              ) -> tuple[tuple[UpdateCarry, jax.Array], UpdateOutputs]:
         updates_carry, key = carry
         key, perm_key, grad_key = jax.random.split(key, 3)
         order = jax.random.permutation(perm_key, num_sequences)
@@ -139,7 +150,8 @@ def make_epochs(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOC
                                               (minibatches, chained_keys(grad_key, sizes.num_minibatches)))
         return (updates_carry, key), outputs
 
-    def epochs(carry, batch: LossBatch, key: jax.Array):
+    def epochs(carry: UpdateCarry, batch: LossBatch, key: jax.Array) -> tuple[UpdateCarry, UpdateOutputs]:
+        outputs: UpdateOutputs
         (carry, _), outputs = jax.lax.scan(lambda c, _: epoch(c, batch), (carry, key), None,
                                            length=ppo.num_updates_per_batch)
         return carry, outputs
@@ -150,11 +162,12 @@ def make_epochs(agent: Agent, optimizer: optax.GradientTransformation, ppo: PPOC
 def chained_keys(key: jax.Array, count: int) -> jax.Array:
     """[count, 2] keys as Brax's `minibatch_step` draws them: `key, sub = split(key)`, `count` times; the subs."""
 
-    def draw(carry, _):
+    def draw(carry: jax.Array, _: None) -> tuple[jax.Array, jax.Array]:
         carry, sub = jax.random.split(carry)
         return carry, sub
 
-    return jax.lax.scan(draw, key, None, length=count)[1]
+    subs: jax.Array = jax.lax.scan(draw, key, None, length=count)[1]
+    return subs
 
 
 def make_train_iteration(
@@ -212,7 +225,7 @@ def make_iteration_from_keys(
     return iterate
 
 
-def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tuple[RunningStats, LossBatch]:
+def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Transition) -> tuple[RunningStats, LossBatch]:
     """The updated observation statistics and the epochs' batch from collected `data` [T, B, ...], split over the
     devices by sequence: normalized observations, and the scaled rewards and ends from which the loss forms
     Brax's advantages (`ppo.advantages: brax`), or GAE advantages and returns formed here (`gae_once`).
@@ -241,7 +254,7 @@ def loss_batch(agent: Agent, ppo: PPOConfig, state: TrainState, data: Any) -> tu
 
 
 def iteration_metrics(terms: LossTerms, grad_norms: jax.Array, applied: jax.Array, loss_scale: LossScale | None,
-                      params: AgentParams, data: Any) -> IterationMetrics:
+                      params: AgentParams, data: Transition) -> IterationMetrics:
     """The iteration's metrics from the updates' per-minibatch outputs, the new parameters and the collected data."""
     num_applied = jnp.sum(applied)
     mean_terms = jax.tree.map(jnp.mean, terms)

@@ -8,10 +8,11 @@ checkpoint already holds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from rlfit.algos.common.loss_scale import loss_scale_row
-from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, PyTree, RunPlan
+from rlfit.algos.contract import Algorithm, Learner, Observation, PolicySpec, RunPlan, Variables
 from rlfit.algos.offpolicy.learner import make_filled, replay_learner_parts, sized_config
 from rlfit.algos.offpolicy.sizes import ReplaySizes, section_sizes, smaller_sizes
 from rlfit.algos.sac.networks import make_sac_networks
@@ -42,7 +43,7 @@ def metrics_row(metrics: SACMetrics) -> dict[str, float | int]:
 
 
 def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observation
-          ) -> Learner[SACState, SACMetrics, PyTree]:
+          ) -> Learner[SACState, SACMetrics, Variables]:
     if train_env.action_space.discrete:
         raise UserError(f"algo: sac acts with continuous actions and '{config.env.name}' has "
                         f"{train_env.action_space.describe()}; use algo: ppo (categorical policy) for it")
@@ -53,7 +54,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     networks = make_sac_networks(obs_example, int(train_env.action_size), sac, plan.precision, encoder,
                                  choice.weights if choice is not None else None)
     optimizers = make_optimizers(sac, encoder is not None, config.network.freeze_encoder)
-    filled = make_filled(train_env, sac)
+    filled: Callable[[SACState], SACState] = make_filled(train_env, sac)
 
     def init(seed: int) -> SACState:
         return filled(init_sac_state(train_env, networks, optimizers, sac, seed, loss_scaling=plan.precision == "fp16"))
@@ -76,7 +77,7 @@ def build(config: Config, plan: RunPlan, train_env: VecEnv, obs_example: Observa
     )
 
 
-ALGORITHM = Algorithm(
+ALGORITHM: Algorithm[ReplaySizes, SACState, SACMetrics, Variables] = Algorithm(
     name="sac",
     sizes_type=ReplaySizes,
     config_sizes=lambda config: section_sizes(config.sac),

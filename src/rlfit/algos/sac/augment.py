@@ -6,6 +6,8 @@ Shapes: frames [B, T, H, W, C] (any dtype; uint8 stays uint8).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax
 import jax.numpy as jnp
 
@@ -30,6 +32,7 @@ def random_shift(frames: jax.Array, key: jax.Array, pad: int = PAD) -> jax.Array
 def augment_batch(batch: Batch, key: jax.Array) -> Batch:
     """The batch with its observations' and next observations' frames shifted independently."""
     obs_key, next_key = jax.random.split(key)
+    assert isinstance(batch.obs, Mapping) and isinstance(batch.next_obs, Mapping), "camera frames come in a dict"
     obs = {**batch.obs, PIXELS_KEY: random_shift(batch.obs[PIXELS_KEY], obs_key)}
     next_obs = {**batch.next_obs, PIXELS_KEY: random_shift(batch.next_obs[PIXELS_KEY], next_key)}
     return batch._replace(obs=obs, next_obs=next_obs)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlfit.errors import UserError
 from rlfit.config.rules import ACTIVATIONS
+
+if TYPE_CHECKING:
+    from rlfit.config.schema import Config
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def check_sac_config(config: SACConfig) -> None:
         raise UserError(f"unknown sac.activation '{config.activation}'; choose one of: {', '.join(ACTIVATIONS)}")
 
 
-def published(env_name: str) -> dict[str, dict[str, Any]]:
+def published(env_name: str) -> dict[str, dict[str, object]]:
     """MuJoCo Playground's DM Control SAC settings for `env_name`, in rlfit's keys, without the keys Brax's
     `sac.train` does not take (`num_resets_per_eval`) ({} where Playground publishes none)."""
     from rlfit.config.playground import published_config
@@ -94,7 +97,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
     if not found:
         return {}
     keys = {f.name for f in dataclasses.fields(SACConfig)}
-    layer: dict[str, dict[str, Any]] = {"sac": {k: v for k, v in found.items() if k in keys}, "env": {}, "run": {}}
+    layer: dict[str, dict[str, object]] = {"sac": {k: v for k, v in found.items() if k in keys}, "env": {}, "run": {}}
     for key in ("episode_length", "action_repeat"):
         if key in found:
             layer["env"][key] = found[key]
@@ -106,7 +109,7 @@ def published(env_name: str) -> dict[str, dict[str, Any]]:
     return layer
 
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+PRESETS: dict[str, dict[str, dict[str, object]]] = {
     # Minutes on a 2-core CPU: few environments, more updates per transition, small networks.
     "quick": {
         "sac": {"num_envs": 16, "batch_size": 256, "grad_updates_per_step": 4, "min_replay_size": 1024,
@@ -150,7 +153,7 @@ SECTION = SACConfig
 TITLE = "SAC"
 
 
-def check(config: Any) -> None:
+def check(config: Config) -> None:
     """SAC's rules (one-line UserErrors): positive sizes, a buffer that holds two policy steps. (A bottleneck is PPO's:
     `ppo.bottleneck` is refused as another algorithm's key, `network.bottleneck` by `rlfit.config.moved_keys`.)"""
     check_sac_config(config.sac)

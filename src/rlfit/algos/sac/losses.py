@@ -11,11 +11,10 @@ observation, whose features come from the online encoder (the target network hol
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
+from rlfit.algos.contract import Variables
 from rlfit.algos.sac.networks import Encoded, SACNetworks
 from rlfit.algos.offpolicy.replay import Batch
 from rlfit.networks import TanhGaussian, squash
@@ -29,7 +28,7 @@ def sample_action(logits: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Arr
     return squash(raw_action), dist.log_prob(raw_action)
 
 
-def alpha_loss(log_alpha: jax.Array, policy_params: Any, networks: SACNetworks, encoded: Encoded,
+def alpha_loss(log_alpha: jax.Array, policy_params: Variables, networks: SACNetworks, encoded: Encoded,
                target_entropy: float, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(loss [], entropy estimate [] = mean -log pi(a|s)) for the temperature.
 
@@ -43,8 +42,9 @@ def alpha_loss(log_alpha: jax.Array, policy_params: Any, networks: SACNetworks, 
     return loss, -jnp.mean(log_prob)
 
 
-def critic_loss(q_params: Any, policy_params: Any, target_q_params: Any, alpha: jax.Array, networks: SACNetworks,
-                batch: Batch, reward_scaling: float, discounting: float, key: jax.Array) -> tuple[jax.Array, Encoded]:
+def critic_loss(q_params: Variables, policy_params: Variables, target_q_params: Variables, alpha: jax.Array,
+                networks: SACNetworks, batch: Batch, reward_scaling: float, discounting: float, key: jax.Array
+                ) -> tuple[jax.Array, Encoded]:
     """([] 0.5 * mean over the batch and both critics of (Q_i(s, a) - y)^2, the batch's encoded observations
     (detached, for the other losses)), with the soft target
 
@@ -63,7 +63,7 @@ def critic_loss(q_params: Any, policy_params: Any, target_q_params: Any, alpha: 
     return 0.5 * jnp.mean(jnp.square(q - target[:, None])), jax.lax.stop_gradient(encoded)
 
 
-def actor_loss(policy_params: Any, q_params: Any, alpha: jax.Array, networks: SACNetworks, encoded: Encoded,
+def actor_loss(policy_params: Variables, q_params: Variables, alpha: jax.Array, networks: SACNetworks, encoded: Encoded,
                key: jax.Array) -> jax.Array:
     """[] mean(alpha * log pi(a|s) - min_i Q_i(s, a)), a ~ pi(.|s) reparameterized (gradients reach the policy's
     head, not the encoder: `encoded` is detached)."""

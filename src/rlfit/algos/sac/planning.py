@@ -4,6 +4,6 @@ Python."""
 
 from __future__ import annotations
 
-from rlfit.algos.offpolicy.memory_rules import replay_memory_rules
+from rlfit.algos.offpolicy.memory_rules import replay_memory_rules, two_rows
 
-MEMORY_RULES = replay_memory_rules("sac")
+MEMORY_RULES = replay_memory_rules("sac", two_rows)

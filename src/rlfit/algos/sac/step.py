@@ -99,7 +99,8 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
     gradient_update = make_gradient_update(networks, optimizers, config)
     num_updates = config.grad_updates_per_step
 
-    def one_update(state: SACState, inputs: tuple[Batch, jax.Array]):
+    def one_update(state: SACState, inputs: tuple[Batch, jax.Array]
+                   ) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, jax.Array]]:
         """One gradient update on a [batch_size] batch, kept only if the buffer holds a valid transition."""
         batch, key = inputs
         stats = state.normalizer
@@ -116,7 +117,7 @@ def make_train_step(env: VecEnv, networks: SACNetworks, optimizers: SACOptimizer
                                grad_steps=state.grad_steps + applied)
         return state, (metrics, applied, ready & ~finite)
 
-    def policy_step(state: SACState, _) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, jax.Array, StepOutput]]:
+    def policy_step(state: SACState, _no_input: None) -> tuple[SACState, tuple[UpdateMetrics, jax.Array, jax.Array, StepOutput]]:
         key, action_key, sample_key, update_key = jax.random.split(state.key, 4)
         obs = normalize(state.normalizer, state.env_state.inner.obs)
         action, _ = sample_action(networks.policy_logits(state.params.policy, obs), action_key)

@@ -8,13 +8,15 @@ parameters then move by `tau` toward the new Q parameters.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from rlfit.algos.offpolicy.critics import soft_update
+from rlfit.algos.contract import Variables
+from rlfit.algos.offpolicy.critics import apply_gradients as apply, soft_update
+from rlfit.algos.sac.networks import Encoded
 from rlfit.algos.sac.config import SACConfig
 from rlfit.algos.sac.losses import actor_loss, alpha_loss, critic_loss
 from rlfit.algos.sac.networks import SACNetworks, SACParams, share_encoder, without_encoder
@@ -34,9 +36,9 @@ class SACOptimizers(NamedTuple):
 class SACOptStates(NamedTuple):
     """The optimizer states of the policy, the Q networks and log(alpha)."""
 
-    policy: Any
-    q: Any
-    alpha: Any
+    policy: optax.OptState
+    q: optax.OptState
+    alpha: optax.OptState
 
 
 class UpdateMetrics(NamedTuple):
@@ -70,7 +72,8 @@ def make_gradient_update(
     networks: SACNetworks,
     optimizers: SACOptimizers,
     config: SACConfig,
-) -> Callable[..., tuple[SACParams, SACOptStates, LossScale | None, UpdateMetrics, jax.Array]]:
+) -> Callable[[SACParams, SACOptStates, LossScale | None, Batch, jax.Array],
+              tuple[SACParams, SACOptStates, LossScale | None, UpdateMetrics, jax.Array]]:
     """(params, optimizer states, loss scale or None, normalized batch [B], key) -> (params, optimizer states,
     loss scale, metrics, [] bool: applied).
 
@@ -79,18 +82,17 @@ def make_gradient_update(
     """
     target_entropy = config.resolved_target_entropy(networks.action_size)
 
-    def apply(optimizer: optax.GradientTransformation, grads: Any, opt_state: Any, params: Any):
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
-
-    def critic(q_params, params: SACParams, alpha, batch: Batch, key):
+    def critic(q_params: Variables, params: SACParams, alpha: jax.Array, batch: Batch, key: jax.Array
+               ) -> tuple[jax.Array, Encoded]:
         return critic_loss(q_params, params.policy, params.target_q, alpha, networks, batch, config.reward_scaling,
                            config.discounting, key)
 
-    def actor(policy_params, q_params, alpha, encoded, key):
+    def actor(policy_params: Variables, q_params: Variables, alpha: jax.Array, encoded: Encoded, key: jax.Array
+              ) -> tuple[jax.Array, None]:
         return actor_loss(policy_params, q_params, alpha, networks, encoded, key), None
 
-    def update(params: SACParams, opt: SACOptStates, loss_scale: LossScale | None, batch: Batch, key: jax.Array):
+    def update(params: SACParams, opt: SACOptStates, loss_scale: LossScale | None, batch: Batch, key: jax.Array
+               ) -> tuple[SACParams, SACOptStates, LossScale | None, UpdateMetrics, jax.Array]:
         alpha_key, critic_key, actor_key = jax.random.split(key, 3)
         alpha = jnp.exp(params.log_alpha)
         q_grad, c_loss, encoded, q_finite = gradients_with(critic, loss_scale)(

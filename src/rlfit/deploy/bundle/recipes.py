@@ -109,7 +109,8 @@ def site_sensor(model: Any, kind: int, site: int) -> str:
     for index in range(model.nsensor):
         if (model.sensor_type[index] == kind and model.sensor_objtype[index] == mujoco.mjtObj.mjOBJ_SITE
                 and model.sensor_objid[index] == site):
-            return model.sensor(index).name
+            name: str = model.sensor(index).name
+            return name
     return ""
 
 

@@ -179,7 +179,8 @@ class Controller:
 
         matrix = np.zeros(9)
         mujoco.mju_quat2Mat(matrix, np.asarray(quat, np.float64))
-        return -matrix.reshape(3, 3)[2]
+        down: np.ndarray = -matrix.reshape(3, 3)[2]
+        return down
 
     def fallen(self) -> bool:
         """The bundle's fall test on the current state (False when it has none)."""

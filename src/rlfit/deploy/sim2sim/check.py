@@ -152,7 +152,7 @@ def run_sim2sim(options: Sim2SimOptions, say: Callable[[str], None] = print) -> 
                       c.max_steps, c.bundle.ctrl_dt, conditions, randomization, video, note)
 
 
-def draw_models(config: Any, env: Any, mj_model: Any, options: Sim2SimOptions) -> tuple[list[ModelRun], dict]:
+def draw_models(config: Any, env: Any, mj_model: Any, options: Sim2SimOptions) -> tuple[list[ModelRun], dict[str, Any]]:
     """The nominal model and `options.models` randomized ones (the transfer check's draw, for the same seed)."""
     from rlfit.deploy.transfer.models import draw_check_models, native_copy, row
     from rlfit.envs.randomization import resolve_randomization

@@ -76,7 +76,8 @@ class NativePhysics:
                 d.act[:] = act
             d.time = float(time)
 
-    def forward(self, qpos, qvel, act, ctrl, time) -> tuple[np.ndarray, ...]:
+    def forward(self, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray, ctrl: np.ndarray, time: np.ndarray
+                ) -> tuple[np.ndarray, ...]:
         import mujoco
 
         self.set_state(qpos, qvel, act, time)
@@ -84,7 +85,8 @@ class NativePhysics:
         mujoco.mj_forward(self.model, self.data)
         return self.fields_of(self.data)
 
-    def step(self, qpos, qvel, act, ctrl, time, xfrc, n_substeps: int) -> tuple[np.ndarray, ...]:
+    def step(self, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray, ctrl: np.ndarray, time: np.ndarray,
+             xfrc: np.ndarray, n_substeps: int) -> tuple[np.ndarray, ...]:
         import mujoco
 
         if self.mode == FOLLOW:
@@ -111,7 +113,8 @@ def replaced_step(physics: NativePhysics) -> Any:
     def step(model: Any, data: Any, action: jax.Array, n_substeps: int = 1) -> Any:
         physics.calls += 1
 
-        def run(qpos, qvel, act, ctrl, time, xfrc):
+        def run(qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray, ctrl: np.ndarray, time: np.ndarray,
+                xfrc: np.ndarray) -> tuple[np.ndarray, ...]:
             return physics.step(qpos, qvel, act, ctrl, time, xfrc, int(n_substeps))
 
         out = jax.pure_callback(run, physics.shapes(), data.qpos, data.qvel, data.act, action, data.time,

@@ -34,9 +34,9 @@ def model_unit_interval(values_by_model: list[float]) -> tuple[float, float | No
     return mean, float(low), float(high)
 
 
-def condition_figures(records: list) -> dict[str, Any]:
+def condition_figures(records: list[Any]) -> dict[str, Any]:
     """Figures over every model of one margin condition (models as units)."""
-    by_model: dict[tuple[str, int], list] = {}
+    by_model: dict[tuple[str, int], list[Any]] = {}
     for record in records:
         by_model.setdefault((record.condition, record.model_index), []).append(record)
     returns = [float(np.mean([r.episode_return for r in rs])) for rs in by_model.values()]
