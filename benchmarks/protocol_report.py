@@ -86,8 +86,21 @@ def per_environment(a: dict[str, list[Run]], b: dict[str, list[Run]], envs: tupl
     return table
 
 
+def matched(a: list[Run], b: list[Run]) -> tuple[list[Run], list[Run]]:
+    """Both sides' runs at the seeds both have (the same seeds on both sides), in seed order."""
+    common = {run.seed for run in a} & {run.seed for run in b}
+    return ([run for run in sorted(a, key=lambda r: r.seed) if run.seed in common],
+            [run for run in sorted(b, key=lambda r: r.seed) if run.seed in common])
+
+
 def headline(a: dict[str, list[Run]], b: dict[str, list[Run]], envs: tuple[str, ...], reps: int) -> dict[str, Any]:
-    """rliable's aggregates over the environments where both sides have runs (scores / SCALE)."""
+    """rliable's aggregates over the environments where both sides have runs (scores / SCALE), each environment at
+    the seeds both sides have: once every declared run is made that is every declared seed; while runs are missing,
+    a side's extra seeds in an environment stay in the per-environment table and out of the headline, so that no
+    environment weighs more on one side than on the other."""
+    pairs = {env: matched(a[env], b[env]) for env in envs}
+    a = {env: pair[0] for env, pair in pairs.items()}
+    b = {env: pair[1] for env, pair in pairs.items()}
     both = [env for env in envs if a[env] and b[env]]
     result: dict[str, Any] = {"environments": both, "left_out_no_runs": [env for env in envs if env not in both],
                               "scale": SCALE, "resamples": reps, "generator_seed": BOOTSTRAP_SEED,
@@ -96,7 +109,8 @@ def headline(a: dict[str, list[Run]], b: dict[str, list[Run]], envs: tuple[str, 
         return result
     x = [np.array([r.final for r in a[env]]) / SCALE for env in both]
     y = [np.array([r.final for r in b[env]]) / SCALE for env in both]
-    result |= {"runs_a": sum(s.size for s in x), "runs_b": sum(s.size for s in y),
+    result |= {"seeds": {env: [run.seed for run in a[env]] for env in both},
+               "runs_a": sum(s.size for s in x), "runs_b": sum(s.size for s in y),
                "iqm_a": interval_dict(stratified.iqm_interval(x, reps, BOOTSTRAP_SEED, CONFIDENCE)),
                "iqm_b": interval_dict(stratified.iqm_interval(y, reps, BOOTSTRAP_SEED, CONFIDENCE)),
                "iqm_difference": interval_dict(stratified.iqm_difference_interval(x, y, reps, BOOTSTRAP_SEED,

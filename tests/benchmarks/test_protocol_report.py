@@ -95,13 +95,16 @@ def test_the_figures_match_a_hand_computation(report, tmp_path):
     change = build(report, tmp_path)["comparisons"]["preset_change"]
     head = change["headline"]
     candidate = [v / 1000 for env in ENVS for v in CANDIDATE[env][:3]]
-    current = [v / 1000 for env in ENVS for v in CURRENT[env]]
+    current = [v / 1000 for env in ENVS for v in CURRENT[env][:3]]  # the seeds both sides have: 0-2
+    assert head["seeds"] == {env: [0, 1, 2] for env in ENVS}
+    assert head["runs_b"] == len(current)
     assert head["iqm_a"]["point"] == pytest.approx(plain_iqm(candidate))
     assert head["iqm_difference"]["point"] == pytest.approx(plain_iqm(candidate) - plain_iqm(current))
-    wins = [np.mean([1.0 if x > y else 0.5 if x == y else 0.0 for x in CANDIDATE[env][:3] for y in CURRENT[env]])
+    wins = [np.mean([1.0 if x > y else 0.5 if x == y else 0.0 for x in CANDIDATE[env][:3] for y in CURRENT[env][:3]])
             for env in ENVS]
     assert head["probability_of_improvement"]["point"] == pytest.approx(np.mean(wins))
-    assert change["per_env"]["Beta"]["difference_of_means"]["point"] == pytest.approx(450.0 - 450.0)
+    assert change["per_env"]["Beta"]["difference_of_means"]["point"] == pytest.approx(
+        np.mean(CANDIDATE["Beta"][:3]) - np.mean(CURRENT["Beta"]))  # the table keeps every declared seed
     for value in (head["iqm_a"], head["iqm_difference"], head["probability_of_improvement"]):
         assert value["low"] <= value["point"] <= value["high"]
 
@@ -240,3 +243,20 @@ def test_an_amendments_quickstart_candidate_is_judged_by_its_own_record_and_wall
     reliable = sum(final >= 900 and final >= 0.8 * best for final, best, _ in rows)
     assert (check["status"], check["reliable"], check["seeds_present"]) == (status, reliable, len(rows))
     assert check["median_wall_s"] == sorted(wall for _, _, wall in rows)[len(rows) // 2]
+
+
+def test_a_partial_headline_takes_each_environment_at_the_seeds_both_sides_have(report, tmp_path):
+    """Brax lacks Alpha's seed 2: Alpha enters the headline at seeds 0-1 on both sides (no environment weighs more
+    on one side than on the other), while the per-environment table keeps the current side's three seeds."""
+    brax = {**BRAX, "Alpha": BRAX["Alpha"][:2]}
+    loaded = report.load_protocol(protocol(tmp_path, brax=brax))
+    kept = quickstart(tmp_path, [500.0] * 10)  # the candidate fails its check: current against brax
+    versus = report.build_report(loaded, kept, reps=500)["comparisons"]["rlfit_vs_brax"]
+    head = versus["headline"]
+    assert head["seeds"] == {"Alpha": [0, 1], "Beta": [0, 1, 2], "Gamma": [0, 1, 2]}
+    current = [v / 1000 for v in CURRENT["Alpha"][:2] + CURRENT["Beta"] + CURRENT["Gamma"]]
+    theirs = [v / 1000 for v in brax["Alpha"] + brax["Beta"] + brax["Gamma"]]
+    assert (head["runs_a"], head["runs_b"]) == (8, 8)
+    assert head["iqm_difference"]["point"] == pytest.approx(plain_iqm(current) - plain_iqm(theirs))
+    assert versus["per_env"]["Alpha"]["a"]["seeds"] == [0, 1, 2]
+    assert versus["per_env"]["Alpha"]["b"]["seeds"] == [0, 1]
