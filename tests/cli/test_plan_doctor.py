@@ -174,8 +174,8 @@ def test_plan_with_room_on_a_cpu_shows_bounds_and_fit_line_shows_the_line(plan_c
 
 
 @pytest.mark.slow
-def test_rlfit_plan_on_a_terminal_says_what_it_bounds_and_prints_only_the_plan(monkeypatch, tmp_path):
-    """With standard error on a terminal (a pseudo-terminal here) `rlfit plan` names the size it bounds there and
+def test_rlfit_plan_on_a_terminal_says_what_it_estimates_and_prints_only_the_plan(monkeypatch, tmp_path):
+    """With standard error on a terminal (a pseudo-terminal here) `rlfit plan` names the size it estimates there and
     that it compiled nothing; standard output is the plan alone (`--json` parses). Piped, as every other test runs
     it, it says nothing. The CLI's main runs in this process (as `tests.conftest.cli_in_process` does) with
     `sys.stderr` the terminal: the command asks `sys.stderr.isatty()`, and needs no fresh interpreter."""
@@ -204,15 +204,15 @@ def test_rlfit_plan_on_a_terminal_says_what_it_bounds_and_prints_only_the_plan(m
     os.close(leader)
     assert code == 0, err.decode(errors="replace")
     lines = err.decode().splitlines()
-    assert lines[0].startswith("planning: bounding the training step's memory at num_envs=512 from its lowered")
+    assert lines[0].startswith("planning: estimating the training step's memory at num_envs=512 from its lowered")
     assert "without compiling: it fits the budget" in lines[1] and len(lines) == 2
     assert json.loads(out.getvalue())["chosen"]["num_envs"] == 512
 
 
 @pytest.mark.slow
 def test_train_num_envs_auto_says_what_the_planner_compiles_and_records_the_plan(plan_cli, tmp_path):
-    """Without --quiet the planner's work is lines on standard error before training's: the size bounded first and
-    why it compiles after all (the bound does not fit 4 MiB), the size measured, what XLA's analysis gave, and why
+    """Without --quiet the planner's work is lines on standard error before training's: the size estimated first and
+    why it compiles after all (the estimate does not fit 4 MiB), the size measured, what XLA's analysis gave, and why
     a second size compiles (the cap's size does not fit either). The run's plan.json records the planner's choice."""
     from rlfit.hardware.cpu_envs import cpu_max_num_envs
     from rlfit.hardware.probe import usable_cores
@@ -222,8 +222,8 @@ def test_train_num_envs_auto_says_what_the_planner_compiles_and_records_the_plan
                       "--timesteps", "64", "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     planning = [line for line in result.stderr.splitlines() if line.startswith("planning: ")]
-    assert planning[0].startswith(f"planning: bounding the training step's memory at num_envs={cap} from its")
-    assert planning[1].startswith(f"planning: the bound at num_envs={cap}, ")
+    assert planning[0].startswith(f"planning: estimating the training step's memory at num_envs={cap} from its")
+    assert planning[1].startswith(f"planning: the estimate at num_envs={cap}, ")
     assert planning[1].endswith("does not fit the budget of 3.0 MiB: compiling for XLA's analysis")
     assert planning[2].startswith(f"planning: compiling the training step at num_envs={cap} for XLA's memory "
                                   "analysis (as training compiles it")
