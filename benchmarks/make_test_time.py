@@ -16,6 +16,13 @@ is `cpu_s / (wall_s x nproc)`), pytest's own line, and per test file the seconds
 teardown summed: a module's shared fixture counts in the file that builds it), the slowest files and tests. With
 two pytest workers, the files' seconds add up to about twice pytest's wall time. Writes
 results/make_test_time.json (`--quick`: results/tmp/make_test_time_quick.json).
+
+Where the XLA compiles go: the test session's compile cache (`RLFIT_TEST_SESSION_CACHE`, here a folder of this
+script's) keeps, beside each program it compiled, the seconds XLA took (JAX writes them whole, truncated); the record
+sums them per program name (`compiles`). Programs that call back into Python (native MuJoCo in play, sim2sim and
+transfer-check) are never cached, and tracing and lowering are not in these seconds.
+
+    .venv/bin/python benchmarks/make_test_time.py --compiles-of /tmp/rlfit-test-session-cache-XXXX   # an old session's
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ QUICK_TESTS = ("tests/rundir/test_records.py",)
 """What `--quick` runs: a small file of pure-Python tests, enough to write and read a JUnit report."""
 SLOWEST = 25
 """How many files and tests the record lists, slowest first."""
+CACHE_ENTRY_SUFFIX = "-cache"
+"""How JAX names a compiled program's file in its persistent cache: `<module name>-<key>-cache`."""
 
 
 class Case(NamedTuple):
@@ -88,6 +97,38 @@ def summarize(cases: list[Case]) -> dict:
                               for c in tests[:SLOWEST]]}
 
 
+def cached_compiles(folder: Path) -> dict:
+    """The XLA compile seconds JAX recorded in the compile cache `folder` (entries in any subfolder): their sum,
+    the number of programs, and per program name (the jitted function's: `jit_evaluate`...) its count and seconds,
+    most first; the largest single programs with the time (UTC) each was written."""
+    from datetime import datetime, timezone
+
+    from jax._src import compilation_cache
+
+    rows = []
+    for path in sorted(folder.rglob(f"*{CACHE_ENTRY_SUFFIX}")):
+        entry = compilation_cache.decompress_executable(path.read_bytes())
+        _, seconds = compilation_cache.extract_executable_and_time(entry)
+        written = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%H:%M:%S")
+        rows.append((seconds, path.name.rsplit("-", 2)[0], written))
+    per_name: dict[str, list[int]] = defaultdict(list)
+    for seconds, name, _ in rows:
+        per_name[name].append(seconds)
+    names = sorted(per_name.items(), key=lambda item: (-sum(item[1]), item[0]))
+    return {"xla_compile_s": sum(seconds for seconds, _, _ in rows), "programs": len(rows),
+            "by_name": [{"name": name, "programs": len(times), "seconds": sum(times)} for name, times in names],
+            "largest": [{"name": name, "seconds": seconds, "written_utc": written}
+                        for seconds, name, written in sorted(rows, key=lambda row: -row[0])[:SLOWEST]]}
+
+
+def print_compiles(compiles: dict) -> None:
+    """`cached_compiles`' total and its 15 costliest program names as a table."""
+    print(f"\nXLA compiles kept in the session's cache: {compiles['programs']} programs, "
+          f"{compiles['xla_compile_s']} s (whole seconds each)")
+    print_table([(row["name"], row["programs"], row["seconds"]) for row in compiles["by_name"][:15]],
+                ["program", "count", "seconds"])
+
+
 def clone(target: Path) -> None:
     """`git clone` of this repository's HEAD into `target` (which must not exist yet, or be empty)."""
     done = subprocess.run(["git", "clone", "-q", str(REPO), str(target)], capture_output=True, text=True)
@@ -110,7 +151,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="the JSON (default results/make_test_time.json)")
     parser.add_argument("--without-shared", action="store_true",
                         help="no ../shared beside the clone (CI has one: the G1 tests then skip)")
+    parser.add_argument("--compiles-of", type=Path, metavar="CACHE",
+                        help="print where an earlier test session's XLA compiles went (its compile cache) and stop")
     args = parser.parse_args()
+    if args.compiles_of is not None:
+        if not args.compiles_of.is_dir():
+            print(f"make_test_time.py: error: --compiles-of {args.compiles_of} is not a folder; name a test session's "
+                  "compile cache (RLFIT_TEST_SESSION_CACHE)", file=sys.stderr)
+            return 2
+        print_compiles(cached_compiles(args.compiles_of))
+        return 0
     if args.clone is not None and args.clone.exists() and any(args.clone.iterdir()):
         print(f"make_test_time.py: error: --clone {args.clone} exists and is not empty; name a new folder",
               file=sys.stderr)
@@ -126,6 +176,9 @@ def main() -> int:
     env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={report}".strip()}
     for name in [n for n in env if n in ("VIRTUAL_ENV", "PYTHONPATH") or n.startswith("RLFIT_")]:
         env.pop(name)  # as on a clean machine: no other checkout's sources, no user cache or assets
+    session_cache = scratch / "session-cache"  # the test session's compile cache, read after it (`compiles`)
+    session_cache.mkdir()
+    env["RLFIT_TEST_SESSION_CACHE"] = str(session_cache)
     if args.quick:
         root = REPO
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *QUICK_TESTS]
@@ -150,12 +203,14 @@ def main() -> int:
     record["log_tail"] = tail[-40:] if timed["exit_code"] != 0 else []
     if report.exists():
         record.update(summarize(read_junit(report, root)))
+    record["compiles"] = cached_compiles(session_cache)
     finish_record(record, args.out)
 
     print(f"\n{' '.join(argv)}: exit {timed['exit_code']}, {timed['wall_s'] / 60:.1f} min wall "
           f"(goal {GOAL_MINUTES:g}), {timed['cpu_s'] / 60:.1f} min CPU; {record['pytest_line']}")
     if report.exists():
         print_table([(f["file"], f["seconds"]) for f in record["slowest_files"][:15]], ["test file", "seconds"])
+    print_compiles(record["compiles"])
     if args.clone is None and not args.quick:
         shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)

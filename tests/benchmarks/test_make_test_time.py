@@ -66,3 +66,34 @@ def test_a_clone_folder_in_use_is_refused_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"make_test_time.py: error: --clone {tmp_path} exists and is not empty; name a new folder"]
     assert (tmp_path / "keep.txt").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_the_compile_seconds_jax_kept_are_summed_per_program_name(module, tmp_path):
+    """Entries written as JAX's persistent cache writes them (its own functions: seconds, then the executable,
+    compressed), in the cache's subfolders; a file of another kind is not read."""
+    from jax._src import compilation_cache
+
+    written = {"jax/jit_evaluate-aa11-cache": 81, "jax/jit_train_iteration-bb22-cache": 50,
+               "jax/jit_train_iteration-cc33-cache": 3, "jit_step-dd44-cache": 0}
+    for name, seconds in written.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        entry = compilation_cache.combine_executable_and_time(b"not an executable", seconds)
+        (tmp_path / name).write_bytes(compilation_cache.compress_executable(entry))
+    (tmp_path / "programs").mkdir()
+    (tmp_path / "programs" / "ab12.jaxprog").write_bytes(b"rlfit's program store, not XLA's")
+    compiles = module.cached_compiles(tmp_path)
+    assert compiles["xla_compile_s"] == 134 and compiles["programs"] == 4
+    assert compiles["by_name"] == [{"name": "jit_evaluate", "programs": 1, "seconds": 81},
+                                   {"name": "jit_train_iteration", "programs": 2, "seconds": 53},
+                                   {"name": "jit_step", "programs": 1, "seconds": 0}]
+    assert [(row["name"], row["seconds"]) for row in compiles["largest"]] == [
+        ("jit_evaluate", 81), ("jit_train_iteration", 50), ("jit_train_iteration", 3), ("jit_step", 0)]
+
+
+def test_compiles_of_a_folder_that_is_not_there_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "make_test_time.py"), "--compiles-of",
+                           str(tmp_path / "gone")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"make_test_time.py: error: --compiles-of {tmp_path / 'gone'} is not a folder; name a test session's compile "
+        "cache (RLFIT_TEST_SESSION_CACHE)"]
