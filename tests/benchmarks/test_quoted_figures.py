@@ -87,9 +87,13 @@ def test_a_committed_result_changing_under_a_quote_fails_the_check(tmp_path):
     headline = record["comparisons"]["rlfit_vs_brax"]["headline"]["iqm_a"]
     headline["point"] += 0.1
     report.write_text(json.dumps(record))
+    quoting = [quote for document in quoted_figures.documents(tmp_path)
+               for quote in quoted_figures.quotes(document, tmp_path)
+               if isinstance(quote, Quote) and quote.keys == "comparisons.rlfit_vs_brax.headline.iqm_a.point"]
     problems, _ = stale_quotes(tmp_path)
-    assert len(problems) == 1, problems
-    assert f"rlfit_vs_brax.headline.iqm_a.point, which is now {headline['point']:.3f}" in problems[0], problems
+    assert quoting and len(problems) == len(quoting), (quoting, problems)  # every quote of it, and nothing else
+    assert all(f"rlfit_vs_brax.headline.iqm_a.point, which is now {headline['point']:.3f}" in problem
+               for problem in problems), problems
 
 
 def test_a_marker_inside_a_fenced_code_block_is_an_example_not_a_quote(repo):
