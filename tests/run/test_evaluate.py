@@ -185,6 +185,27 @@ def test_the_paired_evaluation_traces_the_environments_step_once():
     assert traced["steps"] == 1
 
 
+def test_the_paired_evaluation_traces_the_environments_reset_once():
+    """One reset of the 2N environments for both sides (a reset per side held two copies of it)."""
+    from rlfit.run.evaluate import make_paired_evaluator
+
+    nominal_env, randomized_env = weighted_envs(4, 5)
+    traced = {"resets": 0}
+    original = type(nominal_env.env).reset
+
+    def counting_reset(self, rng):
+        traced["resets"] += 1
+        return original(self, rng)
+
+    type(nominal_env.env).reset = counting_reset
+    try:
+        jax.make_jaxpr(make_paired_evaluator(nominal_env, randomized_env, constant_policy(0.0)))(
+            None, init_stats(jnp.zeros(2)), jax.random.PRNGKey(0))
+    finally:
+        type(nominal_env.env).reset = original
+    assert traced["resets"] == 1
+
+
 def test_the_paired_evaluation_needs_a_randomized_environment_of_the_same_size():
     from rlfit.run.evaluate import make_paired_evaluator
 

@@ -73,13 +73,23 @@ class VecEnv:
 
     def reset(self, key: jax.Array) -> EnvState:
         """Fresh episodes in all N environments; `key` is one PRNG key."""
+        return self.start(*self.reset_inputs(key))
+
+    def reset_inputs(self, key: jax.Array) -> tuple[jax.Array, jax.Array, ModelBatch | None]:
+        """What `reset(key)` starts from: (each environment's reset key [N, 2], its key for later resets [N, 2], the
+        models drawn from `models_key(key)` or None without a randomizer)."""
         start_key, reset_key = jax.random.split(key)
         models = None
         if self.randomizer is not None:
             models = draw_models(self.randomizer, self.env.mjx_model, models_key(key), self.num_envs)
-        inner = self._per_env("reset", models, jax.random.split(start_key, self.num_envs))
+        return (jax.random.split(start_key, self.num_envs), jax.random.split(reset_key, self.num_envs), models)
+
+    def start(self, start_keys: jax.Array, reset_keys: jax.Array, models: ModelBatch | None) -> EnvState:
+        """Fresh episodes from per-environment keys [N, 2] (the reset's, then the later resets') on `models` (a batch
+        of N, or None: the environment's own model)."""
+        inner = self._per_env("reset", models, start_keys)
         zeros = jnp.zeros(self.num_envs)
-        return EnvState(inner, zeros.astype(jnp.int32), zeros, jax.random.split(reset_key, self.num_envs), models)
+        return EnvState(inner, zeros.astype(jnp.int32), zeros, reset_keys, models)
 
     def _per_env(self, method: str, models: ModelBatch | None, *args: Any) -> Any:
         """`env.<method>(*args)` of each environment under `jax.vmap` (args batched on axis 0), each on its own model

@@ -58,10 +58,11 @@ def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_lo
     `randomized` the same figures of `randomized_env`'s N episodes on models it draws (`randomized_env.randomizer`),
     both in one rollout of 2N environments: the nominal ones step on the nominal model's values of the randomized
     fields, so the program holds one copy of the environment's step instead of two (G1's evaluation, `--preset g1`,
-    compiled in 73.1 s instead of 87.6 s on a 2-core CPU: benchmarks/README.md, eval_compile.py). Each side resets
-    as it would alone: the nominal episodes from `key`, the randomized models and episodes from `key` with
-    RANDOMIZED_EVAL_STREAM folded in (never training's key, drawn afresh at every evaluation). `policy_rate` (as in
-    `make_evaluator`) is measured on the nominal episodes."""
+    compiled in 73.1 s instead of 87.6 s on a 2-core CPU: benchmarks/README.md, eval_compile.py), and one reset of
+    the 2N environments instead of two. Each side starts from the keys it would alone (to float32 rounding: the
+    nominal side resets on the nominal values as a batch): the nominal episodes from `key`, the randomized models and
+    episodes from `key` with RANDOMIZED_EVAL_STREAM folded in (never training's key, drawn afresh at every
+    evaluation). `policy_rate` (as in `make_evaluator`) is measured on the nominal episodes."""
     if randomized_env.randomizer is None or nominal_env.num_envs != randomized_env.num_envs:
         raise ValueError("make_paired_evaluator needs a randomized environment of the nominal one's size")
     count = nominal_env.num_envs
@@ -70,12 +71,15 @@ def make_paired_evaluator(nominal_env: VecEnv, randomized_env: VecEnv, policy_lo
     act, measure = acting(both, policy_logits, policy_rate, head)
 
     def evaluate(policy_params: PyTree, stats: RunningStats, key: jax.Array) -> EvalMetrics:
-        randomized = randomized_env.reset(jax.random.fold_in(key, RANDOMIZED_EVAL_STREAM))
-        assert randomized.models is not None
-        nominal = nominal_env.reset(key)._replace(models={
+        start_keys, reset_keys, drawn = randomized_env.reset_inputs(jax.random.fold_in(key, RANDOMIZED_EVAL_STREAM))
+        assert drawn is not None
+        nominal_start_keys, nominal_reset_keys, _ = nominal_env.reset_inputs(key)
+        nominal_models = {
             path: jnp.broadcast_to(jnp.asarray(field_of(nominal_env.env.mjx_model, path), values.dtype), values.shape)
-            for path, values in randomized.models.items()})
-        start = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), nominal, randomized)
+            for path, values in drawn.items()}
+        start = both.start(*jax.tree.map(lambda a, b: jnp.concatenate([a, b]),
+                                         (nominal_start_keys, nominal_reset_keys, nominal_models),
+                                         (start_keys, reset_keys, drawn)))
         total, length, measured = episodes(both, act, measure, (policy_params, stats), start)
         first, second = slice(0, count), slice(count, 2 * count)
         rate = mean_rate(measured[first], length[first]) if measure is not None else None
