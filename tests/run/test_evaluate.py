@@ -164,46 +164,35 @@ def test_the_paired_evaluation_gives_what_the_two_evaluations_give_apart():
     assert abs(float(paired.episode_reward) - float(paired.randomized.episode_reward)) > 1.0  # other models
 
 
-def test_the_paired_evaluation_traces_the_environments_step_once():
-    """The program holds one copy of the environment's step for both sides (two rollouts held two)."""
+def traced_in_paired_program(method: str) -> int:
+    """How many times tracing the paired evaluation (4 + 4 environments) calls the environment's `method`."""
     from rlfit.run.evaluate import make_paired_evaluator
 
     nominal_env, randomized_env = weighted_envs(4, 5)
-    traced = {"steps": 0}
-    original = type(nominal_env.env).step
+    calls = {"count": 0}
+    original = getattr(type(nominal_env.env), method)
 
-    def counting_step(self, state, action):
-        traced["steps"] += 1
-        return original(self, state, action)
+    def counting(self, *args):
+        calls["count"] += 1
+        return original(self, *args)
 
-    type(nominal_env.env).step = counting_step
+    setattr(type(nominal_env.env), method, counting)
     try:
         jax.make_jaxpr(make_paired_evaluator(nominal_env, randomized_env, constant_policy(0.0)))(
             None, init_stats(jnp.zeros(2)), jax.random.PRNGKey(0))
     finally:
-        type(nominal_env.env).step = original
-    assert traced["steps"] == 1
+        setattr(type(nominal_env.env), method, original)
+    return calls["count"]
+
+
+def test_the_paired_evaluation_traces_the_environments_step_once():
+    """The program holds one copy of the environment's step for both sides (two rollouts held two)."""
+    assert traced_in_paired_program("step") == 1
 
 
 def test_the_paired_evaluation_traces_the_environments_reset_once():
     """One reset of the 2N environments for both sides (a reset per side held two copies of it)."""
-    from rlfit.run.evaluate import make_paired_evaluator
-
-    nominal_env, randomized_env = weighted_envs(4, 5)
-    traced = {"resets": 0}
-    original = type(nominal_env.env).reset
-
-    def counting_reset(self, rng):
-        traced["resets"] += 1
-        return original(self, rng)
-
-    type(nominal_env.env).reset = counting_reset
-    try:
-        jax.make_jaxpr(make_paired_evaluator(nominal_env, randomized_env, constant_policy(0.0)))(
-            None, init_stats(jnp.zeros(2)), jax.random.PRNGKey(0))
-    finally:
-        type(nominal_env.env).reset = original
-    assert traced["resets"] == 1
+    assert traced_in_paired_program("reset") == 1
 
 
 def test_the_paired_evaluation_needs_a_randomized_environment_of_the_same_size():
