@@ -119,6 +119,7 @@ def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
     from mujoco_playground import registry
 
     from rlfit.config.schema import resolve
+    from rlfit.hardware.jax_setup import configure_jax
     from rlfit.planning.plan import config_sizes, make_plan
     from rlfit.envs.randomization import models_key
     from rlfit.run.trainer import Trainer
@@ -130,6 +131,9 @@ def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
 
     os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     config = resolve(G1, "smoke", None, [ROBOT_SET])  # the run's config: its programs are in the cache
+    # as `rlfit train` sets JAX up: the session's compile cache, and the matmul precision that is part of each
+    # program's cache key (without it the starting state compiled again here: 18.5 s of 20.5, 2026-12-07)
+    configure_jax(config.run.precision)
     trainer = Trainer.build(config, make_plan(config, config_sizes(config), devices=1))
     state = trainer.init_state()  # the run's starting-state program: from the compile cache the run filled
     env_key = jax.random.split(jax.random.PRNGKey(config.run.seed), 3)[2]
