@@ -78,6 +78,57 @@ def test_the_derivation_finds_exactly_the_entries_that_need_an_estimator():
     assert found.sources[-1] == ("free joint root position",)
 
 
+class FloatingEnv:
+    """The floating model as a Playground-style environment: `mj_model`, `_get_obs(data, info)` (`floating_obs`), and a
+    reset that builds its observation through `_get_obs`."""
+
+    def __init__(self, xml: str = FLOATING):
+        import mujoco
+        from mujoco import mjx
+
+        self.mj_model = mujoco.MjModel.from_xml_string(xml)
+        self.mjx_model = mjx.put_model(self.mj_model)
+
+    def _get_obs(self, data, info):
+        return floating_obs(data, info)
+
+    def reset(self, rng):
+        from mujoco import mjx
+
+        data = mjx.make_data(self.mjx_model)
+        data = mjx.forward(self.mjx_model, data.replace(qvel=jax.random.normal(rng, data.qvel.shape)))
+        return self._get_obs(data, {})
+
+
+def test_a_derived_set_is_kept_in_the_program_store_and_read_back_for_the_same_model_only(tmp_path, monkeypatch):
+    """With a store key, the set derived by tracing the reset is kept in rlfit's program store; a later load of the
+    same environment and model reads it (no derivation) and observes the same entries; another model, or no key,
+    derives again."""
+    from rlfit.envs import observation_set as module
+    from rlfit.hardware import program_store
+
+    monkeypatch.setattr(program_store, "store_dir", lambda: tmp_path)
+    derivations, derive = [], module.derive_robot_set
+    monkeypatch.setattr(module, "derive_robot_set", lambda *args: derivations.append(1) or derive(*args))
+    env = FloatingEnv()
+    first = module.apply_observation_set(env, "robot", "Floating", store_key="Floating (jax)")
+    chosen = observation_set_of(first)
+    assert chosen.dropped == (3, 4, 5, 10, 11, 12, 17, 18, 19, 20) and len(derivations) == 1
+    assert len(list(tmp_path.glob("*.value"))) == 1
+
+    again = module.apply_observation_set(FloatingEnv(), "robot", "Floating", store_key="Floating (jax)")
+    assert observation_set_of(again) == chosen and len(derivations) == 1
+    key = jax.random.PRNGKey(1)
+    np.testing.assert_array_equal(again.reset(key)["state"], first.reset(key)["state"])
+    assert again.reset(key)["state"].shape == (len(chosen.kept),)
+
+    heavier = FloatingEnv(FLOATING.replace('mass="1"', 'mass="2"'))
+    module.apply_observation_set(heavier, "robot", "Floating", store_key="Floating (jax)")
+    assert len(derivations) == 2 and len(list(tmp_path.glob("*.value"))) == 2
+    module.apply_observation_set(FloatingEnv(), "robot", "Floating")
+    assert len(derivations) == 3
+
+
 def test_environments_where_the_set_makes_no_sense_are_refused_in_one_line(capfd, tmp_path):
     result = cli_in_process(capfd, "train", "CartpoleBalance", "--preset", "smoke", "--set", "env.observation_set=robot",
                             "--run-dir", str(tmp_path / "run"), cwd=tmp_path)

@@ -64,8 +64,13 @@ def load_env(config: EnvConfig, backend: str | None = None) -> Any:
     if config.observation_set != "full":
         from rlfit.envs.observation_set import apply_observation_set
 
-        env = _load_factory(config) if ":" in config.name else _load_playground(config, choose_impl(config.impl, backend))
-        return wrap_pixels(apply_observation_set(env, config.observation_set, config.name), config)
+        if ":" in config.name:  # a user's factory: its code is not in the program store's digest, so nothing is kept
+            env, store_key = _load_factory(config), None
+        else:
+            impl = choose_impl(config.impl, backend)
+            overrides = sorted(config.overrides.items())
+            env, store_key = _load_playground(config, impl), f"{config.name} ({impl}), overrides {overrides!r}"
+        return wrap_pixels(apply_observation_set(env, config.observation_set, config.name, store_key), config)
     if ":" in config.name:
         return wrap_pixels(_load_factory(config), config)
     return wrap_pixels(_load_playground(config, choose_impl(config.impl, backend)), config)

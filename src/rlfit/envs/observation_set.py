@@ -174,10 +174,13 @@ def robot_class(base: type, env_name: str) -> type:
                                                    "__module__": __name__})
 
 
-def apply_observation_set(env: Any, name: str, env_name: str) -> Any:
+def apply_observation_set(env: Any, name: str, env_name: str, store_key: str | None = None) -> Any:
     """`env` for `env.observation_set` `name`: itself for `full`; for `robot`, a copy of it whose policy observation
     drops what needs a state estimator (derived here: the reset is traced, not compiled, and only the small program
-    of the observation's Jacobian compiles). UserError where the set makes no sense for the environment."""
+    of the observation's Jacobian compiles). With `store_key` (what the environment's code depends on besides the
+    installed packages: its name and settings), the derived set is kept in rlfit's program store beside the model's
+    digest, and a later process reads it instead of tracing the reset (G1's trace is most of its loading time).
+    UserError where the set makes no sense for the environment."""
     if name == "full":
         return env
     if not callable(getattr(type(env), "_get_obs", None)) or not hasattr(env, "mj_model"):
@@ -185,7 +188,19 @@ def apply_observation_set(env: Any, name: str, env_name: str) -> Any:
                         f"observation); '{env_name}' is not one: use env.observation_set=full")
     robot = copy.copy(env)
     robot.__class__ = robot_class(type(env), env_name)
-    jax.eval_shape(robot.reset, jax.random.PRNGKey(0))
+
+    def derive() -> ObservationSet:
+        jax.eval_shape(robot.reset, jax.random.PRNGKey(0))
+        return type(robot).rlfit_observation_set
+
+    if store_key is None:
+        derive()
+    else:
+        from rlfit.envs.fingerprint import model_digest
+        from rlfit.hardware.program_store import kept_value
+
+        key = f"observation set {name} of {store_key}, model {model_digest(env)}"
+        type(robot).rlfit_observation_set = kept_value(key, derive)
     return robot
 
 

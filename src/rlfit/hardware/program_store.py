@@ -298,6 +298,23 @@ def result_shapes(fn: Callable[..., Any], args: Sequence[Any], key: str | None,
     return _shapes_of(written) if written is not None else shapes
 
 
+def kept_value(key: str, make: Callable[[], Any], directory: Path | None = None) -> Any:
+    """`make()`, a small picklable value computed by the packages whose code is in every entry's digest (an
+    environment's observation set, derived by tracing its reset), kept in the store under `key` (what it depends on
+    besides those packages): a later process reads it in milliseconds instead of computing it. With no store
+    (`directory`, default `store_dir()`), just `make()`; an exception from `make` is raised and nothing is kept."""
+    directory = directory if directory is not None else store_dir()
+    if directory is None:
+        return make()
+    entry = directory / f"{entry_digest(key + ' (value)', [], b'')}.value"
+    record = read_record(entry)
+    if isinstance(record, dict) and "value" in record:
+        return record["value"]
+    value = make()
+    _keep(entry, {"format": FORMAT, "value": value})
+    return value
+
+
 def _shapes_of(record: dict[str, Any]) -> Any:
     """The pytree of ShapeDtypeStructs a `.shapes` record holds."""
     return record["out_tree"].unflatten([jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype), weak_type=weak)
