@@ -21,6 +21,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # CartpoleBalance programs twice).
 SESSION_CACHE = os.environ.get("RLFIT_TEST_SESSION_CACHE") or tempfile.mkdtemp(prefix="rlfit-test-session-cache-")
 os.environ["RLFIT_TEST_SESSION_CACHE"] = os.environ["RLFIT_CACHE_DIR"] = SESSION_CACHE
+# Every program is kept, however fast it compiled (rlfit keeps those over 0.5 s; JAX's own setting wins there): the
+# suite starts about a hundred processes that each compiled the same small programs again (checkpoint fingerprints,
+# resets, random draws). tests/checkpoints, tests/cli and test_stops.py: 0.90 of the CPU seconds (`farm-bench -n 3
+# --vs`, 2026-12-07, 168 against 184 s median).
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # Tests check behaviour, not speed, and most of their time is XLA compiling programs that then run for a few
 # iterations: XLA's cheaper CPU code generation cut the G1 smoke run's compile from 185 s to 102 s and the
 # slowest test files by 22% (measured 2026-11-23); XLA's older CPU emitters instead of its fusion emitters halve
