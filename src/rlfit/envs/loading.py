@@ -11,6 +11,8 @@ limit.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +48,19 @@ def choose_impl(requested: str, backend: str | None = None) -> str:
     except ImportError:
         return "jax"
     return "warp"
+
+
+def observation_store_key(config: EnvConfig, env: Any, backend: str | None = None) -> str | None:
+    """What the observation of `env` (loaded from `config` for `backend`) depends on besides the installed packages,
+    for rlfit's program store (`rlfit.envs.vec_env.observation_example`): the environment's settings, its
+    implementation and its MuJoCo model's digest. None for a name with a `:` (a family's, whose loading is cheap,
+    or a user's factory, whose code the store's digest cannot see)."""
+    if ":" in config.name:
+        return None
+    from rlfit.envs.fingerprint import model_digest
+
+    settings = dataclasses.asdict(dataclasses.replace(config, impl=choose_impl(config.impl, backend)))
+    return f"observation of {json.dumps(settings, sort_keys=True, default=str)}, model {model_digest(env)}"
 
 
 def load_env(config: EnvConfig, backend: str | None = None) -> Any:

@@ -140,14 +140,16 @@ def load_play_env(config: Any, command: tuple[float, float, float] | None,
                   policy_shapes: dict[str, tuple[int, ...]]) -> Any:
     """The run's environment (MJX on the jax implementation, for observations), checked against the policy."""
     from rlfit.envs import load_env
+    from rlfit.envs.loading import observation_store_key
     from rlfit.deploy.play.commands import hold_command
     from rlfit.deploy.play.native import native_model
     from rlfit.deploy.policy_file import observation_shapes_of
     from rlfit.envs.vec_env import observation_example
 
-    env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
+    env_config = dataclasses.replace(config.env, impl="jax")
+    env = load_env(env_config, "cpu")
     native_model(env, config.env.name)
-    shapes = observation_shapes_of(observation_example(env))
+    shapes = observation_shapes_of(observation_example(env, observation_store_key(env_config, env, "cpu")))
     if shapes != policy_shapes:
         raise UserError(f"the policy expects observations {policy_shapes} but {config.env.name} gives {shapes}; "
                         "was the run's config.yaml edited?")

@@ -49,6 +49,7 @@ def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None]
     from rlfit.deploy.play.session import read_run_config
     from rlfit.deploy.transfer.models import EPISODES, check_key, draw_check_models, native_copy, nominal_fields, row
     from rlfit.envs import load_env
+    from rlfit.envs.loading import observation_store_key
     from rlfit.envs.randomization import resolve_randomization
     from rlfit.envs.vec_env import episode_steps, observation_example
     from rlfit.hardware.jax_setup import configure_jax
@@ -58,9 +59,10 @@ def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None]
     config = read_run_config(options.run_dir)
     path = onnx_path(options.run_dir, options.onnx)
     configure_jax(config.run.precision)
-    env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
+    env_config = dataclasses.replace(config.env, impl="jax")
+    env = load_env(env_config, "cpu")
     mj_model = native_model(env, config.env.name)
-    obs = observation_example(env)
+    obs = observation_example(env, observation_store_key(env_config, env, "cpu"))
     sizes = ({name: int(value.size) for name, value in obs.items()} if isinstance(obs, dict)
              else {ARRAY_OBS_NAME: int(obs.size)})
     policy = load_onnx_policy(path, config.env.name, sizes, int(env.action_size))
