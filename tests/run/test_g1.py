@@ -30,7 +30,9 @@ pytestmark = [pytest.mark.slow, NEEDS_MENAGERIE]
 @pytest.fixture(scope="module")
 def g1_run(g1_smoke_run) -> Path:
     """`rlfit train G1JoystickFlatTerrain --preset smoke --set env.observation_set=robot` with the offline assets
-    (tests/g1_smoke.py: once per test session); the run directory."""
+    (tests/g1_smoke.py: once per test session); the run directory. The commands run in this process load G1 from
+    the offline assets too."""
+    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     return g1_smoke_run
 
 
@@ -76,7 +78,6 @@ def g1_onnx(g1_run, tmp_path_factory) -> Path:
     pytest.importorskip("onnxruntime", reason="needs the export extra: pip install 'rlfit[export]'")
     workdir = tmp_path_factory.mktemp("g1-onnx")
     out = workdir / "g1.onnx"
-    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     result = cli_in_process(None, "export", str(g1_run), "--format", "onnx", "--out", str(out), cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
@@ -99,7 +100,6 @@ def test_transfer_check_runs_the_exported_policy_on_randomized_models_with_pushe
     run's MJX evaluation; its figures follow from its per-episode records."""
     import json
 
-    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     result = cli_in_process(capfd, "transfer-check", str(g1_run), "--onnx", str(g1_onnx), "--models", "2",
                             "--episodes-per-model", "1", "--max-steps", "10", "--out", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -137,7 +137,6 @@ def test_g1_trains_on_playgrounds_randomized_models_drawn_from_the_seed(g1_run):
     assert summary["randomization"]["source"] == f"playground:{G1}" and summary["randomization"]["fields"] == fields
     assert summary["final_eval_reward_randomized"] is not None
 
-    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     config = resolve(G1, "smoke", None, [ROBOT_SET])  # the run's config: its programs are in the cache
     # as `rlfit train` sets JAX up: the session's compile cache, and the matmul precision that is part of each
     # program's cache key (without it the starting state compiled again here: 18.5 s of 20.5, 2026-12-07)
@@ -169,7 +168,6 @@ def test_export_writes_the_deployment_bundle_beside_the_model_and_in_its_metadat
     # the shared smoke run trains on the robot's observation set: 103 entries less the pelvis linear velocity
     assert bundle.env == G1 and bundle.observation_set == "robot" and bundle.observation.size == 100
     assert bundle.clocks[0].name == "gait_phase"
-    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     env = load_env(resolve(G1, "smoke").env, "cpu")
     check_bundle_against_model(env, bundle)
 
@@ -177,7 +175,6 @@ def test_export_writes_the_deployment_bundle_beside_the_model_and_in_its_metadat
 def test_sim2sim_runs_the_controller_on_nominal_and_randomized_models(g1_run, g1_onnx, tmp_path, capfd):
     import json
 
-    os.environ.setdefault("RLFIT_MENAGERIE_PATH", str(SHARED_MENAGERIE))
     result = cli_in_process(capfd, "sim2sim", str(g1_run), "--onnx", str(g1_onnx), "--models", "2",
                             "--episodes-per-model", "1", "--max-steps", "10", "--no-video", "--out", str(tmp_path),
                             cwd=tmp_path)

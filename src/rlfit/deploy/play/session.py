@@ -136,20 +136,28 @@ def require_display() -> None:
                         "write a video instead with --out FILE.mp4")
 
 
-def load_play_env(config: Any, command: tuple[float, float, float] | None,
-                  policy_shapes: dict[str, tuple[int, ...]]) -> Any:
-    """The run's environment (MJX on the jax implementation, for observations), checked against the policy."""
+def load_native_env(config: Any) -> tuple[Any, Any, Any]:
+    """(the run's environment on MJX's jax implementation, which computes observations; its native MuJoCo model;
+    an observation of one environment, whose shapes a process before kept in the program store where it could)."""
+    from rlfit.deploy.play.native import native_model
     from rlfit.envs import load_env
     from rlfit.envs.loading import observation_store_key
-    from rlfit.deploy.play.commands import hold_command
-    from rlfit.deploy.play.native import native_model
-    from rlfit.deploy.policy_file import observation_shapes_of
     from rlfit.envs.vec_env import observation_example
 
     env_config = dataclasses.replace(config.env, impl="jax")
     env = load_env(env_config, "cpu")
-    native_model(env, config.env.name)
-    shapes = observation_shapes_of(observation_example(env, observation_store_key(env_config, env, "cpu")))
+    mj_model = native_model(env, config.env.name)
+    return env, mj_model, observation_example(env, observation_store_key(env_config, env, "cpu"))
+
+
+def load_play_env(config: Any, command: tuple[float, float, float] | None,
+                  policy_shapes: dict[str, tuple[int, ...]]) -> Any:
+    """The run's environment (MJX on the jax implementation, for observations), checked against the policy."""
+    from rlfit.deploy.play.commands import hold_command
+    from rlfit.deploy.policy_file import observation_shapes_of
+
+    env, _, obs = load_native_env(config)
+    shapes = observation_shapes_of(obs)
     if shapes != policy_shapes:
         raise UserError(f"the policy expects observations {policy_shapes} but {config.env.name} gives {shapes}; "
                         "was the run's config.yaml edited?")

@@ -11,7 +11,6 @@ Every check of the input happens before anything runs or is written.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,13 +44,10 @@ class TransferRun(NamedTuple):
 
 def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None] = print) -> TransferRun:
     """Runs the check's episodes (see the module docstring); UserError for every bad input, before running."""
-    from rlfit.deploy.play.native import native_model
-    from rlfit.deploy.play.session import read_run_config
+    from rlfit.deploy.play.session import load_native_env, read_run_config
     from rlfit.deploy.transfer.models import EPISODES, check_key, draw_check_models, native_copy, nominal_fields, row
-    from rlfit.envs import load_env
-    from rlfit.envs.loading import observation_store_key
     from rlfit.envs.randomization import resolve_randomization
-    from rlfit.envs.vec_env import episode_steps, observation_example
+    from rlfit.envs.vec_env import episode_steps
     from rlfit.hardware.jax_setup import configure_jax
 
     check_counts(options)
@@ -59,10 +55,7 @@ def run_transfer_check(options: TransferCheckOptions, say: Callable[[str], None]
     config = read_run_config(options.run_dir)
     path = onnx_path(options.run_dir, options.onnx)
     configure_jax(config.run.precision)
-    env_config = dataclasses.replace(config.env, impl="jax")
-    env = load_env(env_config, "cpu")
-    mj_model = native_model(env, config.env.name)
-    obs = observation_example(env, observation_store_key(env_config, env, "cpu"))
+    env, mj_model, obs = load_native_env(config)
     sizes = ({name: int(value.size) for name, value in obs.items()} if isinstance(obs, dict)
              else {ARRAY_OBS_NAME: int(obs.size)})
     policy = load_onnx_policy(path, config.env.name, sizes, int(env.action_size))
