@@ -95,12 +95,15 @@ def run() -> None:
     process leaves with `os._exit` after flushing its output: the run's files are written and closed by then, and
     the interpreter's teardown of a thread inside XLA's compile would abort it (exit -6) instead of the code. A
     process of a multi-process run leaves that run first (`os._exit` skips JAX's own exit handler), or the others
-    would wait at their shutdown for its heartbeat and abort."""
+    would wait at their shutdown for its heartbeat and abort. Python's garbage collector runs less often in the
+    process (`rlfit.cli.gc_thresholds`)."""
     import os
 
+    from rlfit.cli.gc_thresholds import collect_less_often
     from rlfit.hardware.compile_log import compiling_in_background
     from rlfit.parallel.distributed import leave
 
+    collect_less_often()  # before the command imports JAX and traces its programs
     code = main()
     if compiling_in_background():
         with contextlib.suppress(Exception):
