@@ -331,3 +331,15 @@ def cli_startup_figures(record: dict) -> list[Figure]:
                    f"{len(case['wall_s'])} runs, median CPU {case['median_cpu_s']:.2f} s"
                    f"{', imports JAX' if case['imports_jax'] else ''}", _num(case["median_s"], 2), "s")
             for name, case in record["cases"].items()]
+
+
+def gc_thresholds_figures(record: dict) -> list[Figure]:
+    figures = []
+    for case, result in record["cases"].items():
+        python, rlfit = result["settings"]["python"], result["settings"]["rlfit"]
+        figures.append(Figure(
+            f"`{case}`: CPU seconds to import, build and trace the training step, Python's collector thresholds -> "
+            f"rlfit's (median of {record['repeats']}; peak {_num(python['median_peak_rss_mib'], 0)} -> "
+            f"{_num(rlfit['median_peak_rss_mib'], 0)} MiB)",
+            f"{_num(python['median_total_s'], 2)} -> {_num(rlfit['median_total_s'], 2)}", "s"))
+    return figures

@@ -25,6 +25,7 @@ from benchmarks.figure_readers import (
     encoders_figures,
     eval_compile_figures,
     first_step_figures,
+    gc_thresholds_figures,
     gpu_figures,
     jax_versions_figures,
     kill9_figures,
@@ -154,6 +155,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               (Source("plan_time_G1JoystickFlatTerrain_g1_bound.json", plan_time_figures),
                Source("plan_time_G1JoystickFlatTerrain_g1_bound_auto_plain.json", plan_time_figures),
                Source("plan_time_CartpoleBalance_quick_bound_plan.json", plan_time_figures))),
+    Benchmark("gc_thresholds", "first step", "CPU seconds to import, build and trace a training step under Python's "
+              "garbage-collector thresholds and rlfit's", ("docs/architecture.md",), "cpu",
+              "4 (CartpoleBalance and G1, 5 repeats)", "methods/gc_thresholds.md",
+              (Source("gc_thresholds.json", gc_thresholds_figures),)),
     Benchmark("eval_compile", "first step", "the evaluation program's cold compile alone, per environment",
               ("docs/planning.md",), "cpu", "7 (3 envs, 2 repeats)", "methods/eval_compile.md",
               (Source("eval_compile_after.json", eval_compile_figures),),

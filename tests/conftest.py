@@ -6,6 +6,7 @@ Expensive things (a training run compiles for seconds) are session-scoped and sh
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,9 @@ collect_less_often()
 # do pytest-xdist's workers: the main process loads this file first and the workers reuse its folder, so a program
 # one worker compiled is a cache hit in the other (a worker making its own folder compiled the same toy and
 # CartpoleBalance programs twice).
+# The folder this process made is removed when the session ends (about 100 MB a `make test`); one named by
+# RLFIT_TEST_SESSION_CACHE is kept (benchmarks/make_test_time.py reads its compiles afterwards).
+MADE_SESSION_CACHE = not os.environ.get("RLFIT_TEST_SESSION_CACHE")
 SESSION_CACHE = os.environ.get("RLFIT_TEST_SESSION_CACHE") or tempfile.mkdtemp(prefix="rlfit-test-session-cache-")
 os.environ["RLFIT_TEST_SESSION_CACHE"] = os.environ["RLFIT_CACHE_DIR"] = SESSION_CACHE
 # Every program is kept, however fast it compiled (rlfit keeps those over 0.5 s; JAX's own setting wins there): the
@@ -201,6 +205,13 @@ once per session) compiles the G1 step that test_randomization_memory.py compile
 wait for the run and then find the step in the compile cache (they compiled it a second time beside the run, 120 s
 of the CI run of 2026-12-06, after the run moved to the robot's observation set): that file starts once the others
 above have had about the run's time, so that its worker seldom waits."""
+
+
+def pytest_unconfigure(config):
+    """The session's compile cache goes with the session that made it (pytest-xdist's workers inherit the folder
+    from the main process, which ends last)."""
+    if MADE_SESSION_CACHE:
+        shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
