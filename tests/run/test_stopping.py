@@ -93,8 +93,10 @@ def test_early_stop_after_patience_evaluations_without_improvement(tmp_path):
 def test_time_budget_stops_with_a_checkpoint_and_resume_continues_past_it(tmp_path):
     from rlfit.run.resume import resume
 
-    # Compiling alone takes longer than 1 s: the first iteration runs, then no further one fits.
-    _train(tmp_path, "run.time_budget=1s")
+    # A budget shorter than any iteration: the first iteration runs (a run always makes one), then no further one
+    # fits. (At 1 s the test counted on the compile taking longer: with the program in the session's compile cache,
+    # seven iterations fit on 2026-12-07.)
+    _train(tmp_path, "run.time_budget=0.001s")
     run_dir = tmp_path / "run"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stopped_by"] == "time_budget" and summary["iterations"] == 1
