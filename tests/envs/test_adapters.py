@@ -3,6 +3,7 @@ no auto-reset, action mapping, observation encoding, and the loader's prefixes a
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
 
@@ -11,8 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-gymnax = pytest.importorskip("gymnax")
-xminigrid = pytest.importorskip("xminigrid")
+# The libraries are imported by the tests that drive them (gymnax takes 2 s to import: every pytest-xdist worker
+# collects this file, one runs it); without them the module is skipped, as importorskip would.
+for _library in ("gymnax", "xminigrid"):
+    if importlib.util.find_spec(_library) is None:
+        pytest.skip(f"could not import '{_library}'", allow_module_level=True)
 
 from rlfit.config.schema import EnvConfig  # noqa: E402
 from rlfit.envs.adapters import load_gymnax, load_xminigrid  # noqa: E402
@@ -45,6 +49,8 @@ def adapter_rollout(env, reset_keys, actions):
 def gymnax_rollout(name, reset_keys, actions):
     """The reference: gymnax's reset_env/step_env driven directly, with the key scheme the adapter documents
     (reset splits its key into (reset key, carried key); each step splits the carried key into (carried, step))."""
+    import gymnax
+
     env, params = gymnax.make(name)
 
     def one(key, actions):
@@ -125,6 +131,8 @@ def test_gymnax_box_actions_are_rescaled_from_unit_interval():
     np.testing.assert_allclose(env.gymnax_action(jnp.array([-1.0])), [-2.0])
     np.testing.assert_allclose(env.gymnax_action(jnp.array([0.25])), [0.5])
     # Through a step: action 1.0 acts as gymnax's torque `high` (2.0), recorded by Pendulum as last_u.
+    import gymnax
+
     genv, params = gymnax.make("Pendulum-v1")
     state = env.reset(jax.random.PRNGKey(3))
     stepped = env.step(state, jnp.array([1.0]))
@@ -155,6 +163,8 @@ def test_xminigrid_adapter_follows_xminigrid_and_does_not_auto_reset():
     assert_same_types(env)
     actions = jnp.broadcast_to(jnp.array(PATH_TO_GOAL + [0, 2, 0], jnp.int32)[:, None], (14, 4))
     first, steps = adapter_rollout(env, keys(4), actions)
+
+    import xminigrid
 
     genv, params = xminigrid.make("MiniGrid-Empty-8x8")
     timestep = jax.jit(lambda key: genv.reset(params, key))(keys(4)[0])

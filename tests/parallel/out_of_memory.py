@@ -26,6 +26,9 @@ def running_out_above_most_envs(real_compile: Callable[..., Any]) -> Callable[..
 
 
 if __name__ == "__main__":
+    from rlfit.cli.gc_thresholds import collect_less_often
+
+    collect_less_often()  # as `rlfit.cli.run` does
     from rlfit.cli import main
     from rlfit.run.trainer import Trainer
 

@@ -76,6 +76,8 @@ def test_the_starting_state_is_traced_once_for_its_shapes_and_its_program(tmp_pa
 
 
 SAME_STATE = """
+from rlfit.cli.gc_thresholds import collect_less_often
+collect_less_often()  # as an `rlfit` process
 import json, os, tempfile
 import jax, numpy as np
 from rlfit.config.schema import resolve

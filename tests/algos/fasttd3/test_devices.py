@@ -12,6 +12,8 @@ from tests.conftest import FAST_COMPILE_FLAGS, cli_environment
 
 TOLERANCE = 1e-5
 WORKER = """
+from rlfit.cli.gc_thresholds import collect_less_often
+collect_less_often()  # as an `rlfit` process
 import json, sys
 import jax, numpy as np
 import rlfit
