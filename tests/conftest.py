@@ -208,9 +208,9 @@ above have had about the run's time, so that its worker seldom waits."""
 
 
 def pytest_collection_finish(session):
-    """What collecting imported (JAX, Playground, rlfit, every test module: millions of objects that live as long as
-    the worker) is left out of the garbage collector's walks from now on, so that a full collection during a test
-    walks only what the tests made. Five in-process files under `-n 3`: 0.95 of the CPU seconds against the
+    """What collecting imported (JAX, Playground, rlfit, every test module: objects that live as long as the worker)
+    is left out of the garbage collector's walks from now on, so that a full collection during a test walks only
+    what the tests made. Five in-process files under `-n 3`: 0.95 of the CPU seconds against the
     thresholds alone (`farm-bench -n 3 --vs`, 2026-12-07, 154.7 against 163.1 s median; the pairs 0.92-0.99)."""
     import gc
 
