@@ -51,8 +51,12 @@ from rlfit.config.schema import resolve
 from rlfit.planning.plan import config_sizes, make_plan
 from rlfit.run.trainer import Trainer
 seconds["imports"] = cpu() - start; start = cpu()
-config = resolve(env, preset, None, overrides)
-trainer = Trainer.build(config, make_plan(config, config_sizes(config), devices=1))
+from rlfit.errors import UserError
+try:
+    config = resolve(env, preset, None, overrides)
+    trainer = Trainer.build(config, make_plan(config, config_sizes(config), devices=1))
+except UserError as error:  # bad input (an unknown environment, a bad override): one line, exit 2
+    sys.exit(print(error, file=sys.stderr) or 2)
 state = trainer.abstract_state()
 seconds["build"] = cpu() - start; start = cpu()
 jax.jit(trainer.train_iteration_fn()).lower(state)
@@ -72,21 +76,30 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="the toy environment, 1 repeat (results/tmp/)")
     args = parser.parse_args()
     if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+        refuse(f"--repeats must be at least 1, got {args.repeats}")
     for case in args.cases:
-        if len(case.split(":")) < 2 or not all(case.split(":")[:2]):
-            parser.error(f"a case is ENV:PRESET[:OVERRIDE...], got {case!r}")
+        name, preset, _ = split_case(case)
+        if not name or not preset:
+            refuse(f"a case is ENV:PRESET[:OVERRIDE...], got {case!r}")
     if args.quick:
         args.cases, args.repeats = [QUICK_CASE], 1
     return args
 
 
+def refuse(message: str) -> None:
+    """Bad input: one line, exit 2, nothing measured or written."""
+    print(f"gc_thresholds.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def split_case(case: str) -> tuple[str, str, list[str]]:
-    """ENV:PRESET[:OVERRIDE...] -> (env, preset, overrides); an env named module:function keeps its colon."""
+    """ENV:PRESET[:OVERRIDE...] -> (env, preset, overrides). The overrides are the trailing parts with an `=`, the
+    preset the part before them, the env everything before that (`gymnax:Pendulum-v1`, `tests.toy_env:make`)."""
     parts = case.split(":")
-    if parts[0].startswith("tests.") and len(parts) > 2:  # tests.toy_env:make:smoke
-        parts = [f"{parts[0]}:{parts[1]}", *parts[2:]]
-    return parts[0], parts[1], parts[2:]
+    first_override = next((index for index, part in enumerate(parts) if "=" in part), len(parts))
+    if first_override < 2:
+        return "", "", parts[first_override:]
+    return ":".join(parts[:first_override - 1]), parts[first_override - 1], parts[first_override:]
 
 
 def run_child(setting: str, case: str, env: dict[str, str]) -> dict[str, Any]:
@@ -94,6 +107,8 @@ def run_child(setting: str, case: str, env: dict[str, str]) -> dict[str, Any]:
     name, preset, overrides = split_case(case)
     done = subprocess.run([sys.executable, "-c", CHILD, setting, name, preset, *overrides], env=env,
                           capture_output=True, text=True)
+    if done.returncode == 2:  # the case's config refused (`rlfit.errors.UserError`)
+        refuse(f"{case}: {done.stderr.strip().splitlines()[-1]}")
     if done.returncode != 0:
         sys.exit(f"gc_thresholds: {case} under {setting} failed (exit {done.returncode}): "
                  f"{done.stderr.strip().splitlines()[-1:]}")
