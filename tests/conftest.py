@@ -5,6 +5,7 @@ Expensive things (a training run compiles for seconds) are session-scoped and sh
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -14,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from rlfit.cli.gc_thresholds import collect_less_often
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # The workers trace thousands of programs, as `rlfit` processes do: Python's collector runs as rarely as it does in
 # them (`rlfit.cli.gc_thresholds`). Five in-process files under `-n 3`: 0.92 of the CPU seconds and 300 MiB more
 # peak memory a worker (`farm-bench -n 3 --vs`, 2026-12-07, 154.0 against 165.7 s median).
-from rlfit.cli.gc_thresholds import collect_less_often  # noqa: E402
-
 collect_less_often()
 
 # The test session compiles into its own cache, never the user's ~/.cache/rlfit. Subprocesses inherit it, and so
@@ -212,8 +213,6 @@ def pytest_collection_finish(session):
     is left out of the garbage collector's walks from now on, so that a full collection during a test walks only
     what the tests made. Five in-process files under `-n 3`: 0.95 of the CPU seconds against the
     thresholds alone (`farm-bench -n 3 --vs`, 2026-12-07, 154.7 against 163.1 s median; the pairs 0.92-0.99)."""
-    import gc
-
     gc.freeze()
 
 

@@ -136,18 +136,25 @@ def require_display() -> None:
                         "write a video instead with --out FILE.mp4")
 
 
-def load_native_env(config: Any) -> tuple[Any, Any, Any]:
-    """(the run's environment on MJX's jax implementation, which computes observations; its native MuJoCo model;
-    an observation of one environment, whose shapes a process before kept in the program store where it could)."""
+def load_jax_env(config: Any) -> tuple[Any, Any]:
+    """(the run's environment on MJX's jax implementation, which computes observations; its native MuJoCo model,
+    which native MuJoCo integrates); a UserError for an environment without one."""
     from rlfit.deploy.play.native import native_model
     from rlfit.envs import load_env
+
+    env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
+    return env, native_model(env, config.env.name)
+
+
+def load_native_env(config: Any) -> tuple[Any, Any, Any]:
+    """`load_jax_env`'s environment and native model, and an observation of one environment, whose shapes a process
+    before kept in the program store where it could."""
     from rlfit.envs.loading import observation_store_key
     from rlfit.envs.vec_env import observation_example
 
-    env_config = dataclasses.replace(config.env, impl="jax")
-    env = load_env(env_config, "cpu")
-    mj_model = native_model(env, config.env.name)
-    return env, mj_model, observation_example(env, observation_store_key(env_config, env, "cpu"))
+    env, mj_model = load_jax_env(config)
+    key = observation_store_key(dataclasses.replace(config.env, impl="jax"), env, "cpu")
+    return env, mj_model, observation_example(env, key)
 
 
 def load_play_env(config: Any, command: tuple[float, float, float] | None,

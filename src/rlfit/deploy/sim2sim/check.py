@@ -11,7 +11,6 @@ Every check of the input happens before anything runs or is written.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,10 +92,8 @@ def check_inputs(options: Sim2SimOptions) -> Checked:
     """Loads and checks everything `run_sim2sim` needs; a one-line UserError for any bad input."""
     from rlfit.deploy.bundle.schema import bundle_path
     from rlfit.deploy.controller.loop import check_model, load_deployment
-    from rlfit.deploy.play.native import native_model
-    from rlfit.deploy.play.session import read_run_config
+    from rlfit.deploy.play.session import load_jax_env, read_run_config
     from rlfit.deploy.transfer.onnx_policy import onnx_path
-    from rlfit.envs import load_env
     from rlfit.envs.vec_env import episode_steps
     from rlfit.hardware.jax_setup import configure_jax
 
@@ -110,8 +107,7 @@ def check_inputs(options: Sim2SimOptions) -> Checked:
     path = onnx_path(options.run_dir, options.onnx)
     bundle, policy = load_deployment(path)
     configure_jax(config.run.precision)
-    env = load_env(dataclasses.replace(config.env, impl="jax"), "cpu")
-    model = native_model(env, config.env.name)
+    env, model = load_jax_env(config)
     check_bundle_matches_run(bundle, config, model, bundle_path(path))
     check_model(bundle, model)
     run_steps = episode_steps(config.env, env)
